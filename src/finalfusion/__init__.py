@@ -1,0 +1,80 @@
+"""finalfusion: read, write, convert and query finalfusion word embeddings in pure Python.
+
+Examples
+--------
+>>> import finalfusion, io, numpy as np
+>>> emb = finalfusion.Embeddings(
+...     finalfusion.storage.NdArray(np.eye(2, dtype=np.float32)),
+...     finalfusion.vocab.SimpleVocab(["hello", "world"]),
+... )
+>>> buf = io.BytesIO(); emb.write(buf)
+>>> finalfusion.load_finalfusion(buf.getvalue())["world"].tolist()
+[0.0, 1.0]
+"""
+
+from __future__ import annotations
+
+from finalfusion import metadata, norms, storage, subword, vocab
+from finalfusion.chunks import ChunkIdentifier, TypeId
+from finalfusion.embeddings import Embeddings, load_finalfusion
+from finalfusion.errors import (
+    BadMagic,
+    ChunkOrder,
+    FinalfusionError,
+    FormatError,
+    LegacyFormatWarning,
+    Truncated,
+    UnknownChunk,
+    UnsupportedVersion,
+)
+from finalfusion.metadata import Metadata, load_metadata
+from finalfusion.norms import Norms, load_norms
+from finalfusion.storage import NdArray, QuantizedArray, load_storage
+from finalfusion.vocab import (
+    ExplicitVocab,
+    FastTextVocab,
+    FinalfusionBucketVocab,
+    FloretVocab,
+    SimpleVocab,
+    load_vocab,
+)
+
+__version__ = "0.1.0"
+
+#: finalfusion-python 0.7 name of :class:`FormatError`.
+FinalfusionFormatError = FormatError
+
+__all__ = [
+    "BadMagic",
+    "ChunkIdentifier",
+    "ChunkOrder",
+    "Embeddings",
+    "ExplicitVocab",
+    "FastTextVocab",
+    "FinalfusionBucketVocab",
+    "FinalfusionError",
+    "FinalfusionFormatError",
+    "FloretVocab",
+    "FormatError",
+    "LegacyFormatWarning",
+    "Metadata",
+    "NdArray",
+    "Norms",
+    "QuantizedArray",
+    "SimpleVocab",
+    "Truncated",
+    "TypeId",
+    "UnknownChunk",
+    "UnsupportedVersion",
+    "__version__",
+    "load_finalfusion",
+    "load_metadata",
+    "load_norms",
+    "load_storage",
+    "load_vocab",
+    "metadata",
+    "norms",
+    "storage",
+    "subword",
+    "vocab",
+]

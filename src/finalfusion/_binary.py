@@ -1,0 +1,274 @@
+"""Bounds-checked little-endian reading and writing of finalfusion fields.
+
+:class:`ByteReader` walks a buffer (``bytes``, ``bytearray`` or ``mmap``)
+and raises :class:`~finalfusion.errors.Truncated` *before* reading past its
+end, so ``struct.error`` or ``IndexError`` never reach a user.
+:class:`ByteWriter` writes to a binary file while tracking the absolute
+offset, which the alignment padding (:func:`padding`) depends on.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, BinaryIO, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.errors import FormatError, Truncated
+
+__all__ = ["ByteReader", "ByteWriter", "padding"]
+
+_U32: Final = struct.Struct("<I")
+_U64: Final = struct.Struct("<Q")
+_U32_MAX: Final = 2**32 - 1
+
+
+def padding(offset: int) -> int:
+    """Number of padding bytes written before an ``f32`` array at ``offset``.
+
+    Quirk (FORMAT.md §4): the result is ``4 - offset % 4`` and therefore
+    **never zero** -- an already aligned position gets four bytes. Both
+    reference implementations write and skip padding this way, so a reader
+    that skips zero bytes at an aligned position misreads their files.
+
+    Parameters
+    ----------
+    offset
+        Absolute file offset right after the chunk's last header field.
+
+    Returns
+    -------
+    int
+        1, 2, 3 or 4.
+
+    Examples
+    --------
+    >>> [padding(o) for o in (109, 110, 111, 112)]
+    [3, 2, 1, 4]
+    """
+    return 4 - offset % 4
+
+
+class ByteReader:
+    """Read little-endian fields from a buffer, never past ``end``.
+
+    Parameters
+    ----------
+    buf
+        The whole file (``bytes``, ``bytearray`` or a read-only ``mmap``).
+        Offsets are absolute positions in it.
+    pos
+        Where to start.
+    end
+        Bytes at or after this offset are out of bounds (default: the end).
+    chunk
+        Name used in error messages; callers update it as they go.
+
+    Examples
+    --------
+    >>> r = ByteReader(b"\\x02\\x00\\x00\\x00ab")
+    >>> r.u32(), r.take(2), r.remaining
+    (2, b'ab', 0)
+    """
+
+    __slots__ = ("buf", "chunk", "end", "pos")
+
+    def __init__(self, buf: Any, pos: int = 0, end: int | None = None, chunk: str = "file") -> None:
+        self.buf = buf
+        self.pos = pos
+        self.end = len(buf) if end is None else end
+        self.chunk = chunk
+
+    @property
+    def remaining(self) -> int:
+        """Bytes left before ``end``."""
+        return self.end - self.pos
+
+    def error(self, message: str, *, expected: object = None, found: object = None, offset: int | None = None) -> FormatError:
+        """Build a :class:`FormatError` located at the current position."""
+        return FormatError(
+            message,
+            offset=self.pos if offset is None else offset,
+            chunk=self.chunk,
+            expected=expected,
+            found=found,
+        )
+
+    def require(self, n: int, what: str) -> None:
+        """Raise :class:`Truncated` unless ``n`` more bytes are available."""
+        if n > self.end - self.pos:
+            raise Truncated(
+                f"data ends inside {what}",
+                offset=self.pos,
+                chunk=self.chunk,
+                expected=f"{n} bytes",
+                found=f"{max(self.end - self.pos, 0)} bytes",
+            )
+
+    def u32(self, what: str = "u32") -> int:
+        """Read a little-endian ``u32``."""
+        self.require(4, what)
+        (value,) = _U32.unpack_from(self.buf, self.pos)
+        self.pos += 4
+        return int(value)
+
+    def u64(self, what: str = "u64") -> int:
+        """Read a little-endian ``u64``."""
+        self.require(8, what)
+        (value,) = _U64.unpack_from(self.buf, self.pos)
+        self.pos += 8
+        return int(value)
+
+    def take(self, n: int, what: str = "bytes") -> bytes:
+        """Read ``n`` raw bytes (copied)."""
+        self.require(n, what)
+        data = bytes(self.buf[self.pos : self.pos + n])
+        self.pos += n
+        return data
+
+    def skip(self, n: int, what: str = "padding") -> None:
+        """Skip ``n`` bytes."""
+        self.require(n, what)
+        self.pos += n
+
+    def skip_padding(self) -> None:
+        """Skip the alignment padding that precedes an ``f32`` array (FORMAT.md §4)."""
+        self.skip(padding(self.pos), "alignment padding")
+
+    def string(self, what: str = "string") -> str:
+        """Read a ``u32`` byte length followed by that many bytes of UTF-8."""
+        start = self.pos
+        n = self.u32(f"length of {what}")
+        self.require(n, what)
+        raw = self.buf[self.pos : self.pos + n]
+        try:
+            text = str(raw, "utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(
+                f"{what} is not valid UTF-8 ({exc.reason})",
+                offset=start + 4 + exc.start,
+                chunk=self.chunk,
+            ) from None
+        self.pos += n
+        return text
+
+    def strings(self, count: int, what: str = "word") -> list[str]:
+        """Read ``count`` length-prefixed UTF-8 strings.
+
+        The count is checked against the remaining bytes (each string needs
+        at least its four length bytes) before anything is allocated.
+        """
+        if count > self.remaining // 4:
+            raise Truncated(
+                f"too few bytes for {count} {what}s",
+                offset=self.pos,
+                chunk=self.chunk,
+                expected=f"at least {4 * count} bytes",
+                found=f"{self.remaining} bytes",
+            )
+        buf = self.buf
+        pos = self.pos
+        end = self.end
+        unpack = _U32.unpack_from
+        raw: list[Any] = []
+        append = raw.append
+        for _ in range(count):
+            if pos + 4 > end:
+                self.pos = pos
+                self.require(4, f"length of {what} {len(raw)}")
+            (n,) = unpack(buf, pos)
+            pos += 4
+            nxt = pos + n
+            if nxt > end:
+                self.pos = pos
+                self.require(n, f"{what} {len(raw)}")
+            append(buf[pos:nxt])
+            pos = nxt
+        try:
+            words = [str(b, "utf-8") for b in raw]
+        except UnicodeDecodeError:
+            self._locate_bad_utf8(raw, what)
+            raise  # pragma: no cover - _locate_bad_utf8 always raises
+        self.pos = pos
+        return words
+
+    def _locate_bad_utf8(self, raw: list[Any], what: str) -> None:
+        pos = self.pos
+        for i, b in enumerate(raw):
+            pos += 4
+            try:
+                str(b, "utf-8")
+            except UnicodeDecodeError as exc:
+                raise FormatError(
+                    f"{what} {i} is not valid UTF-8 ({exc.reason})",
+                    offset=pos + exc.start,
+                    chunk=self.chunk,
+                ) from None
+            pos += len(b)
+
+    def array(self, dtype: str, shape: tuple[int, ...], what: str = "array") -> npt.NDArray[Any]:
+        """Return a zero-copy view of ``shape`` elements of ``dtype``.
+
+        The view is writable when the buffer is (``bytearray``) and
+        read-only otherwise (``bytes``, read-only ``mmap``).
+        """
+        dt = np.dtype(dtype)
+        count = 1
+        for dim in shape:
+            count *= dim
+        nbytes = count * dt.itemsize
+        self.require(nbytes, what)
+        arr = np.frombuffer(self.buf, dtype=dt, count=count, offset=self.pos).reshape(shape)
+        self.pos += nbytes
+        return arr
+
+
+class ByteWriter:
+    """Write little-endian fields to a binary file, tracking the absolute offset.
+
+    Examples
+    --------
+    >>> import io
+    >>> w = ByteWriter(io.BytesIO())
+    >>> w.u32(7); w.string("ab"); w.pos
+    10
+    """
+
+    __slots__ = ("file", "pos")
+
+    def __init__(self, file: BinaryIO, pos: int = 0) -> None:
+        self.file = file
+        self.pos = pos
+
+    def raw(self, data: bytes | bytearray | memoryview) -> None:
+        """Write bytes as they are."""
+        n = memoryview(data).nbytes
+        self.file.write(data)
+        self.pos += n
+
+    def u32(self, value: int) -> None:
+        """Write a ``u32``; values outside its range raise ``ValueError``."""
+        if not 0 <= value <= _U32_MAX:
+            raise ValueError(f"{value} does not fit in a u32 field")
+        self.raw(_U32.pack(value))
+
+    def u64(self, value: int) -> None:
+        """Write a ``u64``."""
+        self.raw(_U64.pack(value))
+
+    def string(self, text: str) -> None:
+        """Write a ``u32`` byte length and the UTF-8 bytes of ``text``."""
+        data = text.encode("utf-8")
+        self.u32(len(data))
+        self.raw(data)
+
+    def padding(self) -> None:
+        """Write the zero padding that precedes an ``f32`` array (FORMAT.md §4)."""
+        self.raw(b"\x00" * padding(self.pos))
+
+    def array(self, arr: npt.ArrayLike, dtype: str) -> None:
+        """Write an array as C-ordered ``dtype`` (little-endian) bytes, without copying when possible."""
+        data = np.ascontiguousarray(arr, dtype=np.dtype(dtype))
+        if data.size:
+            self.raw(memoryview(data).cast("B"))  # type: ignore[arg-type]

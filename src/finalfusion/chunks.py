@@ -1,0 +1,270 @@
+"""Chunk identifiers, data type ids, the chunk registry and chunk framing.
+
+Every chunk on disk is framed as::
+
+    u32 chunk id | u64 chunk length | payload (chunk length bytes)
+
+Only this module reads and writes that frame (FORMAT.md §1). Chunk classes
+parse and write their *payload* only and register themselves with
+:func:`register`; there is no ``if``/``elif`` over chunk ids anywhere.
+"""
+
+from __future__ import annotations
+
+import enum
+import warnings
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Final, TypeVar
+
+from finalfusion._binary import ByteReader, ByteWriter
+from finalfusion.errors import ChunkOrder, FormatError, LegacyFormatWarning, Truncated, UnknownChunk
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+__all__ = [
+    "Chunk",
+    "ChunkIdentifier",
+    "TypeId",
+    "chunk_class",
+    "read_chunk",
+    "register",
+    "write_chunk",
+]
+
+
+class ChunkIdentifier(enum.IntEnum):
+    """Identifiers of the finalfusion chunks (FORMAT.md §5)."""
+
+    Header = 0
+    SimpleVocab = 1
+    NdArray = 2
+    BucketSubwordVocab = 3
+    QuantizedArray = 4
+    Metadata = 5
+    NdNorms = 6
+    FastTextSubwordVocab = 7
+    ExplicitSubwordVocab = 8
+    FloretSubwordVocab = 9
+
+    def is_storage(self) -> bool:
+        """Whether this identifies a storage chunk."""
+        return self in (ChunkIdentifier.NdArray, ChunkIdentifier.QuantizedArray)
+
+    def is_vocab(self) -> bool:
+        """Whether this identifies a vocabulary chunk."""
+        return _ROLE_OF.get(self) == "vocab"
+
+
+class TypeId(enum.IntEnum):
+    """Data type identifiers; only ``u8`` (quantized codes) and ``f32`` occur in files."""
+
+    u8 = 1
+    f32 = 10
+
+
+#: Position of each role in a file; chunks must appear in increasing rank.
+ROLE_RANK: Final = {"metadata": 0, "vocab": 1, "storage": 2, "norms": 3}
+
+_ROLE_OF: Final = {
+    ChunkIdentifier.Metadata: "metadata",
+    ChunkIdentifier.SimpleVocab: "vocab",
+    ChunkIdentifier.BucketSubwordVocab: "vocab",
+    ChunkIdentifier.FastTextSubwordVocab: "vocab",
+    ChunkIdentifier.ExplicitSubwordVocab: "vocab",
+    ChunkIdentifier.FloretSubwordVocab: "vocab",
+    ChunkIdentifier.NdArray: "storage",
+    ChunkIdentifier.QuantizedArray: "storage",
+    ChunkIdentifier.NdNorms: "norms",
+}
+
+
+def role_of(chunk_id: ChunkIdentifier) -> str:
+    """Role (``metadata``, ``vocab``, ``storage`` or ``norms``) of a chunk id."""
+    return _ROLE_OF[chunk_id]
+
+
+class Chunk:
+    """Base of every chunk class.
+
+    Subclasses set ``chunk_id`` and implement :meth:`read_payload`,
+    :meth:`write_payload` and :meth:`payload_len`. The frame (id and
+    length) is handled by :func:`read_chunk` and :func:`write_chunk`.
+    """
+
+    chunk_id: ClassVar[ChunkIdentifier]
+    #: Whether a reader may meet this chunk with a declared length shorter
+    #: than its contents (a known legacy writer bug, see :meth:`legacy_length`).
+    length_may_be_short: ClassVar[bool] = False
+
+    @classmethod
+    def read_payload(cls, reader: ByteReader) -> Self:
+        """Parse the payload at ``reader.pos`` (the frame is already consumed)."""
+        raise NotImplementedError
+
+    def write_payload(self, writer: ByteWriter) -> None:
+        """Write the payload (without the frame) at ``writer.pos``."""
+        raise NotImplementedError
+
+    def payload_len(self, offset: int) -> int:
+        """Length of the payload when it starts at absolute file ``offset``.
+
+        The offset matters because array chunks pad to 4-byte alignment
+        relative to the start of the file (FORMAT.md §4).
+        """
+        raise NotImplementedError
+
+    def legacy_length(self, declared: int, consumed: int) -> str | None:
+        """Explain an accepted mismatch between declared and parsed length.
+
+        Returns ``None`` (the default) when a mismatch is an error.
+        """
+        return None
+
+    def write(self, file: Any) -> None:
+        """Write this chunk alone as a finalfusion file (header + chunk), atomically.
+
+        Examples
+        --------
+        >>> import io
+        >>> from finalfusion.vocab import SimpleVocab, load_vocab
+        >>> buf = io.BytesIO()
+        >>> SimpleVocab(["a"]).write(buf)
+        >>> load_vocab(buf.getvalue())
+        SimpleVocab(['a'] (1 words))
+        """
+        from finalfusion.io import write_chunks
+
+        write_chunks([self], file)
+
+    @classmethod
+    def chunk_identifier(cls) -> ChunkIdentifier:
+        """The chunk's identifier (finalfusion-python 0.7 spelling)."""
+        return cls.chunk_id
+
+    def write_chunk(self, file: BinaryIO) -> None:
+        """Write this chunk, framed, at the current position of ``file``.
+
+        The padding of array chunks depends on the absolute position, so
+        ``file.tell()`` must be the offset within the finalfusion file.
+        """
+        write_chunk(ByteWriter(file, file.tell()), self)
+
+
+_REGISTRY: dict[int, type[Chunk]] = {}
+
+_C = TypeVar("_C", bound=type[Chunk])
+
+
+def register(cls: _C) -> _C:
+    """Class decorator: make ``cls`` the reader for its ``chunk_id``.
+
+    Raises
+    ------
+    RuntimeError
+        If another class is already registered for the id (at import time).
+    """
+    chunk_id = int(cls.chunk_id)
+    if chunk_id in _REGISTRY:
+        raise RuntimeError(f"chunk id {chunk_id} is registered twice: {_REGISTRY[chunk_id].__name__} and {cls.__name__}")
+    _REGISTRY[chunk_id] = cls
+    return cls
+
+
+def chunk_class(chunk_id: int, *, offset: int | None = None, where: str = "chunk stream") -> type[Chunk]:
+    """Look up the registered class of ``chunk_id``.
+
+    Raises
+    ------
+    UnknownChunk
+        For identifiers the format does not define (including 0, the header).
+    """
+    try:
+        return _REGISTRY[chunk_id]
+    except KeyError:
+        raise UnknownChunk(
+            "unknown chunk identifier",
+            offset=offset,
+            chunk=where,
+            expected=f"one of {sorted(_REGISTRY)}",
+            found=chunk_id,
+        ) from None
+
+
+def read_chunk(reader: ByteReader) -> Chunk:
+    """Read one framed chunk at ``reader.pos``.
+
+    The payload is parsed within its declared length; afterwards the bytes
+    consumed must equal the declared length (the one tolerated exception is
+    described by :meth:`Chunk.legacy_length`).
+
+    Raises
+    ------
+    UnknownChunk, Truncated, FormatError
+    """
+    file_end = reader.end
+    frame_at = reader.pos
+    reader.chunk = "chunk frame"
+    chunk_id = reader.u32("chunk identifier")
+    cls = chunk_class(chunk_id, offset=frame_at)
+    reader.chunk = cls.__name__
+    declared = reader.u64("chunk length")
+    start = reader.pos
+    if declared > file_end - start:
+        raise Truncated(
+            "declared chunk length runs past the end of the data",
+            offset=frame_at + 4,
+            chunk=cls.__name__,
+            expected=f"at most {file_end - start} bytes",
+            found=f"{declared} bytes",
+        )
+    if not cls.length_may_be_short:
+        reader.end = start + declared
+    try:
+        chunk = cls.read_payload(reader)
+    finally:
+        reader.end = file_end
+    consumed = reader.pos - start
+    if consumed != declared:
+        note = chunk.legacy_length(declared, consumed)
+        if note is None:
+            raise FormatError(
+                "chunk length disagrees with the parsed contents",
+                offset=frame_at + 4,
+                chunk=cls.__name__,
+                expected=f"{declared} bytes (declared)",
+                found=f"{consumed} bytes parsed",
+            )
+        warnings.warn(note, LegacyFormatWarning, stacklevel=4)
+    return chunk
+
+
+def write_chunk(writer: ByteWriter, chunk: Chunk) -> None:
+    """Write ``chunk`` framed with its id and correct length."""
+    writer.u32(int(chunk.chunk_id))
+    declared = chunk.payload_len(writer.pos + 8)
+    writer.u64(declared)
+    start = writer.pos
+    chunk.write_payload(writer)
+    if writer.pos - start != declared:
+        raise RuntimeError(f"internal error: {type(chunk).__name__} wrote {writer.pos - start} bytes but declared {declared}")
+
+
+def check_order(ids: list[ChunkIdentifier], *, offset: int | None, where: str) -> None:
+    """Require at most one chunk per role, in the order metadata, vocab, storage, norms.
+
+    Raises
+    ------
+    ChunkOrder
+    """
+    last = -1
+    for cid in ids:
+        rank = ROLE_RANK[role_of(cid)]
+        if rank <= last:
+            raise ChunkOrder(
+                "chunks out of order or repeated",
+                offset=offset,
+                chunk=where,
+                expected="[Metadata] vocabulary storage [NdNorms]",
+                found=[c.name for c in ids],
+            )
+        last = rank

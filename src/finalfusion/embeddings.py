@@ -1,0 +1,439 @@
+"""The :class:`Embeddings` facade: lookups over a vocabulary and a storage.
+
+Lookup semantics follow FORMAT.md §9: a known word returns its stored row;
+an unknown word in a subword vocabulary returns the l2-normalised sum of
+its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.chunks import Chunk
+from finalfusion.errors import FormatError
+from finalfusion.metadata import Metadata
+from finalfusion.norms import Norms
+from finalfusion.storage.ndarray import NdArray, Storage
+from finalfusion.vocab.base import SubwordVocab, Vocab
+from finalfusion.vocab.subword import FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
+
+__all__ = ["Embeddings", "load_finalfusion"]
+
+#: Rows gathered at once when summing subword rows in batch lookups.
+_GATHER_ROWS = 1 << 16
+
+
+def compatibility_problem(storage: Storage, vocab: Vocab, norms: Norms | None) -> str | None:
+    """Why the chunks cannot form embeddings, or ``None`` if they can."""
+    if storage.shape[0] != vocab.upper_bound:
+        n_sub = vocab.upper_bound - len(vocab)
+        return f"storage has {storage.shape[0]} rows but the vocabulary needs {vocab.upper_bound} ({len(vocab)} words + {n_sub} subword rows)"
+    if norms is not None and len(norms) != len(vocab):
+        return f"there are {len(norms)} norms for {len(vocab)} words"
+    return None
+
+
+class Embeddings:
+    """Word embeddings: a vocabulary, a storage, and optional norms and metadata.
+
+    Parameters
+    ----------
+    storage
+        :class:`~finalfusion.storage.NdArray` or :class:`~finalfusion.storage.QuantizedArray`.
+    vocab
+        Any vocabulary from :mod:`finalfusion.vocab`.
+    norms
+        Optional :class:`~finalfusion.norms.Norms`, one per word.
+    metadata
+        Optional :class:`~finalfusion.metadata.Metadata`.
+
+    Raises
+    ------
+    TypeError
+        If a chunk has the wrong type.
+    ValueError
+        If the storage rows do not match the vocabulary, or the norms the words.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion.storage import NdArray
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+    >>> emb["b"].tolist(), emb.embedding("c") is None, len(emb), emb.dims
+    ([0.0, 1.0], True, 2, 2)
+    """
+
+    def __init__(self, storage: Storage, vocab: Vocab, norms: Norms | None = None, metadata: Metadata | None = None) -> None:
+        if not isinstance(storage, Storage):
+            raise TypeError(f"storage must be a Storage (NdArray or QuantizedArray), got {type(storage).__name__}")
+        if not isinstance(vocab, Vocab):
+            raise TypeError(f"vocab must be a Vocab, got {type(vocab).__name__}")
+        if norms is not None and not isinstance(norms, Norms):
+            raise TypeError(f"norms must be Norms or None, got {type(norms).__name__}")
+        if metadata is not None and not isinstance(metadata, Metadata):
+            raise TypeError(f"metadata must be Metadata or None, got {type(metadata).__name__}")
+        problem = compatibility_problem(storage, vocab, norms)
+        if problem:
+            raise ValueError(problem)
+        self._storage = storage
+        self._vocab = vocab
+        self._norms = norms
+        self._metadata = metadata
+        self._matrix = storage.matrix if isinstance(storage, NdArray) else None
+        self._index = vocab.word_index
+        self._subword = isinstance(vocab, SubwordVocab)
+
+    # -- chunks ----------------------------------------------------------------------
+    @property
+    def storage(self) -> Storage:
+        """The storage chunk."""
+        return self._storage
+
+    @property
+    def vocab(self) -> Vocab:
+        """The vocabulary chunk."""
+        return self._vocab
+
+    @property
+    def norms(self) -> Norms | None:
+        """The norms chunk, or ``None``; settable."""
+        return self._norms
+
+    @norms.setter
+    def norms(self, norms: Norms | None) -> None:
+        if norms is not None:
+            if not isinstance(norms, Norms):
+                raise TypeError(f"norms must be Norms or None, got {type(norms).__name__}")
+            problem = compatibility_problem(self._storage, self._vocab, norms)
+            if problem:
+                raise ValueError(problem)
+        self._norms = norms
+
+    @property
+    def metadata(self) -> Metadata | None:
+        """The metadata chunk, or ``None``; settable."""
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, metadata: Metadata | None) -> None:
+        if metadata is not None and not isinstance(metadata, Metadata):
+            raise TypeError(f"metadata must be Metadata or None, got {type(metadata).__name__}")
+        self._metadata = metadata
+
+    @property
+    def dims(self) -> int:
+        """Dimensionality of the embeddings."""
+        return self._storage.shape[1]
+
+    def chunks(self) -> list[Chunk]:
+        """The chunks in file order: metadata (if any), vocabulary, storage, norms (if any)."""
+        out: list[Chunk] = []
+        if self._metadata is not None:
+            out.append(self._metadata)
+        out.append(self._vocab)
+        out.append(self._storage)
+        if self._norms is not None:
+            out.append(self._norms)
+        return out
+
+    # -- lookups ---------------------------------------------------------------------
+    def _unknown(self, word: str) -> tuple[npt.NDArray[np.float32], float] | None:
+        if not self._subword:
+            return None
+        rows = self._vocab.subword_rows(word)  # type: ignore[attr-defined]
+        if not len(rows):
+            return None
+        gathered = self._matrix[rows] if self._matrix is not None else self._storage.rows(rows)
+        v = np.add.reduce(gathered, axis=0, dtype=np.float32)
+        norm = float(np.sqrt(v.dot(v)))
+        if norm != 0.0:
+            v /= np.float32(norm)
+        return v, norm
+
+    def embedding(self, word: str, out: npt.NDArray[np.float32] | None = None, default: Any = None) -> Any:
+        """The embedding of ``word``, or ``default`` if there is none.
+
+        Parameters
+        ----------
+        word
+            The query word.
+        out
+            Optional array to write the embedding into (and return).
+        default
+            Returned (copied into ``out`` if given) when no embedding exists.
+
+        Returns
+        -------
+        numpy.ndarray or the default
+            For a known word the stored row (a view for dense storage);
+            for an unknown word of a subword vocabulary the normalised sum
+            of its subword rows.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+        >>> emb.embedding("zz", default=np.zeros(2)).tolist()
+        [0.0, 0.0]
+        """
+        i = self._index.get(word)
+        if i is not None:
+            row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
+        else:
+            found = self._unknown(word)
+            if found is None:
+                if out is not None and default is not None:
+                    out[...] = default
+                    return out
+                return default
+            row = found[0]
+        if out is not None:
+            out[...] = row
+            return out
+        return row
+
+    def __getitem__(self, word: str) -> npt.NDArray[np.float32]:
+        v = self.embedding(word)
+        if v is None:
+            raise KeyError(word)
+        return v  # type: ignore[no-any-return]
+
+    def embedding_with_norm(self, word: str, out: npt.NDArray[np.float32] | None = None, default: Any = None) -> Any:
+        """The embedding of ``word`` and its norm, or ``default``.
+
+        For a known word the norm comes from the norms chunk (``1.0`` when
+        there is none, as in finalfusion-rust); for an unknown word it is
+        the l2 norm of the summed subword rows before normalisation.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.norms import Norms
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]), Norms([3.0, 4.0]))
+        >>> vec, norm = emb.embedding_with_norm("b")
+        >>> vec.tolist(), norm
+        ([0.0, 1.0], 4.0)
+        """
+        i = self._index.get(word)
+        if i is not None:
+            row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
+            norm = float(self._norms.norms[i]) if self._norms is not None else 1.0
+        else:
+            found = self._unknown(word)
+            if found is None:
+                if out is not None and default is not None:
+                    out[...] = default[0]
+                    return out, default[1]
+                return default
+            row, norm = found
+        if out is not None:
+            out[...] = row
+            return out, norm
+        return row, norm
+
+    def embedding_batch(self, words: Sequence[str], out: npt.NDArray[np.float32] | None = None) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+        """Embeddings of many words at once.
+
+        Known words are gathered with one fancy index; unknown words of a
+        subword vocabulary are hashed in vectorised batches, each distinct
+        word once.
+
+        Parameters
+        ----------
+        words
+            The query words.
+        out
+            Optional ``(len(words), dims)`` ``float32`` array to fill.
+
+        Returns
+        -------
+        matrix, found
+            One row per word (zeros where there is no embedding) and a
+            boolean mask telling which words have an embedding.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+        >>> m, found = emb.embedding_batch(["b", "zz", "a"])
+        >>> m.tolist(), found.tolist()
+        ([[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]], [True, False, True])
+        """
+        n = len(words)
+        dims = self.dims
+        if out is None:
+            out = np.zeros((n, dims), dtype=np.float32)
+        elif out.shape != (n, dims):
+            raise ValueError(f"out must have shape ({n}, {dims}), got {out.shape}")
+        else:
+            out[...] = 0
+        get = self._index.get
+        idx = np.fromiter((get(w, -1) for w in words), dtype=np.int64, count=n)
+        found = idx >= 0
+        known = np.flatnonzero(found)
+        if len(known):
+            out[known] = self._matrix[idx[known]] if self._matrix is not None else self._storage.rows(idx[known])
+        if self._subword and len(known) < n:
+            self._batch_unknown(words, np.flatnonzero(~found), out, found)
+        return out, found
+
+    def _batch_unknown(self, words: Sequence[str], positions: npt.NDArray[np.int64], out: npt.NDArray[np.float32], found: npt.NDArray[np.bool_]) -> None:
+        distinct: dict[str, int] = {}
+        slot = np.fromiter((distinct.setdefault(words[p], len(distinct)) for p in positions.tolist()), dtype=np.int64, count=len(positions))
+        uniq = list(distinct)
+        rows, counts = self._vocab.batch_subword_rows(uniq)  # type: ignore[attr-defined]
+        vecs = np.zeros((len(uniq), self.dims), dtype=np.float32)
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        lo = 0
+        while lo < len(uniq):
+            # Grow the block of words while the rows to gather stay bounded.
+            hi = int(np.searchsorted(ends, starts[lo] + _GATHER_ROWS, side="right"))
+            hi = max(hi, lo + 1)
+            sel = np.flatnonzero(counts[lo:hi] > 0) + lo
+            if len(sel):
+                block = rows[starts[lo] : ends[hi - 1]]
+                gathered = self._matrix[block] if self._matrix is not None else self._storage.rows(block)
+                vecs[sel] = np.add.reduceat(gathered, starts[sel] - starts[lo], axis=0, dtype=np.float32)
+            lo = hi
+        norms = np.sqrt(np.einsum("ij,ij->i", vecs, vecs))
+        nz = norms > 0
+        vecs[nz] /= norms[nz, None]
+        has = counts > 0
+        out[positions] = vecs[slot]
+        found[positions] = has[slot]
+
+    def __contains__(self, word: object) -> bool:
+        return word in self._vocab
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        """Iterate over ``(word, embedding)``, or ``(word, embedding, norm)`` when norms exist."""
+        rows = (self._matrix[i] if self._matrix is not None else self._storage.row(i) for i in range(len(self._vocab)))
+        if self._norms is not None:
+            return zip(self._vocab, rows, self._norms.norms, strict=False)
+        return zip(self._vocab, rows, strict=False)
+
+    def __len__(self) -> int:
+        return len(self._vocab)
+
+    def __repr__(self) -> str:
+        parts = [
+            f"vocab={type(self._vocab).__name__}({len(self._vocab)} words"
+            + (f", {self._vocab.upper_bound - len(self._vocab)} subword rows)" if self._subword else ")"),
+            f"storage={type(self._storage).__name__}{self._storage.shape}",
+            f"norms={'yes' if self._norms is not None else 'no'}",
+            f"metadata={'yes' if self._metadata is not None else 'no'}",
+        ]
+        return f"Embeddings({', '.join(parts)})"
+
+    # -- conversion and output -------------------------------------------------------
+    def write(self, file: Any, *, fsync: bool = False) -> None:
+        """Write the embeddings as a finalfusion file.
+
+        Writing to a path is atomic (temporary file + ``os.replace``): the
+        target is either the old file or the complete new one, even when
+        it is memory-mapped by this or another process.
+
+        Parameters
+        ----------
+        file
+            Path or binary file object.
+        fsync
+            Flush to disk before renaming (durability across power loss).
+
+        Raises
+        ------
+        TypeError
+            If the metadata holds values TOML cannot represent.
+        """
+        from finalfusion.io import write_chunks
+
+        write_chunks(self.chunks(), file, fsync=fsync)
+
+    def bucket_to_explicit(self) -> Embeddings:
+        """Convert hashed subword embeddings to an explicit n-gram vocabulary.
+
+        Only the buckets used by n-grams of known words are kept, so the
+        matrix usually shrinks. Norms are kept; metadata is not copied (as
+        in finalfusion-python 0.7), since it describes the original.
+
+        Raises
+        ------
+        TypeError
+            If the vocabulary is not a FinalfusionBucketVocab or FastTextVocab.
+        """
+        if not isinstance(self._vocab, (FinalfusionBucketVocab, FastTextVocab)):
+            raise TypeError(f"only bucketed vocabularies can be converted to explicit, not {type(self._vocab).__name__}")
+        vocab, buckets = bucket_to_explicit_vocab(self._vocab)
+        n = len(vocab)
+        rows = np.concatenate([np.arange(n, dtype=np.int64), buckets + n])
+        matrix = np.array(self._storage.rows(rows), dtype=np.float32)
+        return Embeddings(NdArray(matrix), vocab, norms=self._norms)
+
+
+def load_finalfusion(file: Any, mmap: bool = False) -> Embeddings:
+    """Read embeddings from a finalfusion file.
+
+    Parameters
+    ----------
+    file
+        A path, the file's contents as bytes, or a binary file object.
+    mmap
+        Memory-map the file: arrays become read-only views of the page
+        cache, so loading is instant and processes share memory. The
+        mapping lives as long as the arrays do.
+
+    Returns
+    -------
+    Embeddings
+
+    Raises
+    ------
+    FormatError
+        (a ``ValueError``) naming what was expected and found, the byte
+        offset and the chunk, for any malformed file.
+    OSError
+        If the file cannot be read.
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> from finalfusion.storage import NdArray
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> buf = io.BytesIO()
+    >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(buf)
+    >>> load_finalfusion(buf.getvalue())["a"].tolist()
+    [1.0, 0.0]
+    """
+    from finalfusion.io import open_buffer, read_chunks
+
+    buf, name = open_buffer(file, mmap)
+    _, chunks = read_chunks(buf)
+    parts: dict[str, tuple[int, Chunk]] = {}
+    for at, chunk in chunks:
+        parts[type(chunk).role] = (at, chunk)  # type: ignore[attr-defined]
+    for role in ("vocab", "storage"):
+        if role not in parts:
+            raise FormatError(
+                f"{name} has no {role} chunk", chunk="file", expected="a vocabulary and a storage chunk", found=[type(c).__name__ for _, c in chunks]
+            )
+    vocab = parts["vocab"][1]
+    storage_at, storage = parts["storage"]
+    norms = parts.get("norms", (0, None))[1]
+    problem = compatibility_problem(storage, vocab, norms)  # type: ignore[arg-type]
+    if problem:
+        at, culprit = parts["norms"] if norms is not None and "norms" in problem else (storage_at, storage)
+        raise FormatError(problem, offset=at, chunk=type(culprit).__name__)
+    metadata = parts.get("metadata", (0, None))[1]
+    return Embeddings(storage, vocab, norms, metadata)  # type: ignore[arg-type]

@@ -1,0 +1,128 @@
+"""Error hierarchy of finalfusion.
+
+Every problem with the *contents* of a file raises a :class:`FormatError`
+(a :class:`ValueError`) that names what was expected, what was found, the
+absolute byte offset and the chunk in which it happened::
+
+    FinalfusionError
+    └── FormatError (also a ValueError)
+        ├── BadMagic
+        ├── UnsupportedVersion
+        ├── UnknownChunk
+        ├── ChunkOrder
+        └── Truncated
+
+I/O problems (a missing file, a full disk) stay :class:`OSError`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BadMagic",
+    "ChunkOrder",
+    "FinalfusionError",
+    "FormatError",
+    "LegacyFormatWarning",
+    "Truncated",
+    "UnknownChunk",
+    "UnsupportedVersion",
+]
+
+
+class FinalfusionError(Exception):
+    """Base class of every exception raised deliberately by this library."""
+
+
+class FormatError(FinalfusionError, ValueError):
+    """A file (or a part of one) does not follow the format.
+
+    Parameters
+    ----------
+    message
+        What is wrong, in words.
+    offset
+        Absolute byte offset in the file at which the problem was found,
+        if it is known.
+    chunk
+        Name of the chunk (or foreign format section) being read.
+    expected, found
+        What the reader expected and what it found instead.
+
+    Examples
+    --------
+    >>> err = FormatError("bad type id", offset=105, chunk="NdArray", expected=10, found=3)
+    >>> str(err)
+    'NdArray: bad type id: expected 10, found 3 (at byte offset 105)'
+    >>> isinstance(err, ValueError)
+    True
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        offset: int | None = None,
+        chunk: str | None = None,
+        expected: object = None,
+        found: object = None,
+    ) -> None:
+        self.message = message
+        self.offset = offset
+        self.chunk = chunk
+        self.expected = expected
+        self.found = found
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        text = f"{self.chunk}: {self.message}" if self.chunk else self.message
+        if self.expected is not None or self.found is not None:
+            text += f": expected {self.expected}, found {self.found}"
+        if self.offset is not None:
+            text += f" (at byte offset {self.offset})"
+        return text
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keep keyword-only details through pickling (multiprocessing workers).
+        return (
+            _rebuild_error,
+            (type(self), self.message, self.offset, self.chunk, self.expected, self.found),
+        )
+
+
+def _rebuild_error(
+    cls: type[FormatError],
+    message: str,
+    offset: int | None,
+    chunk: str | None,
+    expected: object,
+    found: object,
+) -> FormatError:
+    return cls(message, offset=offset, chunk=chunk, expected=expected, found=found)
+
+
+class BadMagic(FormatError):
+    """The file does not start with the ``FiFu`` magic (or a foreign format's magic)."""
+
+
+class UnsupportedVersion(FormatError):
+    """The file's format version is not one this library reads."""
+
+
+class UnknownChunk(FormatError):
+    """A chunk or data type identifier that the format does not define."""
+
+
+class ChunkOrder(FormatError):
+    """Chunks are missing, duplicated, out of order, or disagree with the header."""
+
+
+class Truncated(FormatError):
+    """The data ends (or a declared size points) before a field is complete."""
+
+
+class LegacyFormatWarning(UserWarning):
+    """A file deviates from the format in a known, harmless way written by an old tool.
+
+    Such files are read correctly; writing them back always produces the
+    correct form.
+    """

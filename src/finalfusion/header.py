@@ -1,0 +1,81 @@
+"""The finalfusion file header (FORMAT.md §2).
+
+===========  ======  ==============================================
+offset       size    field
+===========  ======  ==============================================
+0            4       magic ``FiFu``
+4            4       version (u32), must be 0
+8            4       n_chunks (u32), at least 1
+12           4·n     chunk identifiers (u32), in file order
+===========  ======  ==============================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from finalfusion._binary import ByteReader, ByteWriter
+from finalfusion.chunks import ChunkIdentifier, check_order, chunk_class
+from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVersion
+
+__all__ = ["MAGIC", "VERSION", "Header"]
+
+MAGIC: Final = b"FiFu"
+VERSION: Final = 0
+
+
+@dataclass(frozen=True)
+class Header:
+    """The identifiers of the chunks a file contains, in order.
+
+    Examples
+    --------
+    >>> h = Header((ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray))
+    >>> h.nbytes
+    20
+    """
+
+    chunk_ids: tuple[ChunkIdentifier, ...]
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the header on disk."""
+        return 12 + 4 * len(self.chunk_ids)
+
+    @classmethod
+    def read(cls, reader: ByteReader) -> Header:
+        """Read and validate a header at ``reader.pos``.
+
+        Raises
+        ------
+        BadMagic, UnsupportedVersion, UnknownChunk, ChunkOrder, Truncated
+        """
+        reader.chunk = "header"
+        if reader.remaining < 4:
+            raise Truncated("data ends inside the magic", offset=reader.pos, chunk="header", expected="4 bytes", found=f"{reader.remaining} bytes")
+        magic = reader.take(4, "magic")
+        if magic != MAGIC:
+            raise BadMagic("not a finalfusion file", offset=0, chunk="header", expected=MAGIC, found=magic)
+        version = reader.u32("version")
+        if version != VERSION:
+            raise UnsupportedVersion("unsupported format version", offset=4, chunk="header", expected=VERSION, found=version)
+        n_chunks = reader.u32("number of chunks")
+        if n_chunks == 0:
+            raise FormatError("header lists no chunks", offset=8, chunk="header", expected="at least 1", found=0)
+        reader.require(4 * n_chunks, f"the list of {n_chunks} chunk identifiers")
+        ids = []
+        for _ in range(n_chunks):
+            at = reader.pos
+            raw = reader.u32("chunk identifier")
+            ids.append(chunk_class(raw, offset=at, where="header").chunk_id)
+        check_order(ids, offset=12, where="header")
+        return cls(tuple(ids))
+
+    def write(self, writer: ByteWriter) -> None:
+        """Write the header."""
+        writer.raw(MAGIC)
+        writer.u32(VERSION)
+        writer.u32(len(self.chunk_ids))
+        for cid in self.chunk_ids:
+            writer.u32(int(cid))

@@ -1,0 +1,246 @@
+"""Reading and writing whole finalfusion files: sources, mmap, atomic saves.
+
+A file is a header followed by chunks (FORMAT.md §1). :func:`read_chunks`
+walks them strictly: every chunk must be known, parse to exactly its
+declared length, and match the header's list -- with two tolerated legacy
+deviations (a trailing ``NdNorms`` chunk the header omits, and the short
+explicit-vocabulary length of finalfusion-python 0.7), each reported with a
+:class:`~finalfusion.errors.LegacyFormatWarning`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import mmap as _mmap
+import os
+import tempfile
+import warnings
+from collections.abc import Sequence
+from typing import IO, Any, BinaryIO, TypeVar, cast
+
+from finalfusion._binary import ByteReader, ByteWriter
+from finalfusion._types import Source
+from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, check_order, read_chunk, write_chunk
+from finalfusion.errors import ChunkOrder, FormatError, LegacyFormatWarning, Truncated
+from finalfusion.header import MAGIC, Header
+
+__all__ = [
+    "ChunkIdentifier",
+    "FinalfusionFormatError",
+    "TypeId",
+    "load_chunk",
+    "open_buffer",
+    "read_chunks",
+    "write_chunks",
+]
+
+#: finalfusion-python 0.7 name of :class:`~finalfusion.errors.FormatError`.
+FinalfusionFormatError = FormatError
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+def _is_bytes_path(data: bytes) -> bool:
+    """Heuristic for finalfusion-python 0.7 code that passes a path as ``bytes``."""
+    return not data.startswith(MAGIC) and len(data) < 4096 and b"\x00" not in data and os.path.isfile(data)
+
+
+def open_buffer(file: Source, mmap: bool = False) -> tuple[Any, str]:
+    """Return a buffer with the whole file and a name for messages.
+
+    Paths and file descriptors are read into a private ``bytearray`` (so
+    arrays viewing it are writable) or, with ``mmap=True``, mapped
+    read-only. ``bytes``-like objects are the file contents (a ``bytes``
+    value naming an existing file is treated as a path, as in
+    finalfusion-python 0.7). Binary file objects are read from their
+    current position (mapped when ``mmap=True``, they are real files and
+    positioned at 0).
+    """
+    if isinstance(file, (bytes, bytearray, memoryview)):
+        if isinstance(file, bytes) and _is_bytes_path(file):
+            return open_buffer(os.fsdecode(file), mmap)
+        if mmap:
+            return (file if isinstance(file, bytes) else bytes(file)), "<bytes>"
+        return bytearray(file), "<bytes>"
+    if isinstance(file, (str, os.PathLike)):
+        with open(file, "rb") as f:
+            return _from_file(f, mmap), os.fsdecode(file)
+    if isinstance(file, int):
+        with open(file, "rb", closefd=False) as f:
+            return _from_file(f, mmap), f"<fd {file}>"
+    if hasattr(file, "read"):
+        return _from_file(file, mmap), getattr(file, "name", "<file object>")
+    raise TypeError(f"expected a path, bytes or a binary file object, got {type(file).__name__}")
+
+
+def _from_file(f: IO[bytes], mmap: bool) -> Any:
+    fileno = None
+    try:
+        fileno = f.fileno()
+        pos = f.tell()
+    except (OSError, AttributeError, io.UnsupportedOperation):
+        pos = -1
+    if fileno is not None and pos >= 0:
+        size = os.fstat(fileno).st_size - pos
+        if mmap and pos == 0:
+            if size == 0:
+                return b""
+            return _mmap.mmap(fileno, 0, access=_mmap.ACCESS_READ)
+        buf = bytearray(max(size, 0))
+        view = memoryview(buf)
+        got = 0
+        while got < len(buf):
+            n = f.readinto(view[got:])  # type: ignore[attr-defined]
+            if not n:
+                break
+            got += n
+        rest = f.read()
+        if got < len(buf) or rest:
+            return bytearray(bytes(view[:got]) + rest)
+        return buf
+    data = f.read()
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError("the file object must be opened in binary mode")
+    return data if mmap else bytearray(data)
+
+
+def read_chunks(buf: Any) -> tuple[Header, list[tuple[int, Chunk]]]:
+    """Parse a whole finalfusion file held in ``buf``.
+
+    Returns
+    -------
+    header, chunks
+        The header and ``(offset, chunk)`` for every chunk in file order.
+
+    Raises
+    ------
+    FormatError
+        (or a subclass) for any malformed input.
+    """
+    reader = ByteReader(buf)
+    header = Header.read(reader)
+    chunks: list[tuple[int, Chunk]] = []
+    listed = list(header.chunk_ids)
+    while reader.remaining > 0:
+        at = reader.pos
+        chunks.append((at, read_chunk(reader)))
+    found = [c.chunk_id for _, c in chunks]
+    if found != listed:
+        if found == [*listed, ChunkIdentifier.NdNorms] and ChunkIdentifier.NdNorms not in listed:
+            warnings.warn(
+                "the file has an NdNorms chunk that its header does not list (written by finalfusion-rust < 0.11); "
+                "read normally, written back with a complete header",
+                LegacyFormatWarning,
+                stacklevel=3,
+            )
+        elif len(found) < len(listed) and found == listed[: len(found)]:
+            raise Truncated(
+                "the file ends before all chunks listed in the header",
+                offset=reader.pos,
+                chunk=ChunkIdentifier(listed[len(found)]).name,
+                expected=[c.name for c in listed],
+                found=[c.name for c in found],
+            )
+        else:
+            raise ChunkOrder(
+                "the chunks in the file disagree with the header",
+                offset=12,
+                chunk="header",
+                expected=[c.name for c in listed],
+                found=[c.name for c in found],
+            )
+    check_order(found, offset=chunks[0][0] if chunks else 12, where="chunk stream")
+    return header, chunks
+
+
+_C = TypeVar("_C", bound=Chunk)
+
+
+def load_chunk(file: Source, cls: type[_C], mmap: bool = False) -> _C:
+    """The first chunk that is an instance of ``cls`` in a finalfusion file.
+
+    Raises
+    ------
+    FormatError
+        If the file is malformed or holds no such chunk.
+    """
+    buf, name = open_buffer(file, mmap)
+    _, chunks = read_chunks(buf)
+    for _, chunk in chunks:
+        if isinstance(chunk, cls):
+            return chunk
+    raise FormatError(f"{name} has no {cls.__name__} chunk", chunk="file", found=[type(c).__name__ for _, c in chunks])
+
+
+def write_chunks(chunks: Sequence[Chunk], file: Source, *, fsync: bool = False) -> None:
+    """Write a header listing ``chunks`` and the chunks themselves.
+
+    To a path the write is atomic: the data goes to a temporary file in the
+    same directory, which then replaces the target with ``os.replace``. A
+    crash, or an exception raised while writing, leaves the old file (if
+    any) untouched, and a file that is memory-mapped can be overwritten
+    safely (existing maps keep the old contents).
+
+    Parameters
+    ----------
+    chunks
+        Chunks in file order (metadata, vocabulary, storage, norms).
+    file
+        Path or binary file object (written at its current position).
+    fsync
+        Flush the data to disk before the rename (durability across power loss).
+
+    Raises
+    ------
+    ChunkOrder
+        If the chunks are not in a valid order.
+    TypeError, ValueError
+        If a chunk cannot be represented (e.g. metadata values TOML cannot hold).
+    """
+    ids = [c.chunk_id for c in chunks]
+    check_order(ids, offset=None, where="chunks to write")
+    header = Header(tuple(ids))
+    # Serialise metadata before touching the disk so TOML errors lose nothing.
+    for c in chunks:
+        c.payload_len(0)
+    if isinstance(file, (str, os.PathLike)):
+        _write_atomic(header, chunks, os.fspath(file), fsync)
+        return
+    if isinstance(file, (bytes, bytearray, memoryview, int)):
+        raise TypeError("write to a path (str or os.PathLike) or a binary file object")
+    try:
+        pos = file.tell()
+    except (OSError, AttributeError, io.UnsupportedOperation):
+        pos = 0
+    _write_to(file, header, chunks, pos)
+
+
+def _write_to(f: IO[bytes], header: Header, chunks: Sequence[Chunk], pos: int) -> None:
+    writer = ByteWriter(cast(BinaryIO, f), pos)
+    header.write(writer)
+    for chunk in chunks:
+        write_chunk(writer, chunk)
+
+
+def _write_atomic(header: Header, chunks: Sequence[Chunk], path: str | bytes, fsync: bool) -> None:
+    target = os.fsdecode(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            _write_to(f, header, chunks, 0)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        try:
+            mode = os.stat(target).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o666 & ~_UMASK
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

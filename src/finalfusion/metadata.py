@@ -1,0 +1,129 @@
+"""``Metadata`` chunk (id 5): a free-form TOML table (FORMAT.md §5.5, §12).
+
+The payload is the UTF-8 TOML document itself; its length is the chunk length.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import tomli_w
+
+from finalfusion._binary import ByteReader, ByteWriter
+from finalfusion._types import Source
+from finalfusion.chunks import Chunk, ChunkIdentifier, register
+from finalfusion.errors import FormatError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+
+__all__ = ["Metadata", "load_metadata"]
+
+
+@register
+@dataclass(frozen=True, eq=False)
+class Metadata(Chunk, MutableMapping[str, Any]):
+    """Metadata as a mutable mapping of TOML values.
+
+    Parameters
+    ----------
+    data
+        A mapping of strings to TOML-representable values (str, int,
+        float, bool, dates, lists and nested mappings).
+
+    Examples
+    --------
+    >>> m = Metadata({"dims": 300, "model": {"type": "skipgram"}})
+    >>> m["model"]["type"]
+    'skipgram'
+    >>> m.to_toml()
+    'dims = 300\\n\\n[model]\\ntype = "skipgram"\\n'
+    """
+
+    data: dict[str, Any] = field(default_factory=dict)
+    chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.Metadata
+    role: ClassVar[str] = "metadata"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data", dict(self.data))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.data[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Metadata):
+            return self.data == other.data
+        if isinstance(other, dict):
+            return self.data == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def to_toml(self) -> str:
+        """Serialise as TOML.
+
+        Raises
+        ------
+        TypeError
+            If a value cannot be represented in TOML (e.g. ``None`` or an object).
+        """
+        try:
+            return tomli_w.dumps(self.data)
+        except TypeError as exc:
+            raise TypeError(f"metadata cannot be written as TOML: {exc}") from None
+
+    @classmethod
+    def read_payload(cls, reader: ByteReader) -> Metadata:
+        at = reader.pos
+        raw = reader.take(reader.remaining, "TOML document")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(f"metadata is not valid UTF-8 ({exc.reason})", offset=at + exc.start, chunk=reader.chunk) from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise FormatError(f"metadata is not valid TOML ({exc})", offset=at, chunk=reader.chunk) from None
+        return cls(data)
+
+    def _payload(self) -> bytes:
+        return self.to_toml().encode("utf-8")
+
+    def write_payload(self, writer: ByteWriter) -> None:
+        writer.raw(self._payload())
+
+    def payload_len(self, offset: int) -> int:
+        return len(self._payload())
+
+    def __repr__(self) -> str:
+        return f"Metadata({self.data!r})"
+
+
+def load_metadata(file: Source) -> Metadata:
+    """Read the metadata chunk of a finalfusion file.
+
+    Raises
+    ------
+    FormatError
+        If the file is malformed or has no metadata chunk.
+    """
+    from finalfusion.io import load_chunk
+
+    return load_chunk(file, Metadata)

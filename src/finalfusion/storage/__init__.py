@@ -1,0 +1,59 @@
+"""Embedding storage: dense (:class:`NdArray`) and product-quantized (:class:`QuantizedArray`).
+
+Examples
+--------
+>>> import numpy as np
+>>> from finalfusion.storage import NdArray
+>>> NdArray(np.zeros((3, 2), dtype=np.float32)).shape
+(3, 2)
+"""
+
+from __future__ import annotations
+
+from finalfusion._types import Source
+from finalfusion.storage.ndarray import NdArray, Storage
+from finalfusion.storage.quantized import PQ, QuantizedArray
+
+__all__ = ["PQ", "NdArray", "QuantizedArray", "Storage", "load_ndarray", "load_quantized_array", "load_storage"]
+
+
+def load_storage(file: Source, mmap: bool = False) -> Storage:
+    """Read the storage chunk of a finalfusion file.
+
+    Parameters
+    ----------
+    file
+        Path, bytes or binary file object.
+    mmap
+        Memory-map the arrays instead of reading them.
+
+    Raises
+    ------
+    FormatError
+        If the file is malformed or has no storage chunk.
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> buf = io.BytesIO()
+    >>> NdArray(np.ones((2, 3), dtype=np.float32)).write(buf)
+    >>> load_storage(buf.getvalue()).shape
+    (2, 3)
+    """
+    from finalfusion.io import load_chunk
+
+    return load_chunk(file, Storage, mmap=mmap)
+
+
+def load_ndarray(file: Source, mmap: bool = False) -> NdArray:
+    """Read an :class:`NdArray` chunk from a finalfusion file."""
+    from finalfusion.io import load_chunk
+
+    return load_chunk(file, NdArray, mmap=mmap)
+
+
+def load_quantized_array(file: Source, mmap: bool = False) -> QuantizedArray:
+    """Read a :class:`QuantizedArray` chunk from a finalfusion file."""
+    from finalfusion.io import load_chunk
+
+    return load_chunk(file, QuantizedArray, mmap=mmap)

@@ -1,0 +1,167 @@
+"""``NdArray`` chunk (id 2): a dense ``f32`` matrix (FORMAT.md §5.2).
+
+===========  ===========  =========================================
+body offset  type         field
+===========  ===========  =========================================
+0            u64          rows
+8            u32          cols
+12           u32          type id, 10 (f32)
+16           1..4 bytes   zero padding to 4-byte file alignment
+16+pad       f32xrows·cols  row-major matrix
+===========  ===========  =========================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion._binary import ByteReader, ByteWriter, padding
+from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, register
+from finalfusion.errors import FormatError
+
+__all__ = ["NdArray", "Storage"]
+
+
+class Storage(Chunk):
+    """Base of the storage chunks: a matrix of ``rows x dims`` embeddings."""
+
+    role: ClassVar[str] = "storage"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(rows, dims)``."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def rows(self, indices: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """The (reconstructed) rows at ``indices`` as a new ``float32`` matrix."""
+        raise NotImplementedError
+
+    def row(self, index: int) -> npt.NDArray[np.float32]:
+        """One (reconstructed) row."""
+        raise NotImplementedError
+
+
+def read_type_id(reader: ByteReader, expected: TypeId, what: str) -> None:
+    """Read a data type id and require ``expected`` (FORMAT.md §5)."""
+    at = reader.pos
+    found = reader.u32(what)
+    if found != expected:
+        try:
+            shown: object = f"{TypeId(found).name} ({found})"
+        except ValueError:
+            shown = found
+        raise FormatError(f"unsupported {what}", offset=at, chunk=reader.chunk, expected=f"{expected.name} ({int(expected)})", found=shown)
+
+
+def check_array_size(reader: ByteReader, count: int, itemsize: int, what: str) -> None:
+    """Fail before allocating when ``count`` items cannot fit in the remaining bytes."""
+    if count * itemsize > reader.remaining:
+        raise FormatError(
+            f"{what} does not fit in the chunk",
+            offset=reader.pos,
+            chunk=reader.chunk,
+            expected=f"{count * itemsize} bytes",
+            found=f"{reader.remaining} bytes",
+        )
+
+
+@register
+@dataclass(frozen=True, eq=False)
+class NdArray(Storage):
+    """Dense embedding matrix.
+
+    Parameters
+    ----------
+    matrix
+        2-D array; stored as little-endian ``float32``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = NdArray(np.eye(2, dtype=np.float32))
+    >>> s.shape, s[1].tolist()
+    ((2, 2), [0.0, 1.0])
+    >>> np.asarray(s).dtype
+    dtype('float32')
+    """
+
+    matrix: npt.NDArray[np.float32]
+    chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.NdArray
+
+    def __post_init__(self) -> None:
+        m = self.matrix
+        if not isinstance(m, np.ndarray):
+            m = np.asarray(m, dtype=np.float32)
+        if m.ndim != 2:
+            raise ValueError(f"storage matrix must be 2-D, got shape {m.shape}")
+        if m.dtype != np.float32:
+            m = m.astype(np.float32)
+        object.__setattr__(self, "matrix", m)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.matrix.shape[0]), int(self.matrix.shape[1]))
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]:
+        if dtype is None or np.dtype(dtype) == self.matrix.dtype:
+            return self.matrix.copy() if copy else self.matrix
+        return self.matrix.astype(dtype)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.matrix[index]
+
+    def __iter__(self) -> Any:
+        return iter(self.matrix)
+
+    def __getattr__(self, name: str) -> Any:
+        # finalfusion-python 0.7's NdArray was an ndarray subclass: keep
+        # ``storage.dot(q)``, ``storage.T``, ``storage.dtype`` ... working.
+        if name.startswith("_") or name == "matrix":
+            raise AttributeError(name)
+        return getattr(self.matrix, name)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, NdArray):
+            return NotImplemented
+        return self.matrix.shape == other.matrix.shape and bool(np.array_equal(self.matrix, other.matrix))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def rows(self, indices: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        rows: npt.NDArray[np.float32] = self.matrix[np.asarray(indices, dtype=np.intp)]
+        return rows
+
+    def row(self, index: int) -> npt.NDArray[np.float32]:
+        row: npt.NDArray[np.float32] = self.matrix[index]
+        return row
+
+    @classmethod
+    def read_payload(cls, reader: ByteReader) -> NdArray:
+        rows = reader.u64("number of rows")
+        cols = reader.u32("number of columns")
+        read_type_id(reader, TypeId.f32, "matrix type")
+        reader.skip_padding()
+        check_array_size(reader, rows * cols, 4, f"a {rows}x{cols} f32 matrix")
+        return cls(reader.array("<f4", (rows, cols), "matrix"))
+
+    def write_payload(self, writer: ByteWriter) -> None:
+        rows, cols = self.shape
+        writer.u64(rows)
+        writer.u32(cols)
+        writer.u32(TypeId.f32)
+        writer.padding()
+        writer.array(self.matrix, "<f4")
+
+    def payload_len(self, offset: int) -> int:
+        rows, cols = self.shape
+        return 16 + padding(offset + 16) + 4 * rows * cols
+
+    def __repr__(self) -> str:
+        return f"NdArray(shape={self.shape}, dtype=float32{', read-only' if not self.matrix.flags.writeable else ''})"

@@ -1,0 +1,290 @@
+"""``QuantizedArray`` chunk (id 4): product-quantized embeddings (FORMAT.md §5.4).
+
+===========  ==============  =============================================
+body offset  type            field
+===========  ==============  =============================================
+0            u32             use_projection (0/1)
+4            u32             use_norms (0/1)
+8            u32             q, subquantizers (= bytes per row)
+12           u32             d, reconstructed dimensionality
+16           u32             k, centroids per subquantizer (<= 256)
+20           u64             r, rows
+28           u32             quantized type id, 1 (u8)
+32           u32             reconstructed type id, 10 (f32)
+36           1..4 bytes      zero padding to 4-byte file alignment
+..           f32 x d·d       projection (only if use_projection)
+..           f32 x q·k·d/q   centroids, shape [q][k][d/q]
+..           f32 x r         norms (only if use_norms)
+..           u8 x r·q        codes, shape [r][q]
+===========  ==============  =============================================
+
+Row ``i`` is ``concat(centroids[j][codes[i, j]]) @ projection.T * norms[i]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion._binary import ByteReader, ByteWriter, padding
+from finalfusion.chunks import ChunkIdentifier, TypeId, register
+from finalfusion.errors import FormatError
+from finalfusion.storage.ndarray import Storage, check_array_size, read_type_id
+
+__all__ = ["PQ", "QuantizedArray"]
+
+
+@dataclass(frozen=True, eq=False)
+class PQ:
+    """A product quantizer: per-subspace centroids and an optional rotation.
+
+    Parameters
+    ----------
+    quantizers
+        ``float32`` array of shape ``(q, k, d // q)``.
+    projection
+        Optional ``(d, d)`` matrix; reconstruction multiplies by its transpose.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pq = PQ(np.arange(8, dtype=np.float32).reshape(2, 2, 2), None)
+    >>> pq.reconstruct(np.array([[1, 0]], dtype=np.uint8)).tolist()
+    [[2.0, 3.0, 4.0, 5.0]]
+    """
+
+    quantizers: npt.NDArray[np.float32]
+    projection: npt.NDArray[np.float32] | None = None
+
+    def __post_init__(self) -> None:
+        q = np.asarray(self.quantizers)
+        if q.ndim != 3:
+            raise ValueError(f"quantizers must have shape (n_subquantizers, n_centroids, sub_dims), got {q.shape}")
+        if not 1 <= q.shape[1] <= 256:
+            raise ValueError(f"number of centroids must be in 1..256, got {q.shape[1]}")
+        if q.dtype != np.float32:
+            q = q.astype(np.float32)
+        object.__setattr__(self, "quantizers", q)
+        if self.projection is not None:
+            p = np.asarray(self.projection, dtype=np.float32)
+            d = q.shape[0] * q.shape[2]
+            if p.shape != (d, d):
+                raise ValueError(f"projection must have shape ({d}, {d}), got {p.shape}")
+            object.__setattr__(self, "projection", p)
+
+    @property
+    def n_centroids(self) -> int:
+        """Centroids per subquantizer."""
+        return int(self.quantizers.shape[1])
+
+    @property
+    def quantized_len(self) -> int:
+        """Number of subquantizers (bytes per encoded row)."""
+        return int(self.quantizers.shape[0])
+
+    @property
+    def reconstructed_len(self) -> int:
+        """Dimensionality of reconstructed vectors."""
+        return int(self.quantizers.shape[0] * self.quantizers.shape[2])
+
+    @property
+    def subquantizers(self) -> npt.NDArray[np.float32]:
+        """The centroids, shape ``(q, k, d // q)``."""
+        return self.quantizers
+
+    def reconstruct(self, codes: npt.ArrayLike, out: npt.NDArray[np.float32] | None = None) -> npt.NDArray[np.float32]:
+        """Reconstruct vectors from codes of shape ``(..., q)`` (no norms applied)."""
+        c = np.asarray(codes)
+        q = self.quantized_len
+        flat = c.reshape(-1, q).astype(np.intp)
+        vecs = self.quantizers[np.arange(q), flat].reshape(len(flat), self.reconstructed_len)
+        if self.projection is not None:
+            vecs = vecs @ self.projection.T
+        vecs = vecs.reshape(*c.shape[:-1], self.reconstructed_len)
+        if out is not None:
+            out[...] = vecs
+            return out
+        return vecs
+
+
+@register
+@dataclass(frozen=True, eq=False)
+class QuantizedArray(Storage):
+    """Product-quantized storage.
+
+    Parameters
+    ----------
+    quantizer
+        The :class:`PQ`.
+    quantized_embeddings
+        ``uint8`` codes, shape ``(rows, q)``.
+    norms
+        Optional per-row norms applied after reconstruction.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pq = PQ(np.arange(8, dtype=np.float32).reshape(2, 2, 2), None)
+    >>> s = QuantizedArray(pq, np.array([[1, 0], [0, 1]], dtype=np.uint8), np.array([1, 2], dtype=np.float32))
+    >>> s.shape, s[1].tolist()
+    ((2, 4), [0.0, 2.0, 12.0, 14.0])
+    """
+
+    quantizer: PQ
+    quantized_embeddings: npt.NDArray[np.uint8]
+    norms: npt.NDArray[np.float32] | None = None
+    chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.QuantizedArray
+
+    def __post_init__(self) -> None:
+        codes = np.asarray(self.quantized_embeddings)
+        if codes.ndim != 2 or codes.shape[1] != self.quantizer.quantized_len:
+            raise ValueError(f"codes must have shape (rows, {self.quantizer.quantized_len}), got {codes.shape}")
+        if codes.dtype != np.uint8:
+            codes = codes.astype(np.uint8)
+        object.__setattr__(self, "quantized_embeddings", codes)
+        if self.norms is not None:
+            n = np.asarray(self.norms, dtype=np.float32)
+            if n.shape != (codes.shape[0],):
+                raise ValueError(f"norms must have shape ({codes.shape[0]},), got {n.shape}")
+            object.__setattr__(self, "norms", n)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.quantized_embeddings.shape[0]), self.quantizer.reconstructed_len)
+
+    @property
+    def quantized_len(self) -> int:
+        """Bytes per encoded row."""
+        return self.quantizer.quantized_len
+
+    def rows(self, indices: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        idx = np.asarray(indices, dtype=np.intp)
+        vecs = self.quantizer.reconstruct(self.quantized_embeddings[idx])
+        if self.norms is not None:
+            vecs *= self.norms[idx][..., None]
+        return vecs
+
+    def row(self, index: int) -> npt.NDArray[np.float32]:
+        row: npt.NDArray[np.float32] = self.rows(np.asarray([index]))[0]
+        return row
+
+    def embedding(self, key: int, out: npt.NDArray[np.float32] | None = None) -> npt.NDArray[np.float32]:
+        """Reconstruct row ``key`` (into ``out`` if given)."""
+        v = self.row(key)
+        if out is not None:
+            out[:] = v
+            return out
+        return v
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, (int, np.integer)):
+            n = self.shape[0]
+            if not -n <= key < n:
+                raise IndexError(f"row {key} out of range for {n} rows")
+            return self.row(int(key) % n)
+        if isinstance(key, slice):
+            return self.rows(np.arange(self.shape[0])[key])
+        return self.rows(key)
+
+    def __iter__(self) -> Any:
+        for i in range(self.shape[0]):
+            yield self.row(i)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]:
+        full = self.rows(np.arange(self.shape[0]))
+        return full if dtype is None else full.astype(dtype)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, QuantizedArray):
+            return NotImplemented
+        a, b = self.quantizer, other.quantizer
+        return (
+            np.array_equal(a.quantizers, b.quantizers)
+            and _opt_equal(a.projection, b.projection)
+            and np.array_equal(self.quantized_embeddings, other.quantized_embeddings)
+            and _opt_equal(self.norms, other.norms)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @classmethod
+    def read_payload(cls, reader: ByteReader) -> QuantizedArray:
+        at = reader.pos
+        use_projection = reader.u32("projection flag") != 0
+        use_norms = reader.u32("norms flag") != 0
+        q = reader.u32("number of subquantizers")
+        d = reader.u32("reconstructed length")
+        k = reader.u32("number of centroids")
+        rows = reader.u64("number of rows")
+        if q == 0 or d % q:
+            raise FormatError(
+                "reconstructed length must be a positive multiple of the number of subquantizers",
+                offset=at + 8,
+                chunk=reader.chunk,
+                expected=f"d % q == 0 and q > 0 (d = {d})",
+                found=f"q = {q}",
+            )
+        if not 1 <= k <= 256:
+            raise FormatError("number of centroids out of range for u8 codes", offset=at + 16, chunk=reader.chunk, expected="1..256", found=k)
+        read_type_id(reader, TypeId.u8, "quantized type")
+        read_type_id(reader, TypeId.f32, "reconstructed type")
+        reader.skip_padding()
+        total = (d * d if use_projection else 0) + q * k * (d // q) + (rows if use_norms else 0)
+        check_array_size(reader, total, 4, "the quantizer arrays")
+        check_array_size(reader, total * 4 + rows * q, 1, "the quantizer arrays and codes")
+        projection = reader.array("<f4", (d, d), "projection") if use_projection else None
+        quantizers = reader.array("<f4", (q, k, d // q), "centroids")
+        norms = reader.array("<f4", (rows,), "norms") if use_norms else None
+        codes_at = reader.pos
+        codes = reader.array("u1", (rows, q), "codes")
+        if codes.size and k < 256:
+            top = int(codes.max())
+            if top >= k:
+                bad = int(np.flatnonzero(codes.reshape(-1) >= k)[0])
+                raise FormatError("quantization code out of range", offset=codes_at + bad, chunk=reader.chunk, expected=f"< {k}", found=top)
+        return cls(PQ(quantizers, projection), codes, norms)
+
+    def write_payload(self, writer: ByteWriter) -> None:
+        pq = self.quantizer
+        writer.u32(int(pq.projection is not None))
+        writer.u32(int(self.norms is not None))
+        writer.u32(pq.quantized_len)
+        writer.u32(pq.reconstructed_len)
+        writer.u32(pq.n_centroids)
+        writer.u64(self.shape[0])
+        writer.u32(TypeId.u8)
+        writer.u32(TypeId.f32)
+        writer.padding()
+        if pq.projection is not None:
+            writer.array(pq.projection, "<f4")
+        writer.array(pq.quantizers, "<f4")
+        if self.norms is not None:
+            writer.array(self.norms, "<f4")
+        writer.array(self.quantized_embeddings, "u1")
+
+    def payload_len(self, offset: int) -> int:
+        pq = self.quantizer
+        d, q, k = pq.reconstructed_len, pq.quantized_len, pq.n_centroids
+        rows = self.shape[0]
+        n = 36 + padding(offset + 36) + 4 * q * k * (d // q) + rows * q
+        if pq.projection is not None:
+            n += 4 * d * d
+        if self.norms is not None:
+            n += 4 * rows
+        return n
+
+    def __repr__(self) -> str:
+        pq = self.quantizer
+        return (
+            f"QuantizedArray(shape={self.shape}, subquantizers={pq.quantized_len}, centroids={pq.n_centroids}, "
+            f"projection={pq.projection is not None}, norms={self.norms is not None})"
+        )
+
+
+def _opt_equal(a: npt.NDArray[Any] | None, b: npt.NDArray[Any] | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(np.array_equal(a, b))

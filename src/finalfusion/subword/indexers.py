@@ -1,0 +1,538 @@
+"""Subword indexers: map the n-grams of a word to subword indices (FORMAT.md §8).
+
+=============================  ===========================================  ====================
+indexer                        hash / lookup                                 upper bound
+=============================  ===========================================  ====================
+:class:`FinalfusionHashIndexer`  FNV-1a 64 (char count + UTF-32LE), low e bits  ``2**bucket_exp``
+:class:`FastTextIndexer`       FNV-1a 32 (sign-extended UTF-8) mod n          ``n_buckets``
+:class:`ExplicitIndexer`       exact n-gram table                            distinct indices
+:class:`FloretIndexer`         MurmurHash3 x64-128, several indices per item  ``n_buckets``
+=============================  ===========================================  ====================
+
+Every indexer offers :meth:`subword_indices` for one word (the
+finalfusion-python 0.7 API) and ``batch_indices`` for many words at once,
+vectorised with numpy where the hash allows it. Results for single words
+are cached per word (thread-safe ``functools.lru_cache``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.subword.hashing import (
+    fnv1a32_fasttext,
+    fnv1a32_fasttext_table,
+    fnv1a64_finalfusion,
+    fnv1a64_finalfusion_table,
+    murmur3_x64_128,
+)
+from finalfusion.subword.ngrams import BOW, EOW, check_ngram_range, ngram_table, ngrams
+
+__all__ = [
+    "ExplicitIndexer",
+    "FastTextIndexer",
+    "FinalfusionHashIndexer",
+    "FloretIndexer",
+    "SubwordIndexer",
+]
+
+#: Words whose subword indices are remembered per indexer.
+CACHE_SIZE: Final = 1 << 16
+#: Words hashed together in one vectorised block (bounds temporary memory).
+BATCH_BLOCK: Final = 1 << 15
+
+IntArray = npt.NDArray[np.int64]
+
+
+class SubwordIndexer:
+    """Common behaviour of the indexers: n-gram range, caching, the 0.7 API.
+
+    Subclasses implement ``_ngram_indices(items) -> list[int | None]`` for a
+    list of n-grams and may override ``_table_indices`` with a vectorised
+    version.
+    """
+
+    #: Indices produced per hashed item (floret produces several).
+    _per_item: int = 1
+
+    def __init__(self, min_n: int, max_n: int) -> None:
+        check_ngram_range(min_n, max_n)
+        self._min_n = min_n
+        self._max_n = max_n
+        self._cached = functools.lru_cache(maxsize=CACHE_SIZE)(self._word_indices)
+
+    # -- pickling: the cache is rebuilt, not pickled ---------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_cached"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._cached = functools.lru_cache(maxsize=CACHE_SIZE)(self._word_indices)
+
+    @property
+    def min_n(self) -> int:
+        """Shortest n-gram length."""
+        return self._min_n
+
+    @property
+    def max_n(self) -> int:
+        """Longest n-gram length."""
+        return self._max_n
+
+    @property
+    def upper_bound(self) -> int:
+        """Exclusive upper bound of the indices this indexer produces."""
+        raise NotImplementedError
+
+    def _bracket(self, word: str) -> str:
+        return f"{BOW}{word}{EOW}"
+
+    def _items(self, word: str, bracket: bool) -> list[str]:
+        """The strings that are looked up for ``word``."""
+        s = self._bracket(word) if bracket else word
+        return ngrams(s, self._min_n, self._max_n, bracket=False)
+
+    def _ngram_indices(self, items: list[str]) -> list[int | None]:
+        raise NotImplementedError
+
+    def _word_indices(self, word: str) -> IntArray:
+        idx = [i for i in self._ngram_indices(self._items(word, True)) if i is not None]
+        out = np.array(idx, dtype=np.int64)
+        out.flags.writeable = False
+        return out
+
+    def word_indices(self, word: str) -> IntArray:
+        """Indices of the bracketed ``word``'s n-grams as a read-only array (cached)."""
+        return self._cached(word)
+
+    def subword_indices(self, word: str, offset: int = 0, bracket: bool = True, with_ngrams: bool = False) -> list[Any]:
+        """Subword indices of ``word``'s n-grams, in n-gram order.
+
+        Parameters
+        ----------
+        word
+            The word.
+        offset
+            Added to every index (a vocabulary passes its word count).
+        bracket
+            Surround the word with its begin/end markers first.
+        with_ngrams
+            Return ``(ngram, index)`` pairs instead of bare indices.
+
+        Returns
+        -------
+        list
+            Indices, or pairs; n-grams without an index (explicit
+            vocabularies) are left out.
+
+        Examples
+        --------
+        >>> FinalfusionHashIndexer(21, 3, 6).subword_indices("ab")
+        [493776, 543801, 506379]
+        >>> FastTextIndexer(2000000, 3, 6).subword_indices("ab", with_ngrams=True)[0]
+        ('<ab>', 621742)
+        """
+        if not with_ngrams and bracket:
+            return [int(i) + offset for i in self.word_indices(word).tolist()]
+        items = self._items(word, bracket)
+        idx = self._ngram_indices(items)
+        per = self._per_item
+        pairs: list[Any] = []
+        for k, item in enumerate(items):
+            for i in idx[k * per : (k + 1) * per]:
+                if i is not None:
+                    pairs.append((item, i + offset) if with_ngrams else i + offset)
+        return pairs
+
+    def __call__(self, ngram: str) -> int | None:
+        """Index of a single n-gram (``None`` if an explicit table lacks it)."""
+        return self._ngram_indices([ngram])[0]
+
+    def batch_indices(self, words: Sequence[str]) -> tuple[IntArray, IntArray]:
+        """Indices of the n-grams of many words, as a flat array and per-word counts.
+
+        Returns
+        -------
+        indices, counts
+            ``indices[counts[:i].sum():counts[:i+1].sum()]`` are the indices
+            of ``words[i]``, in the same order as :meth:`subword_indices`.
+        """
+        parts: list[IntArray] = []
+        counts: list[IntArray] = []
+        for lo in range(0, len(words), BATCH_BLOCK):
+            idx, cnt = self._block_indices(list(words[lo : lo + BATCH_BLOCK]))
+            parts.append(idx)
+            counts.append(cnt)
+        if not parts:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        return np.concatenate(parts), np.concatenate(counts)
+
+    def _block_indices(self, words: list[str]) -> tuple[IntArray, IntArray]:
+        arrays = [self.word_indices(w) for w in words]
+        counts = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
+        flat = np.concatenate(arrays) if arrays else np.empty(0, np.int64)
+        return flat.astype(np.int64, copy=False), counts
+
+
+class _HashIndexer(SubwordIndexer):
+    """An indexer whose indices come from a vectorisable hash of each n-gram."""
+
+    def _hash_to_index(self, hashes: npt.NDArray[Any]) -> IntArray:
+        raise NotImplementedError
+
+    def _table_hashes(self, table: Any) -> npt.NDArray[Any]:
+        raise NotImplementedError
+
+    def _block_indices(self, words: list[str]) -> tuple[IntArray, IntArray]:
+        if len(words) < 8:
+            return super()._block_indices(words)
+        table = ngram_table([self._bracket(w) for w in words], self._min_n, self._max_n)
+        return self._hash_to_index(self._table_hashes(table)), table.counts
+
+
+class FinalfusionHashIndexer(_HashIndexer):
+    """finalfusion's bucket indexer: FNV-1a 64, keep the low ``bucket_exp`` bits.
+
+    Parameters
+    ----------
+    bucket_exp
+        Base-2 logarithm of the number of buckets (1 to 63; 0 is one bucket).
+    min_n, max_n
+        N-gram length range.
+
+    Examples
+    --------
+    >>> idx = FinalfusionHashIndexer(10, 3, 6)
+    >>> idx.upper_bound
+    1024
+    >>> idx("<ab")
+    57
+    """
+
+    def __init__(self, bucket_exp: int = 21, min_n: int = 3, max_n: int = 6) -> None:
+        if not 0 <= bucket_exp <= 63:
+            raise ValueError(f"bucket_exp must be in 0..63, got {bucket_exp}")
+        super().__init__(min_n, max_n)
+        self._exp = bucket_exp
+        self._mask = (1 << bucket_exp) - 1
+
+    @property
+    def buckets_exp(self) -> int:
+        """The bucket exponent (number of buckets = ``2**buckets_exp``)."""
+        return self._exp
+
+    @property
+    def upper_bound(self) -> int:
+        return 1 << self._exp
+
+    def _ngram_indices(self, items: list[str]) -> list[int | None]:
+        mask = self._mask
+        return [fnv1a64_finalfusion(s) & mask for s in items]
+
+    def _word_indices(self, word: str) -> IntArray:
+        mask = self._mask
+        out = np.array([fnv1a64_finalfusion(s) & mask for s in self._items(word, True)], dtype=np.int64)
+        out.flags.writeable = False
+        return out
+
+    def _table_hashes(self, table: Any) -> npt.NDArray[Any]:
+        return fnv1a64_finalfusion_table(table)
+
+    def _hash_to_index(self, hashes: npt.NDArray[Any]) -> IntArray:
+        out: IntArray = (hashes & np.uint64(self._mask)).astype(np.int64)
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FinalfusionHashIndexer):
+            return NotImplemented
+        return (self._exp, self._min_n, self._max_n) == (other._exp, other._min_n, other._max_n)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"FinalfusionHashIndexer(bucket_exp={self._exp}, min_n={self._min_n}, max_n={self._max_n})"
+
+
+class FastTextIndexer(_HashIndexer):
+    """fastText's indexer: FNV-1a 32 over sign-extended UTF-8, modulo ``n_buckets``.
+
+    Parameters
+    ----------
+    n_buckets
+        Number of buckets (1 to 2**31 - 1).
+    min_n, max_n
+        N-gram length range.
+
+    Examples
+    --------
+    >>> FastTextIndexer(2000000, 3, 6)("en>")
+    619228
+    """
+
+    def __init__(self, n_buckets: int = 2_000_000, min_n: int = 3, max_n: int = 6) -> None:
+        if not 1 <= n_buckets <= 2**31 - 1:
+            raise ValueError(f"n_buckets must be in 1..2**31-1, got {n_buckets}")
+        super().__init__(min_n, max_n)
+        self._n_buckets = n_buckets
+
+    @property
+    def n_buckets(self) -> int:
+        """Number of buckets."""
+        return self._n_buckets
+
+    @property
+    def upper_bound(self) -> int:
+        return self._n_buckets
+
+    def _ngram_indices(self, items: list[str]) -> list[int | None]:
+        n = self._n_buckets
+        return [fnv1a32_fasttext(s.encode("utf-8", "surrogatepass")) % n for s in items]
+
+    def _table_hashes(self, table: Any) -> npt.NDArray[Any]:
+        return fnv1a32_fasttext_table(table)
+
+    def _hash_to_index(self, hashes: npt.NDArray[Any]) -> IntArray:
+        out: IntArray = (hashes % np.uint32(self._n_buckets)).astype(np.int64)
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FastTextIndexer):
+            return NotImplemented
+        return (self._n_buckets, self._min_n, self._max_n) == (other._n_buckets, other._min_n, other._max_n)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"FastTextIndexer(n_buckets={self._n_buckets}, min_n={self._min_n}, max_n={self._max_n})"
+
+
+class ExplicitIndexer(SubwordIndexer):
+    """An explicit table from n-grams to subword indices.
+
+    Several n-grams may share an index. Indices must be dense (cover
+    ``0..upper_bound-1``); files additionally number them in order of first
+    appearance (FORMAT.md §5.8), see :meth:`is_canonical`. Without
+    ``ngram_index`` every n-gram gets its own index in list order.
+
+    Parameters
+    ----------
+    ngrams
+        The n-grams, in stored order; no duplicates.
+    min_n, max_n
+        N-gram length range used to split words.
+    ngram_index
+        Optional index of each n-gram.
+
+    Raises
+    ------
+    ValueError
+        For duplicate n-grams or non-canonical indices.
+
+    Examples
+    --------
+    >>> idx = ExplicitIndexer(["<ab", "ab>", "<a"], 2, 3, {"<ab": 0, "ab>": 1, "<a": 0})
+    >>> idx.upper_bound, idx("ab>"), idx("zz")
+    (2, 1, None)
+    """
+
+    def __init__(
+        self,
+        ngrams: Sequence[str],
+        min_n: int = 3,
+        max_n: int = 6,
+        ngram_index: Mapping[str, int] | None = None,
+    ) -> None:
+        super().__init__(min_n, max_n)
+        ngram_list = list(ngrams)
+        if ngram_index is None:
+            index = {ng: i for i, ng in enumerate(ngram_list)}
+            if len(index) != len(ngram_list):
+                raise ValueError(f"duplicate n-gram: {_first_duplicate(ngram_list)!r}")
+        else:
+            index = {ng: int(ngram_index[ng]) for ng in ngram_list}
+            if len(index) != len(ngram_list):
+                raise ValueError(f"duplicate n-gram: {_first_duplicate(ngram_list)!r}")
+            if len(ngram_index) != len(index):
+                extra = next(k for k in ngram_index if k not in index)
+                raise ValueError(f"ngram_index has n-gram {extra!r} that is not in the n-gram list")
+            values = set(index.values())
+            if values and (min(values) < 0 or max(values) + 1 != len(values)):
+                raise ValueError(f"n-gram indices must cover 0..{len(values) - 1} without gaps, got values from {min(values)} to {max(values)}")
+        self._ngrams = ngram_list
+        self._index = index
+        self._bound = (max(index.values()) + 1) if index else 0
+
+    @property
+    def ngrams(self) -> list[str]:
+        """The n-grams in stored order."""
+        return self._ngrams
+
+    @property
+    def ngram_index(self) -> dict[str, int]:
+        """N-gram to index mapping."""
+        return self._index
+
+    @property
+    def upper_bound(self) -> int:
+        return self._bound
+
+    def _ngram_indices(self, items: list[str]) -> list[int | None]:
+        get = self._index.get
+        return [get(s) for s in items]
+
+    def first_noncanonical(self) -> tuple[int, int, int] | None:
+        """Where the numbering stops being by first appearance, if anywhere.
+
+        Returns
+        -------
+        tuple or None
+            ``(position, allowed maximum, index found)`` of the first n-gram
+            whose index is neither a known one nor the next new one.
+        """
+        return _first_noncanonical(self._index[ng] for ng in self._ngrams)
+
+    def __len__(self) -> int:
+        return len(self._ngrams)
+
+    def __getitem__(self, ngram: str) -> int:
+        return self._index[ngram]
+
+    def __contains__(self, ngram: object) -> bool:
+        return ngram in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ngrams)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ExplicitIndexer):
+            return NotImplemented
+        return (self._ngrams, self._index, self._min_n, self._max_n) == (other._ngrams, other._index, other._min_n, other._max_n)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ExplicitIndexer(<{len(self._ngrams)} n-grams, {self._bound} indices>, min_n={self._min_n}, max_n={self._max_n})"
+
+
+def _first_duplicate(items: Iterable[str]) -> str:
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return ""  # pragma: no cover - only called when a duplicate exists
+
+
+def _first_noncanonical(indices: Iterable[int]) -> tuple[int, int, int] | None:
+    """Position, allowed maximum and value of the first index that breaks first-appearance numbering."""
+    next_new = 0
+    for pos, i in enumerate(indices):
+        if i == next_new:
+            next_new += 1
+        elif not 0 <= i < next_new:
+            return pos, next_new, i
+    return None
+
+
+class FloretIndexer(SubwordIndexer):
+    """floret's indexer: MurmurHash3 x64-128 with up to four indices per item.
+
+    The looked-up items are the whole bracketed word first, then its
+    n-grams (FORMAT.md §7), so short words count twice -- as floret does.
+
+    Parameters
+    ----------
+    n_buckets
+        Number of buckets (at least 1).
+    min_n, max_n
+        N-gram length range.
+    n_hashes
+        Indices per item, 1 to 4.
+    seed
+        MurmurHash3 seed (32 bits).
+    bow, eow
+        Begin- and end-of-word markers.
+
+    Examples
+    --------
+    >>> idx = FloretIndexer(50000, 3, 6, n_hashes=4, seed=2166136261)
+    >>> idx.subword_indices("a")
+    [46305, 28722, 17636, 38578, 46305, 28722, 17636, 38578]
+    """
+
+    def __init__(
+        self,
+        n_buckets: int,
+        min_n: int = 3,
+        max_n: int = 6,
+        n_hashes: int = 2,
+        seed: int = 2166136261,
+        bow: str = "<",
+        eow: str = ">",
+    ) -> None:
+        if n_buckets < 1:
+            raise ValueError(f"n_buckets must be at least 1, got {n_buckets}")
+        if not 1 <= n_hashes <= 4:
+            raise ValueError(f"n_hashes must be in 1..4, got {n_hashes}")
+        if not 0 <= seed < 2**32:
+            raise ValueError(f"seed must be a u32, got {seed}")
+        super().__init__(min_n, max_n)
+        self._n_buckets = n_buckets
+        self._n_hashes = n_hashes
+        self._seed = seed
+        self._bow = bow
+        self._eow = eow
+        self._per_item = n_hashes
+
+    n_buckets = property(lambda self: self._n_buckets, doc="Number of buckets.")
+    n_hashes = property(lambda self: self._n_hashes, doc="Indices per hashed item.")
+    seed = property(lambda self: self._seed, doc="MurmurHash3 seed.")
+    bow = property(lambda self: self._bow, doc="Begin-of-word marker.")
+    eow = property(lambda self: self._eow, doc="End-of-word marker.")
+
+    @property
+    def upper_bound(self) -> int:
+        return self._n_buckets
+
+    def _bracket(self, word: str) -> str:
+        return f"{self._bow}{word}{self._eow}"
+
+    def _items(self, word: str, bracket: bool) -> list[str]:
+        s = self._bracket(word) if bracket else word
+        return [s, *ngrams(s, self._min_n, self._max_n, bracket=False)]
+
+    def _ngram_indices(self, items: list[str]) -> list[int | None]:
+        n, k, seed = self._n_buckets, self._n_hashes, self._seed
+        out: list[int | None] = []
+        for item in items:
+            h1, h2 = murmur3_x64_128(item.encode("utf-8", "surrogatepass"), seed)
+            words = (h1 & 0xFFFFFFFF, h1 >> 32, h2 & 0xFFFFFFFF, h2 >> 32)
+            out.extend(w % n for w in words[:k])
+        return out
+
+    def __call__(self, ngram: str) -> int | None:
+        """First index of a single item (floret items have ``n_hashes`` indices)."""
+        return self._ngram_indices([ngram])[0]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FloretIndexer):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self._n_buckets, self._min_n, self._max_n, self._n_hashes, self._seed, self._bow, self._eow)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"FloretIndexer(n_buckets={self._n_buckets}, min_n={self._min_n}, max_n={self._max_n}, "
+            f"n_hashes={self._n_hashes}, seed={self._seed}, bow={self._bow!r}, eow={self._eow!r})"
+        )

@@ -1,0 +1,223 @@
+"""Behaviour shared by every vocabulary chunk."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion._binary import ByteReader, ByteWriter
+from finalfusion.chunks import Chunk
+from finalfusion.errors import FormatError
+from finalfusion.subword.indexers import SubwordIndexer
+from finalfusion.subword.ngrams import ngrams
+
+__all__ = ["SubwordVocab", "Vocab"]
+
+_U32 = struct.Struct("<I")
+
+
+def build_index(words: Sequence[str]) -> dict[str, int]:
+    """Map each word to its position; duplicates raise ``ValueError``."""
+    index = dict(zip(words, range(len(words)), strict=True))
+    if len(index) != len(words):
+        seen: set[str] = set()
+        dup = next(w for w in words if w in seen or seen.add(w))  # type: ignore[func-returns-value]
+        raise ValueError(f"duplicate word in vocabulary: {dup!r}")
+    return index
+
+
+def read_words(reader: ByteReader, count: int, what: str = "word") -> tuple[list[str], dict[str, int]]:
+    """Read ``count`` words and index them; duplicates are a :class:`FormatError`."""
+    start = reader.pos
+    words = reader.strings(count, what)
+    try:
+        index = build_index(words)
+    except ValueError as exc:
+        raise FormatError(str(exc), offset=start, chunk=reader.chunk) from None
+    return words, index
+
+
+class Vocab(Chunk):
+    """A vocabulary: words with indices, optionally subword indices for unknown words.
+
+    Vocabularies are immutable; they behave as a read-only collection of
+    their words (``len``, ``in``, iteration in index order).
+    """
+
+    _words: list[str]
+    _index: dict[str, int]
+    role: ClassVar[str] = "vocab"
+
+    def _init_words(self, words: Sequence[str], index: dict[str, int] | None = None) -> None:
+        word_list = list(words)
+        if index is None:
+            bad = next((w for w in word_list if not isinstance(w, str)), None)
+            if bad is not None:
+                raise TypeError(f"vocabulary words must be str, got {type(bad).__name__}: {bad!r}")
+        self._words = word_list
+        self._index = build_index(word_list) if index is None else index
+
+    @property
+    def words(self) -> list[str]:
+        """The words, in index order."""
+        return self._words
+
+    @property
+    def word_index(self) -> dict[str, int]:
+        """Word to index mapping."""
+        return self._index
+
+    @property
+    def upper_bound(self) -> int:
+        """Exclusive upper bound of the indices this vocabulary produces (= storage rows)."""
+        return len(self._words)
+
+    def idx(self, item: str, default: Any = None) -> Any:
+        """Index of a known word, subword indices of an unknown one, else ``default``.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> v = SimpleVocab(["a", "b"])
+        >>> v.idx("b"), v.idx("c"), v.idx("c", default=-1)
+        (1, None, -1)
+        """
+        return self._index.get(item, default)
+
+    def __getitem__(self, item: str) -> Any:
+        idx = self.idx(item)
+        if idx is None:
+            raise KeyError(item)
+        return idx
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, str):
+            return item in self._index
+        if hasattr(item, "__iter__"):
+            return all(w in self for w in item)
+        return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._words)
+
+    def __len__(self) -> int:
+        return len(self._words)
+
+    def __eq__(self, other: object) -> bool:
+        if type(self) is not type(other):
+            return NotImplemented
+        return self._words == other._words and self._extra_key() == other._extra_key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _extra_key(self) -> tuple[Any, ...]:
+        return ()
+
+    # -- on-disk helpers ------------------------------------------------------------
+    @cached_property
+    def _encoded(self) -> list[bytes]:
+        return [w.encode("utf-8") for w in self._words]
+
+    def _words_len(self) -> int:
+        return 4 * len(self._words) + sum(map(len, self._encoded))
+
+    def _write_words(self, writer: ByteWriter) -> None:
+        writer.raw(_join_strings(self._encoded))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_encoded", None)
+        return state
+
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(w) for w in self._words[:3])
+        more = ", ..." if len(self._words) > 3 else ""
+        return f"{type(self).__name__}([{shown}{more}] ({len(self._words)} words){self._repr_extra()})"
+
+    def _repr_extra(self) -> str:
+        return ""
+
+
+def _join_strings(encoded: list[bytes]) -> bytes:
+    pack = _U32.pack
+    parts: list[bytes] = []
+    extend = parts.extend
+    for b in encoded:
+        extend((pack(len(b)), b))
+    return b"".join(parts)
+
+
+class SubwordVocab(Vocab):
+    """A vocabulary that embeds unknown words through their n-grams."""
+
+    _indexer: SubwordIndexer
+
+    @property
+    def subword_indexer(self) -> Any:
+        """The indexer mapping n-grams to subword indices."""
+        return self._indexer
+
+    @property
+    def min_n(self) -> int:
+        """Shortest n-gram length."""
+        return self._indexer.min_n
+
+    @property
+    def max_n(self) -> int:
+        """Longest n-gram length."""
+        return self._indexer.max_n
+
+    @property
+    def upper_bound(self) -> int:
+        return len(self._words) + self._indexer.upper_bound
+
+    def idx(self, item: str, default: Any = None) -> Any:
+        """Index of a known word, else the list of its subword indices, else ``default``.
+
+        Subword indices are offset by the number of words, so they are
+        storage rows.
+        """
+        i = self._index.get(item)
+        if i is not None:
+            return i
+        sub = self.subword_indices(item)
+        return sub if sub else default
+
+    def subwords(self, item: str, bracket: bool = True) -> list[str]:
+        """The n-grams of ``item`` (bracketed with ``<``/``>`` unless ``bracket=False``)."""
+        return ngrams(item, self.min_n, self.max_n, bracket=bracket)
+
+    def subword_indices(self, item: str, bracket: bool = True, with_ngrams: bool = False) -> list[Any]:
+        """Subword indices (storage rows) of ``item``'s n-grams; see the indexer."""
+        return self._indexer.subword_indices(item, offset=len(self._words), bracket=bracket, with_ngrams=with_ngrams)
+
+    def subword_rows(self, item: str) -> npt.NDArray[np.int64]:
+        """Storage rows of ``item``'s n-grams as an array (cached per word)."""
+        rows = self._indexer.word_indices(item)
+        return rows + len(self._words) if self._words else rows
+
+    def batch_subword_rows(self, items: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Storage rows of the n-grams of many words: flat rows and per-word counts."""
+        rows, counts = self._indexer.batch_indices(items)
+        if self._words:
+            rows += len(self._words)
+        return rows, counts
+
+    def _extra_key(self) -> tuple[Any, ...]:
+        return (self._indexer,)
+
+    def _repr_extra(self) -> str:
+        return f", indexer={self._indexer!r}"
+
+
+def check_range_field(reader: ByteReader, min_n: int, max_n: int, offset: int) -> None:
+    """Validate an n-gram range read from a file."""
+    if not 1 <= min_n <= max_n:
+        raise FormatError(
+            "invalid n-gram length range", offset=offset, chunk=reader.chunk, expected="1 <= min_n <= max_n", found=f"min_n={min_n}, max_n={max_n}"
+        )

@@ -1,0 +1,60 @@
+"""``SimpleVocab`` chunk (id 1): a word list without subwords (FORMAT.md §5.1).
+
+===========  =========  ==========================
+body offset  type       field
+===========  =========  ==========================
+0            u64        n_words
+8            stringxn   words, in index order
+===========  =========  ==========================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from finalfusion._binary import ByteReader, ByteWriter
+from finalfusion.chunks import ChunkIdentifier, register
+from finalfusion.vocab.base import Vocab, read_words
+
+__all__ = ["SimpleVocab"]
+
+
+@register
+class SimpleVocab(Vocab):
+    """A plain word list; unknown words have no index.
+
+    Parameters
+    ----------
+    words
+        Unique words, in index order.
+
+    Raises
+    ------
+    ValueError
+        For duplicate words.
+
+    Examples
+    --------
+    >>> v = SimpleVocab(["Berlin", "Potsdam"])
+    >>> v["Potsdam"], "Hamburg" in v, len(v)
+    (1, False, 2)
+    """
+
+    chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.SimpleVocab
+
+    def __init__(self, words: Sequence[str], index: dict[str, int] | None = None) -> None:
+        self._init_words(words, index)
+
+    @classmethod
+    def read_payload(cls, reader: ByteReader) -> SimpleVocab:
+        n = reader.u64("number of words")
+        words, index = read_words(reader, n)
+        return cls(words, index)
+
+    def write_payload(self, writer: ByteWriter) -> None:
+        writer.u64(len(self._words))
+        self._write_words(writer)
+
+    def payload_len(self, offset: int) -> int:
+        return 8 + self._words_len()

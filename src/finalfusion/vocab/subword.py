@@ -1,0 +1,371 @@
+"""Subword vocabulary chunks (FORMAT.md §5.3, §5.7, §5.8, §5.9).
+
+``BucketSubwordVocab`` (3) and ``FastTextSubwordVocab`` (7)::
+
+    0   u64  n_words
+    8   u32  min_n
+    12  u32  max_n
+    16  u32  bucket exponent (3) / number of buckets (7)
+    20  string x n_words
+
+``ExplicitSubwordVocab`` (8)::
+
+    0   u64  n_words
+    8   u64  n_ngrams
+    16  u32  min_n
+    20  u32  max_n
+    24  string x n_words
+    ..  (string ngram, u64 index) x n_ngrams
+
+``FloretSubwordVocab`` (9), no words::
+
+    0   u32  min_n
+    4   u32  max_n
+    8   u64  n_buckets
+    16  u32  n_hashes (1..4)
+    20  u32  seed
+    24  string bow, string eow
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from finalfusion._binary import ByteReader, ByteWriter
+from finalfusion.chunks import ChunkIdentifier, register
+from finalfusion.errors import FormatError, Truncated
+from finalfusion.subword.indexers import ExplicitIndexer, FastTextIndexer, FinalfusionHashIndexer, FloretIndexer
+from finalfusion.subword.ngrams import ngram_table
+from finalfusion.vocab.base import SubwordVocab, check_range_field, read_words
+
+__all__ = ["ExplicitVocab", "FastTextVocab", "FinalfusionBucketVocab", "FloretVocab"]
+
+_U64 = struct.Struct("<Q")
+
+
+@register
+class FinalfusionBucketVocab(SubwordVocab):
+    """Words plus finalfusion-hashed n-gram buckets (chunk id 3).
+
+    Parameters
+    ----------
+    words
+        Unique words, in index order.
+    indexer
+        A :class:`~finalfusion.subword.FinalfusionHashIndexer`; default
+        ``FinalfusionHashIndexer(21, 3, 6)``.
+
+    Examples
+    --------
+    >>> from finalfusion.subword import FinalfusionHashIndexer
+    >>> v = FinalfusionBucketVocab(["one"], FinalfusionHashIndexer(10))
+    >>> v.upper_bound, v.idx("one"), v.idx("two")[:2]
+    (1025, 0, [385, 644])
+    """
+
+    chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.BucketSubwordVocab
+
+    def __init__(self, words: Sequence[str], indexer: FinalfusionHashIndexer | None = None, *, _index: dict[str, int] | None = None) -> None:
+        if indexer is None:
+            indexer = FinalfusionHashIndexer(21)
+        if not isinstance(indexer, FinalfusionHashIndexer):
+            raise TypeError(f"indexer must be a FinalfusionHashIndexer, got {type(indexer).__name__}")
+        self._init_words(words, _index)
+        self._indexer = indexer
+
+    @property
+    def subword_indexer(self) -> FinalfusionHashIndexer:
+        return self._indexer  # type: ignore[return-value]
+
+    @classmethod
+    def read_payload(cls, reader: ByteReader) -> FinalfusionBucketVocab:
+        n = reader.u64("number of words")
+        at = reader.pos
+        min_n, max_n = reader.u32("min_n"), reader.u32("max_n")
+        check_range_field(reader, min_n, max_n, at)
+        exp = reader.u32("bucket exponent")
+        if exp > 63:
+            raise FormatError("bucket exponent out of range", offset=at + 8, chunk=reader.chunk, expected="0..63", found=exp)
+        words, index = read_words(reader, n)
+        return cls(words, FinalfusionHashIndexer(exp, min_n, max_n), _index=index)
+
+    def write_payload(self, writer: ByteWriter) -> None:
+        writer.u64(len(self._words))
+        writer.u32(self.min_n)
+        writer.u32(self.max_n)
+        writer.u32(self.subword_indexer.buckets_exp)
+        self._write_words(writer)
+
+    def payload_len(self, offset: int) -> int:
+        return 20 + self._words_len()
+
+    def to_explicit(self) -> ExplicitVocab:
+        """An :class:`ExplicitVocab` keeping the buckets of in-vocabulary n-grams.
+
+        See :func:`bucket_to_explicit_vocab`.
+        """
+        return bucket_to_explicit_vocab(self)[0]
+
+
+@register
+class FastTextVocab(SubwordVocab):
+    """Words plus fastText-hashed n-gram buckets (chunk id 7).
+
+    Parameters
+    ----------
+    words
+        Unique words, in index order.
+    indexer
+        A :class:`~finalfusion.subword.FastTextIndexer`; default
+        ``FastTextIndexer(2000000, 3, 6)``.
+
+    Examples
+    --------
+    >>> from finalfusion.subword import FastTextIndexer
+    >>> v = FastTextVocab(["und"], FastTextIndexer(100))
+    >>> v.upper_bound
+    101
+    """
+
+    chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.FastTextSubwordVocab
+
+    def __init__(self, words: Sequence[str], indexer: FastTextIndexer | None = None, *, _index: dict[str, int] | None = None) -> None:
+        if indexer is None:
+            indexer = FastTextIndexer(2_000_000)
+        if not isinstance(indexer, FastTextIndexer):
+            raise TypeError(f"indexer must be a FastTextIndexer, got {type(indexer).__name__}")
+        self._init_words(words, _index)
+        self._indexer = indexer
+
+    @property
+    def subword_indexer(self) -> FastTextIndexer:
+        return self._indexer  # type: ignore[return-value]
+
+    @classmethod
+    def read_payload(cls, reader: ByteReader) -> FastTextVocab:
+        n = reader.u64("number of words")
+        at = reader.pos
+        min_n, max_n = reader.u32("min_n"), reader.u32("max_n")
+        check_range_field(reader, min_n, max_n, at)
+        buckets = reader.u32("number of buckets")
+        if not 1 <= buckets <= 2**31 - 1:
+            raise FormatError("number of buckets out of range", offset=at + 8, chunk=reader.chunk, expected="1..2**31-1", found=buckets)
+        words, index = read_words(reader, n)
+        return cls(words, FastTextIndexer(buckets, min_n, max_n), _index=index)
+
+    def write_payload(self, writer: ByteWriter) -> None:
+        writer.u64(len(self._words))
+        writer.u32(self.min_n)
+        writer.u32(self.max_n)
+        writer.u32(self.subword_indexer.n_buckets)
+        self._write_words(writer)
+
+    def payload_len(self, offset: int) -> int:
+        return 20 + self._words_len()
+
+    def to_explicit(self) -> ExplicitVocab:
+        """An :class:`ExplicitVocab` keeping the buckets of in-vocabulary n-grams."""
+        return bucket_to_explicit_vocab(self)[0]
+
+
+@register
+class ExplicitVocab(SubwordVocab):
+    """Words plus an explicit n-gram table (chunk id 8).
+
+    Parameters
+    ----------
+    words
+        Unique words, in index order.
+    indexer
+        The :class:`~finalfusion.subword.ExplicitIndexer`.
+
+    Examples
+    --------
+    >>> from finalfusion.subword import ExplicitIndexer
+    >>> v = ExplicitVocab(["ab"], ExplicitIndexer(["<ab", "ab>"], 3, 3))
+    >>> v.idx("xab>"), v.idx("zz")
+    ([2], None)
+    """
+
+    chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.ExplicitSubwordVocab
+    length_may_be_short: ClassVar[bool] = True
+
+    def __init__(self, words: Sequence[str], indexer: ExplicitIndexer, *, _index: dict[str, int] | None = None) -> None:
+        if not isinstance(indexer, ExplicitIndexer):
+            raise TypeError(f"indexer must be an ExplicitIndexer, got {type(indexer).__name__}")
+        self._init_words(words, _index)
+        self._indexer = indexer
+
+    @property
+    def subword_indexer(self) -> ExplicitIndexer:
+        return self._indexer  # type: ignore[return-value]
+
+    @classmethod
+    def read_payload(cls, reader: ByteReader) -> ExplicitVocab:
+        n_words = reader.u64("number of words")
+        n_ngrams = reader.u64("number of n-grams")
+        at = reader.pos
+        min_n, max_n = reader.u32("min_n"), reader.u32("max_n")
+        check_range_field(reader, min_n, max_n, at)
+        words, index = read_words(reader, n_words)
+        table_at = reader.pos
+        if n_ngrams > reader.remaining // 12:
+            raise Truncated(
+                f"too few bytes for {n_ngrams} n-grams",
+                offset=table_at,
+                chunk=reader.chunk,
+                expected=f"at least {12 * n_ngrams} bytes",
+                found=f"{reader.remaining} bytes",
+            )
+        ngrams: list[str] = []
+        ngram_index: dict[str, int] = {}
+        next_new = 0
+        for k in range(n_ngrams):
+            at = reader.pos
+            ngram = reader.string("n-gram")
+            i = reader.u64("n-gram index")
+            if ngram in ngram_index:
+                raise FormatError(f"duplicate n-gram {ngram!r}", offset=at, chunk=reader.chunk)
+            if i == next_new:
+                next_new += 1
+            elif i > next_new:
+                raise FormatError(
+                    f"n-gram {k} ({ngram!r}) breaks first-appearance numbering of indices",
+                    offset=reader.pos - 8,
+                    chunk=reader.chunk,
+                    expected=f"an index <= {next_new}",
+                    found=i,
+                )
+            ngrams.append(ngram)
+            ngram_index[ngram] = i
+        vocab = cls(words, ExplicitIndexer(ngrams, min_n, max_n, ngram_index), _index=index)
+        return vocab
+
+    def legacy_length(self, declared: int, consumed: int) -> str | None:
+        """Accept the length finalfusion-python 0.7 writes: 8 bytes short per n-gram (FORMAT.md §5.8)."""
+        if consumed - declared == 8 * len(self._indexer.ngrams) and declared < consumed:  # type: ignore[attr-defined]
+            return (
+                f"ExplicitSubwordVocab chunk declares {declared} bytes but holds {consumed}: "
+                "the length finalfusion-python 0.7 writes (8 bytes short per n-gram); read correctly, written back fixed"
+            )
+        return None
+
+    def write_payload(self, writer: ByteWriter) -> None:
+        indexer = self.subword_indexer
+        bad = indexer.first_noncanonical()
+        if bad is not None:
+            raise ValueError(
+                f"cannot write n-gram indices that are not numbered by first appearance (n-gram {bad[0]} has index {bad[2]}, "
+                f"expected at most {bad[1]}); finalfusion-rust would renumber them and scramble the rows"
+            )
+        writer.u64(len(self._words))
+        writer.u64(len(indexer.ngrams))
+        writer.u32(self.min_n)
+        writer.u32(self.max_n)
+        self._write_words(writer)
+        parts: list[bytes] = []
+        index = indexer.ngram_index
+        for ngram in indexer.ngrams:
+            b = ngram.encode("utf-8")
+            parts.append(struct.pack("<I", len(b)) + b + _U64.pack(index[ngram]))
+        writer.raw(b"".join(parts))
+
+    def payload_len(self, offset: int) -> int:
+        ngrams = self.subword_indexer.ngrams
+        return 24 + self._words_len() + sum(12 + len(g.encode("utf-8")) for g in ngrams)
+
+
+@register
+class FloretVocab(SubwordVocab):
+    """floret's word-less vocabulary: every word is embedded through hashed n-grams (chunk id 9).
+
+    Parameters
+    ----------
+    indexer
+        The :class:`~finalfusion.subword.FloretIndexer`.
+
+    Examples
+    --------
+    >>> from finalfusion.subword import FloretIndexer
+    >>> v = FloretVocab(FloretIndexer(10, 3, 6, n_hashes=2))
+    >>> len(v), v.upper_bound, v.idx("a")
+    (0, 10, [5, 2, 5, 2])
+    """
+
+    chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.FloretSubwordVocab
+
+    def __init__(self, indexer: FloretIndexer) -> None:
+        if not isinstance(indexer, FloretIndexer):
+            raise TypeError(f"indexer must be a FloretIndexer, got {type(indexer).__name__}")
+        self._init_words([], {})
+        self._indexer = indexer
+
+    @property
+    def subword_indexer(self) -> FloretIndexer:
+        return self._indexer  # type: ignore[return-value]
+
+    @classmethod
+    def read_payload(cls, reader: ByteReader) -> FloretVocab:
+        at = reader.pos
+        min_n, max_n = reader.u32("min_n"), reader.u32("max_n")
+        check_range_field(reader, min_n, max_n, at)
+        n_buckets = reader.u64("number of buckets")
+        if n_buckets < 1:
+            raise FormatError("floret vocabulary has no buckets", offset=at + 8, chunk=reader.chunk, expected="at least 1", found=0)
+        n_hashes = reader.u32("number of hashes")
+        if not 1 <= n_hashes <= 4:
+            raise FormatError("number of hashes out of range", offset=at + 16, chunk=reader.chunk, expected="1..4", found=n_hashes)
+        seed = reader.u32("seed")
+        bow = reader.string("begin-of-word marker")
+        eow = reader.string("end-of-word marker")
+        return cls(FloretIndexer(n_buckets, min_n, max_n, n_hashes=n_hashes, seed=seed, bow=bow, eow=eow))
+
+    def write_payload(self, writer: ByteWriter) -> None:
+        idx = self.subword_indexer
+        writer.u32(idx.min_n)
+        writer.u32(idx.max_n)
+        writer.u64(idx.n_buckets)
+        writer.u32(idx.n_hashes)
+        writer.u32(idx.seed)
+        writer.string(idx.bow)
+        writer.string(idx.eow)
+
+    def payload_len(self, offset: int) -> int:
+        idx = self.subword_indexer
+        return 32 + len(idx.bow.encode("utf-8")) + len(idx.eow.encode("utf-8"))
+
+
+def bucket_to_explicit_vocab(vocab: FinalfusionBucketVocab | FastTextVocab) -> tuple[ExplicitVocab, Any]:
+    """Convert a hashed vocabulary to an explicit one.
+
+    Every n-gram of every known word gets the bucket it hashes to; buckets
+    are renumbered densely by first appearance (word order, then n-gram
+    order), so colliding n-grams keep sharing a row.
+
+    Returns
+    -------
+    vocab, buckets
+        The explicit vocabulary and, for each new subword index, the old
+        bucket number (to copy storage rows).
+    """
+    words = vocab.words
+    indexer = vocab.subword_indexer
+    rows, _ = indexer.batch_indices(words) if words else (np.empty(0, np.int64), np.empty(0, np.int64))
+    joined_table = ngram_table([f"<{w}>" for w in words], indexer.min_n, indexer.max_n) if words else None
+    ngram_strings = joined_table.strings("".join(f"<{w}>" for w in words)) if joined_table is not None else []
+    ngram_index: dict[str, int] = {}
+    bucket_to_new: dict[int, int] = {}
+    ngram_list: list[str] = []
+    for ngram, bucket in zip(ngram_strings, rows.tolist(), strict=True):
+        if ngram in ngram_index:
+            continue
+        new = bucket_to_new.setdefault(bucket, len(bucket_to_new))
+        ngram_index[ngram] = new
+        ngram_list.append(ngram)
+    buckets = np.fromiter(bucket_to_new.keys(), dtype=np.int64, count=len(bucket_to_new))
+    explicit = ExplicitVocab(words, ExplicitIndexer(ngram_list, indexer.min_n, indexer.max_n, ngram_index))
+    return explicit, buckets
