@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -36,3 +37,25 @@ def testdata() -> Path:
 @pytest.fixture(scope="session")
 def lookups() -> dict[str, Any]:
     return load_json("lookups.json")["cases"]  # type: ignore[no-any-return]
+
+
+def check_lookups(emb: Any, lookups: dict[str, Any], atol: float) -> None:
+    assert lookups
+    for word, exp in lookups.items():
+        idx = emb.vocab.idx(word)
+        if exp["vocab_idx"] is None:
+            assert idx is None or (isinstance(idx, list) and not idx), (word, idx)
+            assert emb.embedding(word) is None
+            assert word not in emb
+            continue
+        if isinstance(exp["vocab_idx"], list):
+            assert list(idx) == exp["vocab_idx"], word
+        else:
+            assert idx == exp["vocab_idx"], word
+        vec = emb.embedding(word)
+        assert vec is not None, word
+        np.testing.assert_allclose(vec, np.asarray(exp["embedding"], dtype=np.float32), atol=atol, rtol=0, err_msg=word)
+        if "norm" in exp and exp["norm"] is not None:
+            got, norm = emb.embedding_with_norm(word)
+            np.testing.assert_allclose(got, vec, atol=0, rtol=0)
+            assert norm == pytest.approx(exp["norm"], rel=1e-5, abs=1e-6), word

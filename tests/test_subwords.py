@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import load_json, word_of
 
+from conftest import load_json, word_of
 from finalfusion.subword import (
     ExplicitIndexer,
     FastTextIndexer,
@@ -117,7 +117,9 @@ INDEXERS = {
 
 
 @pytest.mark.parametrize("name", list(INDEXERS))
-@pytest.mark.parametrize("words", [WORDS, WORDS[:3], WORDS * 3, list(reversed(WORDS)), [], [""], ["😀"] * 9], ids=["all", "few", "repeated", "reversed", "none", "empty", "emoji9"])
+@pytest.mark.parametrize(
+    "words", [WORDS, WORDS[:3], WORDS * 3, list(reversed(WORDS)), [], [""], ["😀"] * 9], ids=["all", "few", "repeated", "reversed", "none", "empty", "emoji9"]
+)
 def test_batch_equals_scalar(name: str, words: list[str]) -> None:
     # A fresh indexer per path so the scalar cache cannot feed the batch path.
     flat, counts = INDEXERS[name]().batch_indices(words)

@@ -25,6 +25,8 @@ __all__ = ["Embeddings", "load_finalfusion"]
 
 #: Rows gathered at once when summing subword rows in batch lookups.
 _GATHER_ROWS = 1 << 16
+#: Words summed together per accumulator block (dense storage).
+_ACC_WORDS = 256
 
 
 def compatibility_problem(storage: Storage, vocab: Vocab, norms: Norms | None) -> str | None:
@@ -292,25 +294,27 @@ class Embeddings:
         distinct: dict[str, int] = {}
         slot = np.fromiter((distinct.setdefault(words[p], len(distinct)) for p in positions.tolist()), dtype=np.int64, count=len(positions))
         uniq = list(distinct)
-        rows, counts = self._vocab.batch_subword_rows(uniq)  # type: ignore[attr-defined]
         vecs = np.zeros((len(uniq), self.dims), dtype=np.float32)
-        ends = np.cumsum(counts)
-        starts = ends - counts
-        lo = 0
-        while lo < len(uniq):
-            # Grow the block of words while the rows to gather stay bounded.
-            hi = int(np.searchsorted(ends, starts[lo] + _GATHER_ROWS, side="right"))
-            hi = max(hi, lo + 1)
-            sel = np.flatnonzero(counts[lo:hi] > 0) + lo
-            if len(sel):
-                block = rows[starts[lo] : ends[hi - 1]]
-                gathered = self._matrix[block] if self._matrix is not None else self._storage.rows(block)
-                vecs[sel] = np.add.reduceat(gathered, starts[sel] - starts[lo], axis=0, dtype=np.float32)
-            lo = hi
+        has = np.zeros(len(uniq), dtype=bool)
+        for pos, rows in self._vocab.batch_subword_rows(uniq):  # type: ignore[attr-defined]
+            has[pos] = True
+            if self._matrix is None:
+                step = max(1, _GATHER_ROWS // rows.shape[1])
+                for lo in range(0, len(pos), step):
+                    vecs[pos[lo : lo + step]] = self._storage.rows(rows[lo : lo + step]).sum(axis=1, dtype=np.float32)
+                continue
+            # Dense storage: add one n-gram column at a time into a small,
+            # cache-resident accumulator instead of materialising (words, K, dims).
+            matrix = self._matrix
+            for lo in range(0, len(pos), _ACC_WORDS):
+                block = rows[lo : lo + _ACC_WORDS]
+                acc = matrix[block[:, 0]]
+                for k in range(1, block.shape[1]):
+                    acc += matrix[block[:, k]]
+                vecs[pos[lo : lo + _ACC_WORDS]] = acc
         norms = np.sqrt(np.einsum("ij,ij->i", vecs, vecs))
         nz = norms > 0
         vecs[nz] /= norms[nz, None]
-        has = counts > 0
         out[positions] = vecs[slot]
         found[positions] = has[slot]
 

@@ -5,6 +5,7 @@ The payload is the UTF-8 TOML document itself; its length is the chunk length.
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
@@ -101,9 +102,15 @@ class Metadata(Chunk, MutableMapping[str, Any]):
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise FormatError(f"metadata is not valid TOML ({exc})", offset=at, chunk=reader.chunk) from None
-        return cls(data)
+        meta = cls(data)
+        # Remember the document as read so unchanged metadata is written back byte-identically.
+        object.__setattr__(meta, "_source", (bytes(raw), copy.deepcopy(data)))
+        return meta
 
     def _payload(self) -> bytes:
+        source = getattr(self, "_source", None)
+        if source is not None and source[1] == self.data:
+            return source[0]  # type: ignore[no-any-return]
         return self.to_toml().encode("utf-8")
 
     def write_payload(self, writer: ByteWriter) -> None:

@@ -8,25 +8,24 @@ Each reproduces a quirk of a reference implementation on purpose:
   sign-extended like C's ``signed char`` (FORMAT.md §8.2);
 * :func:`murmur3_x64_128` -- floret's MurmurHash3 (FORMAT.md §8.4).
 
-The vectorised forms hash every n-gram of an :class:`NgramTable` at once
-with numpy ``uint64``/``uint32`` arithmetic, which wraps like the
-reference's.
+The ``*_matrix`` forms hash every n-gram of many equal-length words at
+once with whole-column numpy ``uint64``/``uint32`` arithmetic, which wraps
+like the reference's.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion.subword.ngrams import NgramTable
-
 __all__ = [
     "fnv1a32_fasttext",
     "fnv1a64_finalfusion",
-    "fnv1a32_fasttext_table",
-    "fnv1a64_finalfusion_table",
+    "fnv1a32_fasttext_matrix",
+    "fnv1a64_finalfusion_matrix",
     "murmur3_x64_128",
 ]
 
@@ -152,59 +151,115 @@ def murmur3_x64_128(data: bytes, seed: int) -> tuple[int, int]:
     return h1, h2
 
 
-def fnv1a64_finalfusion_table(table: NgramTable) -> npt.NDArray[np.uint64]:
-    """:func:`fnv1a64_finalfusion` of every n-gram in ``table``, vectorised."""
-    out = np.empty(len(table.start), dtype=np.uint64)
-    cps = table.codepoints.astype(np.uint64)
-    narrow = not len(cps) or int(cps.max()) < 256
+# -- hashing of equal-length words, one (G, L) code point matrix at a time ----------------
+
+
+@functools.lru_cache(maxsize=1024)
+def ngram_columns(length: int, min_n: int, max_n: int) -> tuple[tuple[int, ...], npt.NDArray[np.intp]]:
+    """Layout of the n-grams of a string of ``length`` code points.
+
+    Returns
+    -------
+    lengths, order
+        The n-gram lengths that occur (longest first), and the permutation
+        that takes the concatenation of per-length blocks (block ``n`` has a
+        column per start position) to finalfusion order (start ascending,
+        longest first).
+    """
+    lengths = tuple(n for n in range(min(max_n, length), min_n - 1, -1))
+    base: dict[int, int] = {}
+    offset = 0
+    for n in lengths:
+        base[n] = offset
+        offset += length - n + 1
+    order = [base[n] + p for p in range(length - min_n + 1) for n in range(min(max_n, length - p), min_n - 1, -1)]
+    return lengths, np.asarray(order, dtype=np.intp)
+
+
+def fnv1a64_finalfusion_matrix(cps: npt.NDArray[np.uint32], min_n: int, max_n: int) -> npt.NDArray[np.uint64]:
+    """:func:`fnv1a64_finalfusion` of every n-gram of every row of ``cps``.
+
+    ``cps`` holds ``G`` strings of equal length ``L`` as code points; the
+    result has one row per string and its n-grams in finalfusion order.
+    All arithmetic is on whole columns, so there is no per-n-gram work in
+    Python.
+    """
+    g, length = cps.shape
+    lengths, order = ngram_columns(length, min_n, max_n)
+    c64 = cps.astype(np.uint64)
+    narrow = not c64.size or int(c64.max()) < 256
     p, p4 = np.uint64(_FNV64_PRIME), np.uint64(_FNV64_PRIME4)
-    mask8, sh8, sh16 = np.uint64(0xFF), np.uint64(8), np.uint64(16)
-    for n in np.unique(table.length).tolist():
-        sel = np.flatnonzero(table.length == n)
-        q = table.start[sel]
-        state = np.full(len(q), _LEN_STATE[n] if n < len(_LEN_STATE) else 0, dtype=np.uint64)
-        if n >= len(_LEN_STATE):
-            state[:] = _fnv64_bytes(_FNV64_OFFSET, n.to_bytes(8, "little"))
+    if not narrow:
+        b0, b1, b2 = c64 & np.uint64(0xFF), (c64 >> np.uint64(8)) & np.uint64(0xFF), c64 >> np.uint64(16)
+    blocks = []
+    for n in lengths:
+        width = length - n + 1
+        state = np.full((g, width), _LEN_STATE[n] if n < len(_LEN_STATE) else _fnv64_bytes(_FNV64_OFFSET, n.to_bytes(8, "little")), dtype=np.uint64)
         for k in range(n):
-            c = cps[q + k]
             if narrow:
-                state = (state ^ c) * p4
+                state ^= c64[:, k : k + width]
+                state *= p4
             else:
-                state = (state ^ (c & mask8)) * p
-                state = (state ^ ((c >> sh8) & mask8)) * p
-                state = (state ^ (c >> sh16)) * p
-                state = state * p
-        out[sel] = state
-    return out
+                for plane in (b0, b1, b2):
+                    state ^= plane[:, k : k + width]
+                    state *= p
+                state *= p
+        blocks.append(state)
+    if not blocks:
+        return np.empty((g, 0), dtype=np.uint64)
+    return np.concatenate(blocks, axis=1)[:, order]
 
 
-def fnv1a32_fasttext_table(table: NgramTable) -> npt.NDArray[np.uint32]:
-    """:func:`fnv1a32_fasttext` of the UTF-8 form of every n-gram in ``table``, vectorised."""
-    cps = table.codepoints
-    # UTF-8 length of each code point, then byte offsets of each code point.
-    ulen = 1 + (cps >= 0x80).astype(np.int64) + (cps >= 0x800) + (cps >= 0x10000)
-    boff = np.zeros(len(cps) + 1, dtype=np.int64)
-    np.cumsum(ulen, out=boff[1:])
-    text = cps.tobytes().decode("utf-32-le", "surrogatepass").encode("utf-8", "surrogatepass")
-    # Sign-extended bytes as uint32, padded so that masked reads stay in range.
-    raw = np.frombuffer(text, dtype=np.int8)
-    sbytes = np.zeros(len(raw) + 4 * int(table.length.max(initial=0)) + 4, dtype=np.uint32)
-    sbytes[: len(raw)] = raw.astype(np.int32).astype(np.uint32)
-    bstart = boff[table.start]
-    blen = boff[table.start + table.length] - bstart
-    state = np.full(len(bstart), _FNV32_OFFSET, dtype=np.uint32)
+def _utf8_planes(cps: npt.NDArray[np.uint32]) -> tuple[list[npt.NDArray[np.uint32]], npt.NDArray[np.uint8]]:
+    """UTF-8 bytes of each code point as four sign-extended ``uint32`` planes and a byte count."""
+    c = cps.astype(np.uint32)
+    nbytes = (1 + (c >= 0x80).astype(np.uint8) + (c >= 0x800) + (c >= 0x10000)).astype(np.uint8)
+
+    def cont(shift: int) -> npt.NDArray[np.uint32]:
+        out: npt.NDArray[np.uint32] = np.uint32(0x80) | ((c >> np.uint32(shift)) & np.uint32(0x3F))
+        return out
+
+    lead = np.select(
+        [nbytes == 1, nbytes == 2, nbytes == 3],
+        [c, np.uint32(0xC0) | (c >> np.uint32(6)), np.uint32(0xE0) | (c >> np.uint32(12))],
+        np.uint32(0xF0) | (c >> np.uint32(18)),
+    ).astype(np.uint32)
+    second = np.select([nbytes == 2, nbytes == 3], [cont(0), cont(6)], cont(12)).astype(np.uint32)
+    third = np.where(nbytes == 3, cont(0), cont(6)).astype(np.uint32)
+    fourth = cont(0).astype(np.uint32)
+    planes = []
+    for plane in (lead, second, third, fourth):
+        planes.append(np.where(plane >= 0x80, plane | np.uint32(0xFFFFFF00), plane).astype(np.uint32))
+    return planes, nbytes
+
+
+def fnv1a32_fasttext_matrix(cps: npt.NDArray[np.uint32], min_n: int, max_n: int) -> npt.NDArray[np.uint32]:
+    """:func:`fnv1a32_fasttext` of every n-gram of every row of ``cps`` (see the 64-bit variant)."""
+    g, length = cps.shape
+    lengths, order = ngram_columns(length, min_n, max_n)
     prime = np.uint32(_FNV32_PRIME)
-    if len(blen) and bool(np.all(blen == table.length)):
-        # ASCII-only n-grams: every n-gram of length n has n bytes.
-        for n in np.unique(table.length).tolist():
-            sel = np.flatnonzero(table.length == n)
-            s = state[sel]
-            b0 = bstart[sel]
-            for k in range(n):
-                s = (s ^ sbytes[b0 + k]) * prime
-            state[sel] = s
-        return state
-    for k in range(int(blen.max(initial=0))):
-        live = k < blen
-        state = np.where(live, (state ^ sbytes[bstart + k]) * prime, state)
-    return state
+    ascii_only = not cps.size or int(cps.max()) < 0x80
+    if not ascii_only:
+        planes, nbytes = _utf8_planes(cps)
+    c32 = cps.astype(np.uint32)
+    blocks = []
+    for n in lengths:
+        width = length - n + 1
+        state = np.full((g, width), _FNV32_OFFSET, dtype=np.uint32)
+        for k in range(n):
+            cols = slice(k, k + width)
+            if ascii_only:
+                state ^= c32[:, cols]
+                state *= prime
+                continue
+            state ^= planes[0][:, cols]
+            state *= prime
+            nb = nbytes[:, cols]
+            for b in (1, 2, 3):
+                live = nb > b
+                if live.any():
+                    state = np.where(live, (state ^ planes[b][:, cols]) * prime, state)
+        blocks.append(state)
+    if not blocks:
+        return np.empty((g, 0), dtype=np.uint32)
+    return np.concatenate(blocks, axis=1)[:, order]

@@ -26,12 +26,13 @@ import numpy.typing as npt
 
 from finalfusion.subword.hashing import (
     fnv1a32_fasttext,
-    fnv1a32_fasttext_table,
+    fnv1a32_fasttext_matrix,
     fnv1a64_finalfusion,
-    fnv1a64_finalfusion_table,
+    fnv1a64_finalfusion_matrix,
     murmur3_x64_128,
+    ngram_columns,
 )
-from finalfusion.subword.ngrams import BOW, EOW, check_ngram_range, ngram_table, ngrams
+from finalfusion.subword.ngrams import BOW, EOW, check_ngram_range, ngrams
 
 __all__ = [
     "ExplicitIndexer",
@@ -43,8 +44,6 @@ __all__ = [
 
 #: Words whose subword indices are remembered per indexer.
 CACHE_SIZE: Final = 1 << 16
-#: Words hashed together in one vectorised block (bounds temporary memory).
-BATCH_BLOCK: Final = 1 << 15
 
 IntArray = npt.NDArray[np.int64]
 
@@ -53,7 +52,7 @@ class SubwordIndexer:
     """Common behaviour of the indexers: n-gram range, caching, the 0.7 API.
 
     Subclasses implement ``_ngram_indices(items) -> list[int | None]`` for a
-    list of n-grams and may override ``_table_indices`` with a vectorised
+    list of n-grams and may override ``batch_groups`` with a vectorised
     version.
     """
 
@@ -163,38 +162,113 @@ class SubwordIndexer:
         indices, counts
             ``indices[counts[:i].sum():counts[:i+1].sum()]`` are the indices
             of ``words[i]``, in the same order as :meth:`subword_indices`.
-        """
-        parts: list[IntArray] = []
-        counts: list[IntArray] = []
-        for lo in range(0, len(words), BATCH_BLOCK):
-            idx, cnt = self._block_indices(list(words[lo : lo + BATCH_BLOCK]))
-            parts.append(idx)
-            counts.append(cnt)
-        if not parts:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        return np.concatenate(parts), np.concatenate(counts)
 
-    def _block_indices(self, words: list[str]) -> tuple[IntArray, IntArray]:
+        Examples
+        --------
+        >>> idx, counts = FinalfusionHashIndexer(21).batch_indices(["ab", ""])
+        >>> idx.tolist(), counts.tolist()
+        ([493776, 543801, 506379], [3, 0])
+        """
+        counts = np.zeros(len(words), dtype=np.int64)
+        groups = list(self.batch_groups(words))
+        for pos, idx in groups:
+            counts[pos] = idx.shape[1]
+        offsets = np.cumsum(counts) - counts
+        flat = np.empty(int(counts.sum()), dtype=np.int64)
+        for pos, idx in groups:
+            flat[offsets[pos][:, None] + np.arange(idx.shape[1])] = idx
+        return flat, counts
+
+    def batch_groups(self, words: Sequence[str]) -> Iterator[tuple[IntArray, IntArray]]:
+        """Indices of many words, grouped by how many they have.
+
+        Yields
+        ------
+        positions, indices
+            Positions in ``words`` and a ``(len(positions), K)`` matrix with
+            the ``K`` indices of each of those words (``K >= 1``; words
+            without any index are not yielded). Regular shapes let callers
+            gather and sum rows without per-word Python work.
+        """
         arrays = [self.word_indices(w) for w in words]
         counts = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
-        flat = np.concatenate(arrays) if arrays else np.empty(0, np.int64)
-        return flat.astype(np.int64, copy=False), counts
+        for k in np.unique(counts).tolist():
+            if k == 0:
+                continue
+            pos = np.flatnonzero(counts == k)
+            yield pos, np.stack([arrays[i] for i in pos.tolist()])
+
+
+#: Size of the per-indexer n-gram -> index cache of the hashed indexers.
+NGRAM_CACHE_SIZE: Final = 1 << 20
+#: Entries of an index matrix computed at once in batch lookups.
+GROUP_ENTRIES: Final = 1 << 21
 
 
 class _HashIndexer(SubwordIndexer):
-    """An indexer whose indices come from a vectorisable hash of each n-gram."""
+    """An indexer whose indices come from a hash of each n-gram.
 
-    def _hash_to_index(self, hashes: npt.NDArray[Any]) -> IntArray:
+    Single words use the scalar hash with a bounded n-gram cache (n-grams
+    recur across words far more than words do); batches hash all words of
+    equal length at once with whole-column numpy arithmetic.
+    """
+
+    def __init__(self, min_n: int, max_n: int) -> None:
+        super().__init__(min_n, max_n)
+        self._ngram_cache: dict[str, int] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["_ngram_cache"] = {}
+        return state
+
+    def _hash_index(self, ngram: str) -> int:
         raise NotImplementedError
 
-    def _table_hashes(self, table: Any) -> npt.NDArray[Any]:
+    def _matrix_indices(self, cps: npt.NDArray[np.uint32]) -> IntArray:
         raise NotImplementedError
 
-    def _block_indices(self, words: list[str]) -> tuple[IntArray, IntArray]:
-        if len(words) < 8:
-            return super()._block_indices(words)
-        table = ngram_table([self._bracket(w) for w in words], self._min_n, self._max_n)
-        return self._hash_to_index(self._table_hashes(table)), table.counts
+    def _ngram_indices(self, items: list[str]) -> list[int | None]:
+        return list(self._cached_indices(items))
+
+    def _cached_indices(self, items: list[str]) -> list[int]:
+        cache = self._ngram_cache
+        get = cache.get
+        out = []
+        for s in items:
+            i = get(s)
+            if i is None:
+                i = self._hash_index(s)
+                if len(cache) >= NGRAM_CACHE_SIZE:
+                    cache.clear()
+                cache[s] = i
+            out.append(i)
+        return out
+
+    def _word_indices(self, word: str) -> IntArray:
+        out = np.array(self._cached_indices(self._items(word, True)), dtype=np.int64)
+        out.flags.writeable = False
+        return out
+
+    def batch_groups(self, words: Sequence[str]) -> Iterator[tuple[IntArray, IntArray]]:
+        if len(words) < 16:
+            yield from super().batch_groups(words)
+            return
+        lens = np.fromiter(map(len, words), dtype=np.int64, count=len(words)) + 2
+        order = np.argsort(lens, kind="stable")
+        sorted_lens = lens[order]
+        bounds = np.flatnonzero(np.diff(sorted_lens)) + 1
+        for pos in np.split(order, bounds):
+            length = int(lens[pos[0]])
+            if length < self._min_n:
+                continue
+            n_grams = len(ngram_columns(length, self._min_n, self._max_n)[1])
+            step = max(1, GROUP_ENTRIES // max(n_grams, 1))
+            for lo in range(0, len(pos), step):
+                block = pos[lo : lo + step]
+                text = "".join([f"<{words[i]}>" for i in block.tolist()])
+                cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4").reshape(len(block), length)
+                yield block, self._matrix_indices(cps)
 
 
 class FinalfusionHashIndexer(_HashIndexer):
@@ -232,21 +306,11 @@ class FinalfusionHashIndexer(_HashIndexer):
     def upper_bound(self) -> int:
         return 1 << self._exp
 
-    def _ngram_indices(self, items: list[str]) -> list[int | None]:
-        mask = self._mask
-        return [fnv1a64_finalfusion(s) & mask for s in items]
+    def _hash_index(self, ngram: str) -> int:
+        return fnv1a64_finalfusion(ngram) & self._mask
 
-    def _word_indices(self, word: str) -> IntArray:
-        mask = self._mask
-        out = np.array([fnv1a64_finalfusion(s) & mask for s in self._items(word, True)], dtype=np.int64)
-        out.flags.writeable = False
-        return out
-
-    def _table_hashes(self, table: Any) -> npt.NDArray[Any]:
-        return fnv1a64_finalfusion_table(table)
-
-    def _hash_to_index(self, hashes: npt.NDArray[Any]) -> IntArray:
-        out: IntArray = (hashes & np.uint64(self._mask)).astype(np.int64)
+    def _matrix_indices(self, cps: npt.NDArray[np.uint32]) -> IntArray:
+        out: IntArray = (fnv1a64_finalfusion_matrix(cps, self._min_n, self._max_n) & np.uint64(self._mask)).astype(np.int64)
         return out
 
     def __eq__(self, other: object) -> bool:
@@ -291,15 +355,11 @@ class FastTextIndexer(_HashIndexer):
     def upper_bound(self) -> int:
         return self._n_buckets
 
-    def _ngram_indices(self, items: list[str]) -> list[int | None]:
-        n = self._n_buckets
-        return [fnv1a32_fasttext(s.encode("utf-8", "surrogatepass")) % n for s in items]
+    def _hash_index(self, ngram: str) -> int:
+        return fnv1a32_fasttext(ngram.encode("utf-8", "surrogatepass")) % self._n_buckets
 
-    def _table_hashes(self, table: Any) -> npt.NDArray[Any]:
-        return fnv1a32_fasttext_table(table)
-
-    def _hash_to_index(self, hashes: npt.NDArray[Any]) -> IntArray:
-        out: IntArray = (hashes % np.uint32(self._n_buckets)).astype(np.int64)
+    def _matrix_indices(self, cps: npt.NDArray[np.uint32]) -> IntArray:
+        out: IntArray = (fnv1a32_fasttext_matrix(cps, self._min_n, self._max_n) % np.uint32(self._n_buckets)).astype(np.int64)
         return out
 
     def __eq__(self, other: object) -> bool:

@@ -201,12 +201,17 @@ class SubwordVocab(Vocab):
         rows = self._indexer.word_indices(item)
         return rows + len(self._words) if self._words else rows
 
-    def batch_subword_rows(self, items: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """Storage rows of the n-grams of many words: flat rows and per-word counts."""
-        rows, counts = self._indexer.batch_indices(items)
-        if self._words:
-            rows += len(self._words)
-        return rows, counts
+    def batch_subword_rows(self, items: Sequence[str]) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        """Storage rows of the n-grams of many words, grouped by count.
+
+        Yields ``(positions, rows)`` with a ``(len(positions), K)`` matrix of
+        storage rows; see ``SubwordIndexer.batch_groups``.
+        """
+        offset = len(self._words)
+        for pos, idx in self._indexer.batch_groups(items):
+            if offset:
+                idx += offset
+            yield pos, idx
 
     def _extra_key(self) -> tuple[Any, ...]:
         return (self._indexer,)

@@ -64,7 +64,7 @@ class FinalfusionBucketVocab(SubwordVocab):
     >>> from finalfusion.subword import FinalfusionHashIndexer
     >>> v = FinalfusionBucketVocab(["one"], FinalfusionHashIndexer(10))
     >>> v.upper_bound, v.idx("one"), v.idx("two")[:2]
-    (1025, 0, [385, 644])
+    (1025, 0, [383, 642])
     """
 
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.BucketSubwordVocab

@@ -1,0 +1,84 @@
+"""Every prefix of a valid file is rejected with a FormatError (and nothing else)."""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from pathlib import Path
+
+import pytest
+
+import finalfusion
+from conftest import GOLDEN_FILES, TINY_FILES
+from finalfusion import FormatError, load_finalfusion
+
+LARGE = ["python-ff_buckets.fifu", "python-pq.fifu", "rust-similarity.fifu"]
+
+
+def chunk_boundaries(data: bytes) -> list[int]:
+    """Offsets of the header end and of every chunk frame start/end."""
+    (n,) = struct.unpack_from("<I", data, 8)
+    pos = 12 + 4 * n
+    out = [0, 4, 8, 12, pos]
+    while pos < len(data):
+        _, length = struct.unpack_from("<IQ", data, pos)
+        out += [pos + 4, pos + 12]
+        pos += 12 + length
+        out.append(pos)
+    assert pos == len(data)
+    return out
+
+
+def listed_end(data: bytes) -> int:
+    """End of the last chunk the header lists."""
+    (n,) = struct.unpack_from("<I", data, 8)
+    pos = 12 + 4 * n
+    for _ in range(n):
+        _, length = struct.unpack_from("<IQ", data, pos)
+        pos += 12 + length
+    return pos
+
+
+def assert_prefixes_fail(data: bytes, prefixes: list[int], valid: set[int]) -> None:
+    checked = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", finalfusion.LegacyFormatWarning)
+        for n in prefixes:
+            if n in valid:
+                continue
+            for mmap in (False, True):
+                with pytest.raises(FormatError) as info:
+                    load_finalfusion(data[:n], mmap=mmap)
+                assert isinstance(info.value, ValueError)
+                assert info.type.__module__ == "finalfusion.errors", (n, mmap, info.value)
+            checked += 1
+    assert checked > 0
+
+
+@pytest.mark.parametrize("name", TINY_FILES)
+def test_every_prefix_of_tiny_files(name: str) -> None:
+    data = (GOLDEN_FILES / name).read_bytes()
+    if name != "tiny_explicit_python_buggy_len.fifu":  # its vocab length field is 24 bytes short
+        chunk_boundaries(data)  # sanity: the frame walk covers the file exactly
+    assert_prefixes_fail(data, list(range(len(data))), valid=set())
+
+
+@pytest.mark.parametrize("name", LARGE)
+def test_prefixes_of_real_files(testdata: Path, name: str) -> None:
+    data = (testdata / name).read_bytes()
+    bounds = chunk_boundaries(data)
+    prefixes = set(range(min(len(data), 256)))
+    prefixes.update(range(0, len(data), 61))
+    for b in bounds:
+        prefixes.update(range(max(0, b - 20), min(len(data), b + 21)))
+    valid: set[int] = set()
+    end = listed_end(data)
+    if end != len(data):
+        # python-ff_buckets.fifu: the header lists 3 chunks and a 4th (NdNorms) follows,
+        # so cutting right after the listed chunks leaves a complete, valid file.
+        valid.add(end)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            emb = load_finalfusion(data[:end])
+        assert emb.norms is None
+    assert_prefixes_fail(data, sorted(p for p in prefixes if p < len(data)), valid)
