@@ -263,3 +263,61 @@ def fnv1a32_fasttext_matrix(cps: npt.NDArray[np.uint32], min_n: int, max_n: int)
     if not blocks:
         return np.empty((g, 0), dtype=np.uint32)
     return np.concatenate(blocks, axis=1)[:, order]
+
+
+# -- hashing of one word, all n-grams at once ---------------------------------------------
+
+
+@functools.lru_cache(maxsize=1024)
+def _word_layout(length: int, min_n: int, max_n: int, wide: bool) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """Gather indices, per-step multipliers and initial states for one word's n-grams.
+
+    Column ``k`` of the result describes step ``k`` of every n-gram (in
+    finalfusion order): n-grams shorter than ``k + 1`` read a padding zero and
+    multiply by 1, so every n-gram runs the same number of steps.
+    """
+    pairs = [(p, n) for p in range(length - min_n + 1) for n in range(min(max_n, length - p), min_n - 1, -1)]
+    start = np.array([p for p, _ in pairs], dtype=np.intp)
+    lens = np.array([n for _, n in pairs], dtype=np.intp)
+    steps = np.arange(max_n)
+    live = steps[None, :] < lens[:, None]
+    gather = np.where(live, start[:, None] + steps[None, :], length)
+    prime = _FNV32_PRIME if wide else _FNV64_PRIME4
+    mult = np.where(live, np.uint64(prime), np.uint64(1)).astype(np.uint64)
+    init = np.array([_FNV32_OFFSET if wide else _LEN_STATE[n] for n in lens.tolist()], dtype=np.uint64)
+    return np.ascontiguousarray(gather.T), np.ascontiguousarray(mult.T), init
+
+
+def word_hashes(bracketed: str, min_n: int, max_n: int, fasttext: bool) -> npt.NDArray[np.uint64] | None:
+    """Hashes of all n-grams of one bracketed word in a few numpy operations.
+
+    Handles the common case only -- code points below 256 for
+    :func:`fnv1a64_finalfusion` (one FNV step per code point) and ASCII for
+    :func:`fnv1a32_fasttext` (one byte per code point) -- and returns
+    ``None`` otherwise, so callers fall back to the scalar hash.
+    """
+    length = len(bracketed)
+    if length < min_n or max_n > 64:
+        return None
+    try:
+        raw = bracketed.encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+    if fasttext and not raw.isascii():
+        return None
+    gather, mult, init = _word_layout(length, min_n, max_n, fasttext)
+    cps = np.zeros(length + 1, dtype=np.uint64)
+    cps[:length] = np.frombuffer(raw, dtype=np.uint8)
+    chars = cps[gather]
+    state: npt.NDArray[np.uint64] = init.copy()
+    if fasttext:
+        mask = np.uint64(_M32)
+        for k in range(max_n):
+            state ^= chars[k]
+            state *= mult[k]
+            state &= mask
+    else:
+        for k in range(max_n):
+            state ^= chars[k]
+            state *= mult[k]
+    return state

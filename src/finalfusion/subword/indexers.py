@@ -31,6 +31,7 @@ from finalfusion.subword.hashing import (
     fnv1a64_finalfusion_matrix,
     murmur3_x64_128,
     ngram_columns,
+    word_hashes,
 )
 from finalfusion.subword.ngrams import BOW, EOW, check_ngram_range, ngrams
 
@@ -245,8 +246,12 @@ class _HashIndexer(SubwordIndexer):
             out.append(i)
         return out
 
+    def _hash_word(self, bracketed: str) -> IntArray | None:
+        return None
+
     def _word_indices(self, word: str) -> IntArray:
-        out = np.array(self._cached_indices(self._items(word, True)), dtype=np.int64)
+        fast = self._hash_word(f"<{word}>")
+        out = fast if fast is not None else np.array(self._cached_indices(self._items(word, True)), dtype=np.int64)
         out.flags.writeable = False
         return out
 
@@ -309,6 +314,13 @@ class FinalfusionHashIndexer(_HashIndexer):
     def _hash_index(self, ngram: str) -> int:
         return fnv1a64_finalfusion(ngram) & self._mask
 
+    def _hash_word(self, bracketed: str) -> IntArray | None:
+        hashes = word_hashes(bracketed, self._min_n, self._max_n, fasttext=False)
+        if hashes is None:
+            return None
+        out: IntArray = (hashes & np.uint64(self._mask)).astype(np.int64)
+        return out
+
     def _matrix_indices(self, cps: npt.NDArray[np.uint32]) -> IntArray:
         out: IntArray = (fnv1a64_finalfusion_matrix(cps, self._min_n, self._max_n) & np.uint64(self._mask)).astype(np.int64)
         return out
@@ -357,6 +369,13 @@ class FastTextIndexer(_HashIndexer):
 
     def _hash_index(self, ngram: str) -> int:
         return fnv1a32_fasttext(ngram.encode("utf-8", "surrogatepass")) % self._n_buckets
+
+    def _hash_word(self, bracketed: str) -> IntArray | None:
+        hashes = word_hashes(bracketed, self._min_n, self._max_n, fasttext=True)
+        if hashes is None:
+            return None
+        out: IntArray = (hashes % np.uint64(self._n_buckets)).astype(np.int64)
+        return out
 
     def _matrix_indices(self, cps: npt.NDArray[np.uint32]) -> IntArray:
         out: IntArray = (fnv1a32_fasttext_matrix(cps, self._min_n, self._max_n) % np.uint32(self._n_buckets)).astype(np.int64)
