@@ -7,6 +7,7 @@ its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -280,8 +281,7 @@ class Embeddings:
             raise ValueError(f"out must have shape ({n}, {dims}), got {out.shape}")
         else:
             out[...] = 0
-        get = self._index.get
-        idx = np.fromiter((get(w, -1) for w in words), dtype=np.int64, count=n)
+        idx = np.fromiter(map(self._index.get, words, itertools.repeat(-1)), dtype=np.int64, count=n)
         found = idx >= 0
         known = np.flatnonzero(found)
         if len(known):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator, Sequence
 from functools import cached_property
 from typing import Any, ClassVar
@@ -17,8 +16,6 @@ from finalfusion.subword.indexers import SubwordIndexer
 from finalfusion.subword.ngrams import ngrams
 
 __all__ = ["SubwordVocab", "Vocab"]
-
-_U32 = struct.Struct("<I")
 
 
 def build_index(words: Sequence[str]) -> dict[str, int]:
@@ -144,12 +141,20 @@ class Vocab(Chunk):
 
 
 def _join_strings(encoded: list[bytes]) -> bytes:
-    pack = _U32.pack
-    parts: list[bytes] = []
-    extend = parts.extend
-    for b in encoded:
-        extend((pack(len(b)), b))
-    return b"".join(parts)
+    """``u32`` length + bytes for every string, interleaved with numpy in one pass."""
+    n = len(encoded)
+    if n == 0:
+        return b""
+    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(lens[:-1] + 4, out=starts[1:])
+    out = np.empty(int(starts[-1] + lens[-1] + 4), dtype=np.uint8)
+    len_pos = (starts[:, None] + np.arange(4)).reshape(-1)
+    out[len_pos] = lens.astype("<u4").view(np.uint8)
+    text = np.ones(len(out), dtype=bool)
+    text[len_pos] = False
+    out[text] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    return out.tobytes()
 
 
 class SubwordVocab(Vocab):
