@@ -159,22 +159,24 @@ def worker_known(a: argparse.Namespace) -> dict:
         ind.append(pc() - t0)
     res["single_indiv_median_s"] = statistics.median(ind) / 1e9
     # batched
-    batch = []
-    variant = None
-    for _r in range(a.reps):
-        words = [word(int(i)) for i in rng.integers(0, n_vocab, size=a.n_batch)]
-        if _is_ours(finalfusion):
+    batches = [[word(int(i)) for i in rng.integers(0, n_vocab, size=a.n_batch)] for _r in range(a.reps)]
+    res["batch_s"], res["batch_variant"] = _time_batches(emb, batches, _is_ours(finalfusion), np)
+    return res
+
+
+def _time_batches(emb, batches, ours: bool, np) -> tuple[list[float], str]:
+    """Time one batch lookup per word list: ours with embedding_batch, 0.7.1 with its best loop."""
+    times = []
+    for words in batches:
+        if ours:
             t = time.perf_counter()
             _m, found = emb.embedding_batch(words)
-            batch.append(time.perf_counter() - t)
-            assert found.all()
-            variant = "embedding_batch(words)"
+            times.append(time.perf_counter() - t)
+            if not found.all():
+                raise RuntimeError("embedding_batch did not find every word")
         else:
-            batch.append(_peer_loop(emb, words, np))
-            variant = "best of loop [f(w) for w] / loop f(w, out=out[i])"
-    res["batch_s"] = batch
-    res["batch_variant"] = variant
-    return res
+            times.append(_peer_loop(emb, words, np))
+    return times, ("embedding_batch(words)" if ours else "best of loop [f(w) for w] / loop f(w, out=out[i])")
 
 
 def _peer_loop(emb, words, np) -> float:
@@ -226,21 +228,8 @@ def worker_unknown(a: argparse.Namespace) -> dict:
             f(w)
         rep.append((time.perf_counter() - t) / a.n_single)
     res["repeated_s"] = rep
-    batch = []
-    variant = None
-    for r in range(a.reps):
-        words = [unknown_word(i, f"b{r}") for i in range(a.n_batch)]  # distinct, fresh per rep
-        if _is_ours(finalfusion):
-            t = time.perf_counter()
-            _m, found = emb.embedding_batch(words)
-            batch.append(time.perf_counter() - t)
-            assert found.all()
-            variant = "embedding_batch(words)"
-        else:
-            batch.append(_peer_loop(emb, words, np))
-            variant = "best of loop [f(w) for w] / loop f(w, out=out[i])"
-    res["batch_s"] = batch
-    res["batch_variant"] = variant
+    batches = [[unknown_word(i, f"b{r}") for i in range(a.n_batch)] for r in range(a.reps)]  # distinct, fresh per rep
+    res["batch_s"], res["batch_variant"] = _time_batches(emb, batches, _is_ours(finalfusion), np)
     return res
 
 
