@@ -16,7 +16,7 @@ import mmap as _mmap
 import os
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, Any, BinaryIO, TypeVar, cast
 
 from finalfusion._binary import ByteReader, ByteWriter
@@ -205,16 +205,12 @@ def write_chunks(chunks: Sequence[Chunk], file: Source, *, fsync: bool = False) 
     # Serialise metadata before touching the disk so TOML errors lose nothing.
     for c in chunks:
         c.payload_len(0)
-    if isinstance(file, (str, os.PathLike)):
-        _write_atomic(header, chunks, os.fspath(file), fsync)
-        return
-    if isinstance(file, (bytes, bytearray, memoryview, int)):
-        raise TypeError("write to a path (str or os.PathLike) or a binary file object")
-    try:
-        pos = file.tell()
-    except (OSError, AttributeError, io.UnsupportedOperation):
-        pos = 0
-    _write_to(file, header, chunks, pos)
+    with atomic_output(file, fsync=fsync) as f:
+        try:
+            pos = f.tell()
+        except (OSError, AttributeError, io.UnsupportedOperation):
+            pos = 0
+        _write_to(f, header, chunks, pos)
 
 
 def _write_to(f: IO[bytes], header: Header, chunks: Sequence[Chunk], pos: int) -> None:
@@ -224,13 +220,42 @@ def _write_to(f: IO[bytes], header: Header, chunks: Sequence[Chunk], pos: int) -
         write_chunk(writer, chunk)
 
 
-def _write_atomic(header: Header, chunks: Sequence[Chunk], path: str | bytes, fsync: bool) -> None:
-    target = os.fsdecode(path)
+@contextlib.contextmanager
+def atomic_output(file: Source, *, fsync: bool = False) -> Iterator[IO[bytes]]:
+    """Open ``file`` for binary writing so that a path is replaced atomically.
+
+    For a path, the data goes to a temporary file in the same directory that
+    replaces the target with ``os.replace`` only when the ``with`` block ends
+    without an exception; the target keeps its permissions. A binary file
+    object is yielded as it is (written at its current position).
+
+    Parameters
+    ----------
+    file
+        Path (str or os.PathLike) or binary file object.
+    fsync
+        Flush the data to disk before the rename.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "out.bin")
+    >>> with atomic_output(path) as f:
+    ...     _ = f.write(b"complete")
+    >>> open(path, "rb").read()
+    b'complete'
+    """
+    if isinstance(file, (bytes, bytearray, memoryview, int)):
+        raise TypeError("write to a path (str or os.PathLike) or a binary file object")
+    if not isinstance(file, (str, os.PathLike)):
+        yield file
+        return
+    target = os.fsdecode(os.fspath(file))
     directory = os.path.dirname(os.path.abspath(target))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            _write_to(f, header, chunks, 0)
+            yield f
             f.flush()
             if fsync:
                 os.fsync(f.fileno())
