@@ -123,6 +123,23 @@ def test_embedding_batch_equals_per_word(emb: Embeddings) -> None:
     assert not found[words.index("")] or emb.vocab.idx("") is not None
 
 
+@pytest.mark.parametrize("emb", subword_embs(), ids=lambda e: repr(e))
+def test_embedding_batch_distinct_unknown_words(emb: Embeddings) -> None:
+    """Distinct words take the direct-write path; rows without n-grams are zeroed."""
+    words = ["", "Berliner", "zz", "a", "😀", "cab>", "xab", *emb.vocab.words[:1]]
+    out = np.full((len(words), emb.dims), np.nan, np.float32)
+    matrix, found = emb.embedding_batch(words, out=out)
+    assert matrix is out
+    for i, w in enumerate(words):
+        single = emb.embedding(w)
+        assert found[i] == (single is not None), w
+        if single is None:
+            assert not matrix[i].any(), w
+        else:
+            np.testing.assert_allclose(matrix[i], single, rtol=1e-6, atol=1e-6, err_msg=w)
+    assert not np.isnan(matrix).any()
+
+
 def test_embedding_batch_simple_and_out() -> None:
     emb = load_finalfusion(TINY, mmap=True)
     out = np.full((3, 2), 5, np.float32)
@@ -130,6 +147,24 @@ def test_embedding_batch_simple_and_out() -> None:
     assert m is out
     assert found.tolist() == [True, False, True]
     np.testing.assert_array_equal(m, [emb["bcd"], [0, 0], emb["a"]])
+
+
+@pytest.mark.parametrize("name", ["tiny_simple.fifu", "tiny_quantized.fifu", "tiny_bucket.fifu"])
+@pytest.mark.parametrize("mmap", [False, True])
+@pytest.mark.parametrize("with_out", [False, True])
+def test_embedding_batch_all_known(name: str, mmap: bool, with_out: bool) -> None:
+    """The all-known fast path gives the stored rows, as a fresh writable array."""
+    emb = load_finalfusion(GOLDEN_FILES / name, mmap=mmap)
+    words = [*emb.vocab.words[::-1], emb.vocab.words[0]]
+    out = np.full((len(words), emb.dims), 7, np.float32) if with_out else None
+    m, found = emb.embedding_batch(words, out=out)
+    assert found.all()
+    assert m.flags.writeable
+    if with_out:
+        assert m is out
+    np.testing.assert_array_equal(m, np.stack([emb.embedding(w) for w in words]))
+    m[:] = 0  # never a view into the storage
+    assert np.asarray(emb.embedding(words[0])).any()
 
 
 def test_zero_subword_sum_stays_zero() -> None:

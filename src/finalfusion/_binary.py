@@ -9,6 +9,7 @@ offset, which the alignment padding (:func:`padding`) depends on.
 
 from __future__ import annotations
 
+import array
 import struct
 from typing import Any, BinaryIO, Final
 
@@ -167,6 +168,9 @@ class ByteReader:
                 expected=f"at least {4 * count} bytes",
                 found=f"{self.remaining} bytes",
             )
+        words = self._strings_fast(count)
+        if words is not None:
+            return words
         buf = self.buf
         pos = self.pos
         end = self.end
@@ -191,6 +195,55 @@ class ByteReader:
             self._locate_bad_utf8(raw, what)
             raise  # pragma: no cover - _locate_bad_utf8 always raises
         self.pos = pos
+        return words
+
+    def _strings_fast(self, count: int) -> list[str] | None:
+        """Decode ``count`` length-prefixed strings with one decode and one split.
+
+        A Python loop only chains the ``u32`` lengths into offsets. numpy then
+        replaces each 4-byte length by a single ASCII separator byte that no
+        string contains, so one strict UTF-8 decode of the whole region (an
+        ASCII separator also stops a multi-byte sequence from straddling two
+        strings) and one ``str.split`` produce every string. Returns ``None``
+        when anything is off (truncation, bad UTF-8, no free separator): the
+        caller's per-string loop then reports the precise error.
+        """
+        if count < 64:
+            return None
+        buf, start, end = self.buf, self.pos, self.end
+        unpack = _U32.unpack_from
+        # array('q'): the offsets are stored as C integers, not 400k int objects.
+        offsets = array.array("q", bytes(8 * count))
+        pos = start
+        try:
+            for i in range(count):
+                offsets[i] = pos
+                pos += 4 + unpack(buf, pos)[0]
+        except struct.error:
+            return None
+        if pos > end:
+            return None
+        region = np.frombuffer(buf, dtype=np.uint8, count=pos - start, offset=start)
+        prefix = np.frombuffer(offsets, dtype=np.int64) - start
+        keep = np.ones(len(region), dtype=bool)
+        for k in (1, 2, 3):
+            keep[prefix + k] = False
+        keep[prefix] = False
+        used = np.bincount(region[keep], minlength=256)[:128]
+        free = np.flatnonzero(used == 0)
+        if len(free) == 0:
+            return None
+        sep = int(free[0])
+        out = region.copy()
+        out[prefix] = sep
+        keep[prefix] = True
+        try:
+            text = out[keep].tobytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        words: list[str] = text.split(chr(sep))
+        self.pos = pos
+        del words[0]
         return words
 
     def _locate_bad_utf8(self, raw: list[Any], what: str) -> None:

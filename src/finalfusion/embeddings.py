@@ -8,6 +8,7 @@ its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -38,6 +39,13 @@ def compatibility_problem(storage: Storage, vocab: Vocab, norms: Norms | None) -
     if norms is not None and len(norms) != len(vocab):
         return f"there are {len(norms)} norms for {len(vocab)} words"
     return None
+
+
+def _store_normalized(acc: npt.NDArray[np.float32], target: npt.NDArray[np.float32], rows: npt.NDArray[np.int64]) -> None:
+    """l2-normalise the rows of ``acc`` in place (zero rows stay zero) and store them at ``target[rows]``."""
+    norms = np.sqrt(np.einsum("ij,ij->i", acc, acc))[:, None]
+    np.divide(acc, norms, out=acc, where=norms > 0)
+    target[rows] = acc
 
 
 class Embeddings:
@@ -153,7 +161,8 @@ class Embeddings:
             return None
         gathered = self._matrix[rows] if self._matrix is not None else self._storage.rows(rows)
         v = np.add.reduce(gathered, axis=0, dtype=np.float32)
-        norm = float(np.sqrt(v.dot(v)))
+        # float32 dot and sqrt as before, with Python scalars (cheaper than numpy ones).
+        norm = float(np.float32(math.sqrt(v.dot(v))))
         if norm != 0.0:
             v /= np.float32(norm)
         return v, norm
@@ -275,48 +284,72 @@ class Embeddings:
         """
         n = len(words)
         dims = self.dims
-        if out is None:
-            out = np.zeros((n, dims), dtype=np.float32)
-        elif out.shape != (n, dims):
+        if out is not None and out.shape != (n, dims):
             raise ValueError(f"out must have shape ({n}, {dims}), got {out.shape}")
+        try:
+            # Fast path, all words known: dict.__getitem__ mapped in C, then one gather.
+            idx = np.fromiter(map(self._index.__getitem__, words), dtype=np.int64, count=n)
+        except (KeyError, TypeError):
+            idx = np.fromiter(map(self._index.get, words, itertools.repeat(-1)), dtype=np.int64, count=n)
         else:
-            out[...] = 0
-        idx = np.fromiter(map(self._index.get, words, itertools.repeat(-1)), dtype=np.int64, count=n)
+            if self._matrix is None:
+                rows = self._storage.rows(idx)
+                if out is None:
+                    return rows, np.ones(n, dtype=bool)
+                out[...] = rows
+            elif out is None:
+                out = self._matrix[idx]
+            else:
+                np.take(self._matrix, idx, axis=0, out=out)
+            return out, np.ones(n, dtype=bool)
+        if out is None:
+            out = np.empty((n, dims), dtype=np.float32)
         found = idx >= 0
         known = np.flatnonzero(found)
+        missing = np.flatnonzero(~found)
         if len(known):
             out[known] = self._matrix[idx[known]] if self._matrix is not None else self._storage.rows(idx[known])
-        if self._subword and len(known) < n:
-            self._batch_unknown(words, np.flatnonzero(~found), out, found)
+        if self._subword:
+            self._batch_unknown(words, missing, out, found)  # also zeroes the rows without n-grams
+        else:
+            out[missing] = 0
         return out, found
 
     def _batch_unknown(self, words: Sequence[str], positions: npt.NDArray[np.int64], out: npt.NDArray[np.float32], found: npt.NDArray[np.bool_]) -> None:
+        """Fill ``out[positions]`` (unknown words) with normalised subword sums; zeros where no n-gram exists."""
         distinct: dict[str, int] = {}
         slot = np.fromiter((distinct.setdefault(words[p], len(distinct)) for p in positions.tolist()), dtype=np.int64, count=len(positions))
         uniq = list(distinct)
-        vecs = np.zeros((len(uniq), self.dims), dtype=np.float32)
+        # Without repeated words each distinct word has one output row: write
+        # there directly instead of through a (words, dims) temporary.
+        if len(uniq) == len(positions):
+            target, dest = out, positions  # slot is then 0, 1, 2, ...
+        else:
+            target, dest = np.zeros((len(uniq), self.dims), dtype=np.float32), np.arange(len(uniq))
         has = np.zeros(len(uniq), dtype=bool)
         for pos, rows in self._vocab.batch_subword_rows(uniq):  # type: ignore[attr-defined]
             has[pos] = True
             if self._matrix is None:
                 step = max(1, _GATHER_ROWS // rows.shape[1])
                 for lo in range(0, len(pos), step):
-                    vecs[pos[lo : lo + step]] = self._storage.rows(rows[lo : lo + step]).sum(axis=1, dtype=np.float32)
+                    _store_normalized(self._storage.rows(rows[lo : lo + step]).sum(axis=1, dtype=np.float32), target, dest[pos[lo : lo + step]])
                 continue
             # Dense storage: add one n-gram column at a time into a small,
-            # cache-resident accumulator instead of materialising (words, K, dims).
+            # cache-resident accumulator instead of materialising (words, K, dims),
+            # and normalise it while it is still in cache.
             matrix = self._matrix
             for lo in range(0, len(pos), _ACC_WORDS):
                 block = rows[lo : lo + _ACC_WORDS]
                 acc = matrix[block[:, 0]]
                 for k in range(1, block.shape[1]):
                     acc += matrix[block[:, k]]
-                vecs[pos[lo : lo + _ACC_WORDS]] = acc
-        norms = np.sqrt(np.einsum("ij,ij->i", vecs, vecs))
-        nz = norms > 0
-        vecs[nz] /= norms[nz, None]
-        out[positions] = vecs[slot]
-        found[positions] = has[slot]
+                _store_normalized(acc, target, dest[pos[lo : lo + _ACC_WORDS]])
+        if target is out:
+            out[dest[~has]] = 0
+            found[dest[has]] = True
+        else:
+            out[positions] = target[slot]
+            found[positions] = has[slot]
 
     def __contains__(self, word: object) -> bool:
         return word in self._vocab

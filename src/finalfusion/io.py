@@ -19,6 +19,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import IO, Any, BinaryIO, TypeVar, cast
 
+import numpy as np
+
 from finalfusion._binary import ByteReader, ByteWriter
 from finalfusion._types import Source
 from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, check_order, read_chunk, write_chunk
@@ -88,18 +90,21 @@ def _from_file(f: IO[bytes], mmap: bool) -> Any:
             if size == 0:
                 return b""
             return _mmap.mmap(fileno, 0, access=_mmap.ACCESS_READ)
-        buf = bytearray(max(size, 0))
-        view = memoryview(buf)
+        # np.empty rather than bytearray(size): no zero-filling pass over a
+        # buffer that readinto overwrites anyway (the kernel's fresh pages are
+        # touched once, by the copy). The memoryview is writable, so eager
+        # arrays viewing it are too.
+        view = memoryview(np.empty(max(size, 0), dtype=np.uint8))  # type: ignore[arg-type]
         got = 0
-        while got < len(buf):
+        while got < len(view):
             n = f.readinto(view[got:])  # type: ignore[attr-defined]
             if not n:
                 break
             got += n
         rest = f.read()
-        if got < len(buf) or rest:
+        if got < len(view) or rest:
             return bytearray(bytes(view[:got]) + rest)
-        return buf
+        return view
     data = f.read()
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError("the file object must be opened in binary mode")

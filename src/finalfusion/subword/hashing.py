@@ -306,18 +306,20 @@ def word_hashes(bracketed: str, min_n: int, max_n: int, fasttext: bool) -> npt.N
     if fasttext and not raw.isascii():
         return None
     gather, mult, init = _word_layout(length, min_n, max_n, fasttext)
-    cps = np.zeros(length + 1, dtype=np.uint64)
-    cps[:length] = np.frombuffer(raw, dtype=np.uint8)
-    chars = cps[gather]
-    state: npt.NDArray[np.uint64] = init.copy()
+    # Code points (plus the padding zero at index ``length``) widened once, so
+    # every XOR below runs on equal dtypes; few numpy calls matter most here.
+    chars = np.frombuffer(raw + b"\0", dtype=np.uint8).astype(np.uint64)[gather]
+    state: npt.NDArray[np.uint64] = init ^ chars[0]
+    state *= mult[0]
     if fasttext:
         mask = np.uint64(_M32)
-        for k in range(max_n):
+        state &= mask
+        for k in range(1, max_n):
             state ^= chars[k]
             state *= mult[k]
             state &= mask
     else:
-        for k in range(max_n):
+        for k in range(1, max_n):
             state ^= chars[k]
             state *= mult[k]
     return state

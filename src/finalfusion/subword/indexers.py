@@ -318,7 +318,8 @@ class FinalfusionHashIndexer(_HashIndexer):
         hashes = word_hashes(bracketed, self._min_n, self._max_n, fasttext=False)
         if hashes is None:
             return None
-        out: IntArray = (hashes & np.uint64(self._mask)).astype(np.int64)
+        hashes &= np.uint64(self._mask)  # fresh array: mask in place, reinterpret (bucket_exp < 64)
+        out: IntArray = hashes.view(np.int64)
         return out
 
     def _matrix_indices(self, cps: npt.NDArray[np.uint32]) -> IntArray:
@@ -374,7 +375,8 @@ class FastTextIndexer(_HashIndexer):
         hashes = word_hashes(bracketed, self._min_n, self._max_n, fasttext=True)
         if hashes is None:
             return None
-        out: IntArray = (hashes % np.uint64(self._n_buckets)).astype(np.int64)
+        hashes %= np.uint64(self._n_buckets)
+        out: IntArray = hashes.view(np.int64)
         return out
 
     def _matrix_indices(self, cps: npt.NDArray[np.uint32]) -> IntArray:
