@@ -277,7 +277,8 @@ class QueryIndex:
             s = self.adc_scores(q, lo, hi)
         scale = self.scale
         if scale is not None:
-            s *= scale[lo:hi]
+            with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows are excluded afterwards
+                s *= scale[lo:hi]
         return s
 
     def batch_scores(self, qm: F32, lo: int, hi: int) -> F32:
@@ -293,7 +294,8 @@ class QueryIndex:
             s = np.stack([self.adc_scores(q, lo, hi) for q in qm]) if len(qm) else np.zeros((0, hi - lo), np.float32)
         scale = self.scale
         if scale is not None:
-            s *= scale[None, lo:hi]
+            with np.errstate(invalid="ignore", over="ignore"):
+                s *= scale[None, lo:hi]
         return s
 
     def exact_scores(self, q: F32, ids: I64) -> npt.NDArray[np.float64]:
