@@ -243,14 +243,18 @@ class QueryIndex:
         table = self.adc_table(q)
         m = table.shape[0]
         layout = self._codes_layout(lo, hi)
-        pairs = (table[1 : m - m % 2 : 2, :, None] + table[0 : m - m % 2 : 2, None, :]).reshape(-1, 1 << 16)
         out = np.zeros(hi - lo, dtype=np.float32)
         tmp = np.empty(hi - lo, dtype=np.float32)
-        for p in range(len(pairs)):
-            np.take(pairs[p], layout[p], out=tmp)
+        pair = np.empty((256, 256), dtype=np.float32)
+        flat = pair.reshape(-1)
+        for p in range(m // 2):
+            # one 256 KiB table per pair of subquantizers, built just before use so it is cache-hot:
+            # pair[b, a] = table[2p, a] + table[2p + 1, b], indexed by the uint16 a + 256 b
+            np.add(table[2 * p + 1][:, None], table[2 * p][None, :], out=pair)
+            np.take(flat, layout[p], out=tmp, mode="clip")
             out += tmp
         if m % 2:
-            np.take(table[m - 1], layout[-1], out=tmp)
+            np.take(table[m - 1], layout[-1], out=tmp, mode="clip")
             out += tmp
         return out
 
@@ -484,9 +488,17 @@ def search_batch(index: QueryIndex, qm: F32, k: int, exclude: tuple[I64, I64], l
 
 
 def prune(s: F32, lo: int, best_s: F32) -> tuple[F32, I64]:
-    """Entries of a block that can still enter the running top k, as padded (Q, w) arrays."""
+    """Entries of a block that can still enter the running top k, as padded (Q, w) arrays.
+
+    The bar is the running k-th best score; while that is not known yet
+    (first block), the block's own k-th best, found with ``np.partition``.
+    Entries equal to the bar are kept so that ties can be broken by word.
+    """
     q, b = s.shape
+    k = best_s.shape[1]
     tau = best_s[:, -1]
+    if k and b > k and bool((tau == _NEG_INF).any()):
+        tau = np.maximum(tau, np.partition(s, b - k, axis=1)[:, b - k])
     keep = s >= tau[:, None]
     keep &= s > _NEG_INF
     counts = np.count_nonzero(keep, axis=1)
