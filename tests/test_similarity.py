@@ -198,6 +198,14 @@ def test_adc_synthetic_projection_odd_subquantizers_negative_norms(m: int, ds: i
         assert [w for w, _ in got][:10] == [w for w, _ in exp][:10]
         np.testing.assert_allclose([s for _, s in got], [s for _, s in exp], atol=1e-5)
         assert dict(got)["w03"] == 0.0 or not norms  # zero norm: zero row, cosine 0
+    # batches: fewer than ADC_BATCH_RECONSTRUCT queries use ADC, more reconstruct row blocks
+    for nq in (3, similarity.ADC_BATCH_RECONSTRUCT + 2):
+        qs = rng.standard_normal((nq, m * ds)).astype(np.float32)
+        idx, sims = emb.embedding_similarity_batch(qs, k=10)
+        for row in range(nq):
+            exp = reference(full, words, qs[row], 10, set())
+            np.testing.assert_allclose(sims[row], [s for _, s in exp], atol=1e-5)
+            assert [words[i] for i in idx[row]][:5] == [w for w, _ in exp][:5]
 
 
 def test_tiny_quantized_golden_file_with_projection() -> None:
