@@ -414,3 +414,14 @@ def test_clear_cache_after_in_place_change() -> None:
     got = pairs(emb.embedding_similarity([1, 1, 0], k=2))
     assert [w for w, _ in got] == ["a", "b"]
     assert got[0][1] == pytest.approx(got[1][1])
+
+
+def test_quantized_codes_too_large_to_cache_are_laid_out_per_block(testdata: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    emb = load_finalfusion(testdata / "rust-quantized.fifu", mmap=True)
+    expected = [pairs(emb.word_similarity(w, k=6)) for w in emb.vocab.words]
+    fresh = load_finalfusion(testdata / "rust-quantized.fifu", mmap=True)
+    monkeypatch.setattr(similarity, "ADC_CACHE_BYTES", 0)  # no cached column-major copy
+    monkeypatch.setattr(similarity.QueryIndex, "block_rows", lambda self, q: 5)
+    for w, exp in zip(fresh.vocab.words, expected, strict=True):
+        assert_same(pairs(fresh.word_similarity(w, k=6)), exp, atol=1e-6)
+    assert similarity.query_index(fresh)._codes_t is None
