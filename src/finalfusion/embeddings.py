@@ -343,7 +343,6 @@ class Embeddings:
         ]
         return f"Embeddings({', '.join(parts)})"
 
-    # -- conversion and output -------------------------------------------------------
     # -- queries (similarity.py) --
     def word_similarity(self, query: str, k: int = 10, *, skip: Iterable[str] | None = None, rerank: int | None = None) -> list[SimilarityResult] | None:
         """The ``k`` nearest neighbours of a word by cosine similarity.
@@ -573,6 +572,7 @@ class Embeddings:
         """
         return similarity.evaluate_analogies(self, questions, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab)
 
+    # -- conversion and output -------------------------------------------------------
     def write(self, file: Any, *, fsync: bool = False) -> None:
         """Write the embeddings as a finalfusion file.
 
