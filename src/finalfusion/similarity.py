@@ -1,5 +1,9 @@
 """Nearest neighbours, analogies and analogy evaluation (FORMAT.md §10).
 
+The public API is :data:`__all__` plus the query methods of
+:class:`~finalfusion.Embeddings`; the other functions here are the
+machinery behind them.
+
 Semantics
 ---------
 * Candidates are the **word rows** ``0 .. len(vocab)`` (never subword rows),
@@ -326,6 +330,11 @@ def pair_codes(codes: npt.NDArray[np.uint8]) -> npt.NDArray[Any]:
 
     Row ``p`` of the result holds ``codes[:, 2p] + 256 * codes[:, 2p + 1]``;
     with an odd number of subquantizers the last row holds the last code.
+
+    Examples
+    --------
+    >>> pair_codes(np.array([[1, 2, 3], [4, 5, 6]], dtype=np.uint8)).tolist()
+    [[513, 1284], [3, 6]]
     """
     c = np.ascontiguousarray(codes)
     n, m = c.shape
@@ -742,6 +751,11 @@ def read_analogies(questions: Any) -> list[tuple[str, list[tuple[int, list[str]]
     """Parse the word2vec analogy format: ``: section`` lines, then ``a b c d`` lines.
 
     Blank lines are ignored. Returns ``[(section, [(line_no, [a, b, c, d]), ...]), ...]``.
+
+    Examples
+    --------
+    >>> read_analogies([": capitals", "Paris France Berlin Germany", "", ": empty"])
+    [('capitals', [(2, ['Paris', 'France', 'Berlin', 'Germany'])]), ('empty', [])]
     """
     if isinstance(questions, (str, os.PathLike)):
         with open(questions, encoding="utf-8") as f:
