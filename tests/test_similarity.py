@@ -264,6 +264,10 @@ def test_unknown_queries(sim_emb: Embeddings, testdata: Path) -> None:
     assert (idx[0] == -1).all()
     assert np.isnan(sims[0]).all()
     assert (idx[1] >= 0).all()
+    with pytest.raises(ValueError, match="three words"):
+        sim_emb.analogy_batch([("Berlin", "Potsdam")])
+    assert sim_emb.word_similarity_batch([], k=3)[0].shape == (0, 3)
+    assert sim_emb.analogy_batch([], k=3)[1].shape == (0, 3)
     # unknown words in skip are ignored, as in 0.7.1
     assert pairs(sim_emb.word_similarity("Berlin", k=3, skip={"Berlin", "nope"})) == pairs(sim_emb.word_similarity("Berlin", k=3))
     # subword vocabulary: an unknown word is embedded through its n-grams and queried
@@ -296,6 +300,8 @@ def test_bad_query_vectors(sim_emb: Embeddings) -> None:
     # a zero vector has no direction: every word scores 0, in word order
     got = pairs(sim_emb.embedding_similarity(np.zeros(100), k=3))
     assert got == [(w, 0.0) for w in sorted(sim_emb.vocab.words)[:3]]
+    idx, _ = sim_emb.embedding_similarity_batch(np.zeros((2, 100)), k=3)
+    assert [[sim_emb.vocab.words[i] for i in row] for row in idx] == [[w for w, _ in got]] * 2
 
 
 # ------------------------------------------------------------------------------------
