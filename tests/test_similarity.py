@@ -431,3 +431,14 @@ def test_quantized_codes_too_large_to_cache_are_laid_out_per_block(testdata: Pat
     for w, exp in zip(fresh.vocab.words, expected, strict=True):
         assert_same(pairs(fresh.word_similarity(w, k=6)), exp, atol=1e-6)
     assert similarity.query_index(fresh)._codes_t is None
+
+
+def test_embeddings_stay_picklable_after_queries(sim_emb: Embeddings) -> None:
+    import copy
+    import pickle
+
+    before = pairs(sim_emb.word_similarity("Berlin", k=5))
+    clone = pickle.loads(pickle.dumps(sim_emb))
+    assert pairs(clone.word_similarity("Berlin", k=5)) == before
+    shallow = copy.copy(sim_emb)
+    assert similarity.query_index(shallow) is not similarity.query_index(sim_emb)

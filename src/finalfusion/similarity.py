@@ -36,6 +36,7 @@ from __future__ import annotations
 import operator
 import os
 import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -75,6 +76,7 @@ ADC_BATCH_RECONSTRUCT: Final = 8
 
 _NEG_INF: Final = np.float32(-np.inf)
 _CACHE_LOCK = threading.Lock()
+_INDEXES: weakref.WeakKeyDictionary[Embeddings, QueryIndex] = weakref.WeakKeyDictionary()
 
 
 @dataclass(order=True)
@@ -348,14 +350,15 @@ def pair_codes(codes: npt.NDArray[np.uint8]) -> npt.NDArray[Any]:
 
 
 def query_index(emb: Embeddings) -> QueryIndex:
-    """The cached :class:`QueryIndex` of ``emb`` (built on first use)."""
-    idx: QueryIndex | None = getattr(emb, "_query_index", None)
-    if idx is None:
-        with _CACHE_LOCK:
-            idx = getattr(emb, "_query_index", None)
-            if idx is None:
-                idx = QueryIndex(emb)
-                emb._query_index = idx  # type: ignore[attr-defined]
+    """The cached :class:`QueryIndex` of ``emb`` (built on first use).
+
+    Kept in a weak-key map rather than on the object, so that embeddings
+    stay picklable and copies do not share a cache.
+    """
+    with _CACHE_LOCK:
+        idx = _INDEXES.get(emb)
+        if idx is None:
+            idx = _INDEXES[emb] = QueryIndex(emb)
     return idx
 
 
@@ -377,8 +380,7 @@ def clear_cache(emb: Embeddings) -> None:
     0.6
     """
     with _CACHE_LOCK:
-        if hasattr(emb, "_query_index"):
-            del emb._query_index
+        _INDEXES.pop(emb, None)
 
 
 # ------------------------------------------------------------------------------------
