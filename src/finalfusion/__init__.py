@@ -14,7 +14,7 @@ Examples
 
 from __future__ import annotations
 
-from finalfusion import metadata, norms, storage, subword, vocab
+from finalfusion import metadata, norms, similarity, storage, subword, vocab
 from finalfusion.chunks import ChunkIdentifier, TypeId
 from finalfusion.embeddings import Embeddings, load_finalfusion
 from finalfusion.errors import (
@@ -29,6 +29,7 @@ from finalfusion.errors import (
 )
 from finalfusion.metadata import Metadata, load_metadata
 from finalfusion.norms import Norms, load_norms
+from finalfusion.similarity import AnalogyEvaluation, AnalogySection, SimilarityResult, evaluate_analogies
 from finalfusion.storage import NdArray, QuantizedArray, load_storage
 from finalfusion.vocab import (
     ExplicitVocab,
@@ -45,6 +46,8 @@ __version__ = "0.1.0"
 FinalfusionFormatError = FormatError
 
 __all__ = [
+    "AnalogyEvaluation",
+    "AnalogySection",
     "BadMagic",
     "ChunkIdentifier",
     "ChunkOrder",
@@ -61,12 +64,14 @@ __all__ = [
     "NdArray",
     "Norms",
     "QuantizedArray",
+    "SimilarityResult",
     "SimpleVocab",
     "Truncated",
     "TypeId",
     "UnknownChunk",
     "UnsupportedVersion",
     "__version__",
+    "evaluate_analogies",
     "load_finalfusion",
     "load_metadata",
     "load_norms",
@@ -74,6 +79,7 @@ __all__ = [
     "load_vocab",
     "metadata",
     "norms",
+    "similarity",
     "storage",
     "subword",
     "vocab",

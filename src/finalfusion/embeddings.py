@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import similarity
 from finalfusion.chunks import Chunk
 from finalfusion.errors import FormatError
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
+from finalfusion.similarity import SimilarityResult
 from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.subword import FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
 
-__all__ = ["Embeddings", "load_finalfusion"]
+__all__ = ["Embeddings", "SimilarityResult", "load_finalfusion"]
 
 #: Rows gathered at once when summing subword rows in batch lookups.
 _GATHER_ROWS = 1 << 16
@@ -373,6 +375,235 @@ class Embeddings:
             f"metadata={'yes' if self._metadata is not None else 'no'}",
         ]
         return f"Embeddings({', '.join(parts)})"
+
+    # -- queries (similarity.py) --
+    def word_similarity(self, query: str, k: int = 10, *, skip: Iterable[str] | None = None, rerank: int | None = None) -> list[SimilarityResult] | None:
+        """The ``k`` nearest neighbours of a word by cosine similarity.
+
+        The query is the word's embedding (an unknown word of a subword
+        vocabulary is embedded through its n-grams), l2-normalised;
+        candidates are the known words. Semantics in :mod:`finalfusion.similarity`
+        and docs/queries.md.
+
+        Parameters
+        ----------
+        query
+            The query word.
+        k
+            Number of neighbours (``>= 0``); more than there are words
+            returns the whole ranking.
+        skip
+            Words never returned. Default: the query word itself; pass
+            an empty set to allow it.
+        rerank
+            Quantized storage only: re-score this many ADC candidates
+            exactly (float64, from reconstructed rows) before taking ``k``.
+
+        Returns
+        -------
+        list of SimilarityResult or None
+            Best first, ties in word order; ``None`` if ``query`` has no
+            embedding (as in finalfusion-python 0.7).
+
+        Raises
+        ------
+        ValueError
+            If ``k`` is negative.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> m = np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32)
+        >>> emb = Embeddings(NdArray(m), SimpleVocab(["a", "b", "c"]))
+        >>> [(r.word, round(r.similarity, 2)) for r in emb.word_similarity("a", k=5)]
+        [('b', 0.8), ('c', 0.0)]
+        >>> emb.word_similarity("zz") is None
+        True
+        """
+        return similarity.word_similarity(self, query, k, skip, rerank)
+
+    def embedding_similarity(
+        self, query: npt.ArrayLike, k: int = 10, skip: Iterable[str] | None = None, *, rerank: int | None = None
+    ) -> list[SimilarityResult]:
+        """The ``k`` words most similar to a vector (normalised first, as in finalfusion-rust).
+
+        Parameters
+        ----------
+        query
+            Vector of length :attr:`dims` (finite).
+        k
+            Number of neighbours (``>= 0``).
+        skip
+            Words never returned (default: none).
+        rerank
+            As in :meth:`word_similarity`.
+
+        Raises
+        ------
+        ValueError
+            If ``k`` is negative or the vector has the wrong shape or NaN/inf.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+        >>> [(r.word, r.similarity) for r in emb.embedding_similarity([0.0, 5.0], k=1)]
+        [('b', 1.0)]
+        """
+        return similarity.embedding_similarity(self, query, k, skip, rerank)
+
+    def analogy(
+        self,
+        word1: str,
+        word2: str,
+        word3: str,
+        k: int = 1,
+        skip: Iterable[str] | None = None,
+        *,
+        mask: Sequence[bool] = (True, True, True),
+        rerank: int | None = None,
+    ) -> list[SimilarityResult] | None:
+        """``word1`` is to ``word2`` as ``word3`` is to ...?
+
+        Ranks the words by cosine with ``unit(e2) - unit(e1) + unit(e3)``
+        (identical to finalfusion-rust's ``e2 - e1 + e3`` on normalised files).
+
+        Parameters
+        ----------
+        word1, word2, word3
+            The query words.
+        k
+            Number of answers (``>= 0``).
+        skip
+            Words never returned; default: the query words selected by ``mask``.
+        mask
+            finalfusion-rust's ``analogy_masked``: which of the three query
+            words are excluded when ``skip`` is ``None``.
+        rerank
+            As in :meth:`word_similarity`.
+
+        Returns
+        -------
+        list of SimilarityResult or None
+            ``None`` if any of the three words has no embedding.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> m = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float32)
+        >>> emb = Embeddings(NdArray(m), SimpleVocab(["man", "king", "woman", "queen"]))
+        >>> emb.analogy("man", "king", "woman")[0].word
+        'queen'
+        """
+        return similarity.analogy(self, (word1, word2, word3), k, skip, mask, rerank)
+
+    def word_similarity_batch(self, queries: Sequence[str], k: int = 10) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Nearest neighbours of many words with matrix-matrix products.
+
+        Returns
+        -------
+        indices, scores
+            ``(len(queries), min(k, len(self)))`` arrays: word indices (look
+            them up in ``vocab.words``) and cosines, best first. Padding
+            (fewer candidates, or a query without embedding) is ``-1`` / ``nan``.
+            Each query word is excluded from its own results.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> m = np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32)
+        >>> emb = Embeddings(NdArray(m), SimpleVocab(["a", "b", "c"]))
+        >>> idx, sims = emb.word_similarity_batch(["a", "c", "zz"], k=1)
+        >>> idx.tolist(), sims.astype(float).round(2).tolist()
+        ([[1], [1], [-1]], [[0.8], [0.6], [nan]])
+        """
+        return similarity.word_similarity_batch(self, queries, k)
+
+    def embedding_similarity_batch(
+        self, queries: npt.ArrayLike, k: int = 10, skip: Iterable[str] | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Nearest neighbours of the rows of a ``(n, dims)`` matrix; see :meth:`word_similarity_batch`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+        >>> emb.embedding_similarity_batch([[1, 0], [0, 2]], k=2)[0].tolist()
+        [[0, 1], [1, 0]]
+        """
+        return similarity.embedding_similarity_batch(self, queries, k, skip)
+
+    def analogy_batch(self, queries: Sequence[Sequence[str]], k: int = 1) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Many analogy queries ``(word1, word2, word3)`` at once; see :meth:`analogy` and :meth:`word_similarity_batch`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> m = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float32)
+        >>> emb = Embeddings(NdArray(m), SimpleVocab(["man", "king", "woman", "queen"]))
+        >>> emb.analogy_batch([("man", "king", "woman"), ("woman", "queen", "man")])[0].tolist()
+        [[3], [1]]
+        """
+        return similarity.analogy_batch(self, queries, k)
+
+    def most_similar(self, positive: Any = None, negative: Any = None, topn: int | None = 10, restrict_vocab: int | None = None) -> Any:
+        """gensim's ``KeyedVectors.most_similar`` for users coming from gensim.
+
+        The query is the weighted mean of the normalised embeddings of
+        ``positive`` (weight +1) and ``negative`` (weight -1) words (or
+        vectors, or ``(item, weight)`` pairs); input words are excluded.
+
+        Returns
+        -------
+        list of (str, float), or numpy.ndarray
+            ``topn`` pairs best first, or with ``topn=None`` the cosine with
+            every (first ``restrict_vocab``) word.
+
+        Raises
+        ------
+        KeyError
+            If a word has no embedding.
+        ValueError
+            If there is no input.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> m = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float32)
+        >>> emb = Embeddings(NdArray(m), SimpleVocab(["man", "king", "woman", "queen"]))
+        >>> [(w, round(s, 3)) for w, s in emb.most_similar(positive=["king", "woman"], negative=["man"], topn=2)]
+        [('queen', 0.959)]
+        """
+        return similarity.most_similar(self, positive, negative, topn, restrict_vocab)
+
+    def evaluate_analogies(self, questions: Any, *, case_insensitive: bool = False, restrict_vocab: int | None = None) -> similarity.AnalogyEvaluation:
+        """Analogy accuracy on a word2vec-format question file; see :func:`finalfusion.similarity.evaluate_analogies`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> m = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float32)
+        >>> emb = Embeddings(NdArray(m), SimpleVocab(["man", "king", "woman", "queen"]))
+        >>> emb.evaluate_analogies([": family", "man king woman queen"]).accuracy
+        1.0
+        """
+        return similarity.evaluate_analogies(self, questions, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab)
 
     # -- conversion and output -------------------------------------------------------
     def write(self, file: Any, *, fsync: bool = False) -> None:

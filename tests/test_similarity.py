@@ -1,0 +1,444 @@
+"""Similarity and analogy queries: golden expectations, gensim agreement, quantized storage, edge cases."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import finalfusion
+from conftest import GOLDEN_FILES
+from finalfusion import Embeddings, SimilarityResult, load_finalfusion, similarity
+from finalfusion.norms import Norms
+from finalfusion.storage import NdArray, QuantizedArray
+from finalfusion.storage.quantized import PQ
+from finalfusion.vocab import SimpleVocab
+
+
+def pairs(res: list[SimilarityResult] | None) -> list[tuple[str, float]]:
+    assert res is not None
+    return [(r.word, r.similarity) for r in res]
+
+
+def reference(matrix: np.ndarray, words: list[str], q: np.ndarray, k: int, skip: set[str], limit: int | None = None) -> list[tuple[str, float]]:
+    """Brute force in float64: cosine with every row, sorted by (-score, word)."""
+    m = np.asarray(matrix, dtype=np.float64)[: len(words)][:limit]
+    norms = np.linalg.norm(m, axis=1)
+    qn = q.astype(np.float64) / (np.linalg.norm(q) or 1.0)
+    sims = np.divide(m @ qn, norms, out=np.zeros(len(m)), where=norms > 0)
+    ranked = sorted((w for w in words[: len(m)] if w not in skip), key=lambda w: (-sims[words.index(w)], w))
+    return [(w, float(sims[words.index(w)])) for w in ranked[:k]]
+
+
+def assert_same(got: list[tuple[str, float]], exp: list[tuple[str, float]], atol: float = 1e-5) -> None:
+    assert [w for w, _ in got] == [w for w, _ in exp]
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in exp], atol=atol, rtol=0)
+
+
+# ------------------------------------------------------------------------------------
+# golden expectations (finalfusion-rust unit tests, recorded by the oracle)
+# ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["python-similarity.fifu", "rust-similarity.fifu"])
+def test_word_similarity_golden(testdata: Path, lookups: dict[str, Any], name: str) -> None:
+    # rust-similarity.fifu has unnormalised rows (norms 13.75-19.81): cosine must still give the golden answer.
+    emb = load_finalfusion(testdata / name)
+    exp = [tuple(x) for x in lookups["python-similarity.fifu"]["word_similarity"]["Berlin"]]
+    got = pairs(emb.word_similarity("Berlin", k=len(exp)))
+    assert_same(got, exp, atol=1e-6)  # type: ignore[arg-type]
+
+
+def test_analogy_golden(testdata: Path, lookups: dict[str, Any]) -> None:
+    emb = load_finalfusion(testdata / "python-simple_vocab.fifu")
+    exp = [tuple(x) for x in lookups["rust-analogy.bin"]["analogy"]["Paris:Frankreich::Berlin:?"]]
+    assert_same(pairs(emb.analogy("Paris", "Frankreich", "Berlin", k=len(exp))), exp, atol=1e-6)  # type: ignore[arg-type]
+    idx, sims = emb.analogy_batch([("Paris", "Frankreich", "Berlin")], k=len(exp))
+    assert [emb.vocab.words[i] for i in idx[0]] == [w for w, _ in exp]
+    np.testing.assert_allclose(sims[0], [s for _, s in exp], atol=1e-6)
+
+
+def fasttext_from_gensim(path: Path) -> Embeddings:
+    """0.7.1's reading of a fastText .bin, rebuilt from gensim's vectors: word rows normalised, raw buckets."""
+    gensim_ft = pytest.importorskip("gensim.models.fasttext")
+    from finalfusion.subword import FastTextIndexer
+    from finalfusion.vocab import FastTextVocab
+
+    wv = gensim_ft.load_facebook_vectors(str(path))
+    words = np.asarray(wv.vectors, dtype=np.float32)
+    norms = np.linalg.norm(words, axis=1)
+    matrix = np.concatenate([words / norms[:, None], np.asarray(wv.vectors_ngrams, dtype=np.float32)])
+    vocab = FastTextVocab(list(wv.index_to_key), FastTextIndexer(wv.bucket, wv.min_n, wv.max_n))
+    return Embeddings(NdArray(matrix), vocab, Norms(norms))
+
+
+def test_fasttext_golden_known_and_unknown_query(testdata: Path, lookups: dict[str, Any]) -> None:
+    emb = fasttext_from_gensim(testdata / "rust-fasttext.bin")
+    golden = lookups["rust-fasttext.bin"]["word_similarity"]
+    for query in ("über", "unknown"):  # "unknown" is not a word: embedded through its n-grams
+        exp = [tuple(x) for x in golden[query]]
+        assert_same(pairs(emb.word_similarity(query, k=len(exp))), exp, atol=1e-5)  # type: ignore[arg-type]
+    assert "unknown" not in emb
+
+
+# ------------------------------------------------------------------------------------
+# gensim agreement, run live
+# ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gensim_kv(testdata: Path) -> Any:
+    kv_mod = pytest.importorskip("gensim.models.keyedvectors")
+    return {name: kv_mod.KeyedVectors.load_word2vec_format(str(testdata / name), binary=True) for name in ("rust-similarity.bin", "rust-analogy.bin")}
+
+
+@pytest.mark.parametrize(("w2v", "fifu"), [("rust-similarity.bin", "python-similarity.fifu"), ("rust-analogy.bin", "python-simple_vocab.fifu")])
+def test_most_similar_matches_gensim(testdata: Path, gensim_kv: Any, w2v: str, fifu: str) -> None:
+    kv = gensim_kv[w2v]
+    ours_file = load_finalfusion(testdata / fifu)
+    # the same raw (unnormalised) vectors, handed over from gensim
+    ours_raw = Embeddings(NdArray(np.asarray(kv.vectors)), SimpleVocab(list(kv.index_to_key)))
+    assert ours_file.vocab.words == list(kv.index_to_key)
+    for emb in (ours_file, ours_raw):
+        for word in kv.index_to_key:
+            exp = kv.most_similar(word, topn=10)
+            assert_same(emb.most_similar(word, topn=10), exp)
+            assert_same(pairs(emb.word_similarity(word, k=10)), exp)
+        for restrict in (5, 20):
+            word = kv.index_to_key[3]
+            assert_same(emb.most_similar(word, topn=4, restrict_vocab=restrict), kv.most_similar(word, topn=4, restrict_vocab=restrict))
+        np.testing.assert_allclose(emb.most_similar(kv.index_to_key[0], topn=None), kv.most_similar(kv.index_to_key[0], topn=None), atol=1e-5)
+
+
+def test_analogies_match_gensim(testdata: Path, gensim_kv: Any) -> None:
+    kv = gensim_kv["rust-analogy.bin"]
+    emb = load_finalfusion(testdata / "python-simple_vocab.fifu")
+    words = kv.index_to_key
+    rng = np.random.default_rng(3)
+    triples = [tuple(words[i] for i in rng.choice(len(words), 3, replace=False)) for _ in range(40)]
+    idx, sims = emb.analogy_batch(triples, k=5)
+    for t, row_i, row_s in zip(triples, idx, sims, strict=True):
+        a, b, c = t
+        exp = kv.most_similar(positive=[b, c], negative=[a], topn=5)
+        assert_same(pairs(emb.analogy(a, b, c, k=5)), exp)
+        assert_same(emb.most_similar(positive=[b, c], negative=[a], topn=5), exp)
+        assert_same([(words[i], float(s)) for i, s in zip(row_i, row_s, strict=True)], exp)
+    # vectors and weights, as gensim accepts them
+    v = kv["Berlin"] * 3
+    assert_same(emb.most_similar(positive=[v], topn=3), kv.most_similar(positive=[v], topn=3))
+    exp = kv.most_similar(positive=[("Berlin", 2.0), "Paris"], negative=[("Frankreich", -0.5)], topn=3)
+    assert_same(emb.most_similar(positive=[("Berlin", 2.0), "Paris"], negative=[("Frankreich", -0.5)], topn=3), exp)
+
+
+def test_most_similar_errors_like_gensim(testdata: Path) -> None:
+    emb = load_finalfusion(testdata / "python-similarity.fifu")
+    with pytest.raises(KeyError, match="not present"):
+        emb.most_similar("nicht-da")
+    with pytest.raises(ValueError, match="no input"):
+        emb.most_similar()
+    assert emb.most_similar("Berlin", topn=0) == []
+
+
+# ------------------------------------------------------------------------------------
+# quantized storage: ADC vs reconstruct-then-scan
+# ------------------------------------------------------------------------------------
+def dense_copy(emb: Embeddings) -> Embeddings:
+    return Embeddings(NdArray(np.asarray(emb.storage, dtype=np.float32)), emb.vocab)
+
+
+@pytest.mark.parametrize("name", ["python-pq.fifu", "rust-quantized.fifu"])
+@pytest.mark.parametrize("mmap", [False, True])
+def test_quantized_files_adc_agrees_with_reconstruction(testdata: Path, name: str, mmap: bool) -> None:
+    emb = load_finalfusion(testdata / name, mmap=mmap)
+    assert isinstance(emb.storage, QuantizedArray)
+    dense = dense_copy(emb)
+    words = emb.vocab.words
+    for word in words:
+        exp = pairs(dense.word_similarity(word, k=len(words)))
+        assert_same(pairs(emb.word_similarity(word, k=len(words))), exp)
+        assert_same(pairs(emb.word_similarity(word, k=7, rerank=20)), exp[:7])
+    idx, sims = emb.word_similarity_batch(words, k=5)
+    didx, dsims = dense.word_similarity_batch(words, k=5)
+    np.testing.assert_array_equal(idx, didx)
+    np.testing.assert_allclose(sims, dsims, atol=1e-5)
+
+
+def test_quantized_neighbours_close_to_unquantized(testdata: Path, lookups: dict[str, Any]) -> None:
+    # python-pq.fifu was quantized from python-similarity.fifu: the best neighbour survives quantization.
+    emb = load_finalfusion(testdata / "python-pq.fifu")
+    exp = lookups["python-similarity.fifu"]["word_similarity"]["Berlin"]
+    got = pairs(emb.word_similarity("Berlin", k=3))
+    assert got[0][0] == exp[0][0]
+    assert abs(got[0][1] - exp[0][1]) < 0.01
+
+
+def synthetic_pq(rng: np.random.Generator, n: int, m: int, ds: int, k: int, projection: bool, norms: bool) -> QuantizedArray:
+    d = m * ds
+    proj = rng.standard_normal((d, d)).astype(np.float32) if projection else None
+    nrm = rng.uniform(-2, 3, n).astype(np.float32) if norms else None
+    if nrm is not None:
+        nrm[3] = 0.0
+    return QuantizedArray(PQ(rng.standard_normal((m, k, ds)).astype(np.float32), proj), rng.integers(0, k, (n, m), dtype=np.uint8), nrm)
+
+
+@pytest.mark.parametrize(
+    ("m", "ds", "k", "projection", "norms"),
+    [(5, 3, 7, True, True), (4, 2, 256, False, True), (6, 1, 256, True, False), (1, 4, 3, False, False)],
+)
+def test_adc_synthetic_projection_odd_subquantizers_negative_norms(m: int, ds: int, k: int, projection: bool, norms: bool) -> None:
+    rng = np.random.default_rng(m * 100 + k)
+    n = 60
+    storage = synthetic_pq(rng, n, m, ds, k, projection, norms)
+    words = [f"w{i:02d}" for i in range(n)]
+    emb = Embeddings(storage, SimpleVocab(words))
+    full = np.asarray(storage)
+    for _ in range(5):
+        q = rng.standard_normal(m * ds).astype(np.float32)
+        exp = reference(full, words, q, n, set())
+        got = pairs(emb.embedding_similarity(q, k=n))
+        assert [w for w, _ in got][:10] == [w for w, _ in exp][:10]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in exp], atol=1e-5)
+        assert dict(got)["w03"] == 0.0 or not norms  # zero norm: zero row, cosine 0
+    # batches: fewer than ADC_BATCH_RECONSTRUCT queries use ADC, more reconstruct row blocks
+    for nq in (3, similarity.ADC_BATCH_RECONSTRUCT + 2):
+        qs = rng.standard_normal((nq, m * ds)).astype(np.float32)
+        idx, sims = emb.embedding_similarity_batch(qs, k=10)
+        for row in range(nq):
+            exp = reference(full, words, qs[row], 10, set())
+            np.testing.assert_allclose(sims[row], [s for _, s in exp], atol=1e-5)
+            assert [words[i] for i in idx[row]][:5] == [w for w, _ in exp][:5]
+
+
+def test_tiny_quantized_golden_file_with_projection() -> None:
+    emb = load_finalfusion(GOLDEN_FILES / "tiny_quantized.fifu")
+    assert emb.storage.quantizer.projection is not None  # type: ignore[attr-defined]
+    full = np.asarray(emb.storage)
+    words = emb.vocab.words
+    for w in words:
+        assert_same(pairs(emb.word_similarity(w, k=5)), reference(full, words, full[words.index(w)], 5, {w}))
+
+
+# ------------------------------------------------------------------------------------
+# k, vocabularies, unknown words
+# ------------------------------------------------------------------------------------
+@pytest.fixture
+def sim_emb(testdata: Path) -> Embeddings:
+    return load_finalfusion(testdata / "python-similarity.fifu")
+
+
+def test_k_edge_cases(sim_emb: Embeddings) -> None:
+    n = len(sim_emb)
+    assert sim_emb.word_similarity("Berlin", k=0) == []
+    assert len(pairs(sim_emb.word_similarity("Berlin", k=1))) == 1
+    whole = pairs(sim_emb.word_similarity("Berlin", k=n))
+    assert len(whole) == n - 1
+    assert "Berlin" not in dict(whole)
+    assert pairs(sim_emb.word_similarity("Berlin", k=10 * n)) == whole
+    assert pairs(sim_emb.word_similarity("Berlin", k=n - 1)) == whole
+    assert len(sim_emb.embedding_similarity(sim_emb["Berlin"], k=n + 5)) == n
+    for bad in (-1, -100):
+        with pytest.raises(ValueError, match="k must be >= 0"):
+            sim_emb.word_similarity("Berlin", k=bad)
+        with pytest.raises(ValueError, match="k must be >= 0"):
+            sim_emb.word_similarity_batch(["Berlin"], k=bad)
+    with pytest.raises(TypeError):
+        sim_emb.word_similarity("Berlin", k=2.5)  # type: ignore[arg-type]
+    idx, sims = sim_emb.word_similarity_batch(["Berlin", "Potsdam"], k=10 * n)
+    assert idx.shape == (2, n)
+    assert (idx[:, -1] == -1).all()
+    assert np.isnan(sims[:, -1]).all()
+    assert [sim_emb.vocab.words[i] for i in idx[0, :-1]] == [w for w, _ in whole]
+    assert sim_emb.word_similarity_batch(["Berlin"], k=0)[0].shape == (1, 0)
+
+
+def test_whole_ranking_matches_brute_force(sim_emb: Embeddings) -> None:
+    words = sim_emb.vocab.words
+    m = sim_emb.storage.matrix  # type: ignore[attr-defined]
+    for w in words:
+        assert_same(pairs(sim_emb.word_similarity(w, k=len(words))), reference(m, words, m[words.index(w)], len(words), {w}))
+
+
+def test_unknown_queries(sim_emb: Embeddings, testdata: Path) -> None:
+    assert sim_emb.word_similarity("gibt-es-nicht") is None
+    assert sim_emb.analogy("Berlin", "gibt-es-nicht", "Potsdam") is None
+    idx, sims = sim_emb.analogy_batch([("Berlin", "gibt-es-nicht", "Potsdam"), ("Berlin", "Potsdam", "Hamburg")], k=2)
+    assert (idx[0] == -1).all()
+    assert np.isnan(sims[0]).all()
+    assert (idx[1] >= 0).all()
+    with pytest.raises(ValueError, match="three words"):
+        sim_emb.analogy_batch([("Berlin", "Potsdam")])
+    assert sim_emb.word_similarity_batch([], k=3)[0].shape == (0, 3)
+    assert sim_emb.analogy_batch([], k=3)[1].shape == (0, 3)
+    # unknown words in skip are ignored, as in 0.7.1
+    assert pairs(sim_emb.word_similarity("Berlin", k=3, skip={"Berlin", "nope"})) == pairs(sim_emb.word_similarity("Berlin", k=3))
+    # subword vocabulary: an unknown word is embedded through its n-grams and queried
+    with pytest.warns(finalfusion.LegacyFormatWarning):
+        bucket = load_finalfusion(testdata / "python-ff_buckets.fifu")
+    q = bucket.embedding("two")
+    got = pairs(bucket.word_similarity("two", k=5))
+    assert got == pairs(bucket.embedding_similarity(q, k=5))
+    assert_same(got, reference(bucket.storage.matrix, bucket.vocab.words, q, 5, set()))  # type: ignore[attr-defined]
+    assert bucket.word_similarity("", k=5) is None  # no n-grams, no embedding
+
+
+def test_empty_vocabulary() -> None:
+    emb = Embeddings(NdArray(np.zeros((0, 4), dtype=np.float32)), SimpleVocab([]))
+    assert emb.word_similarity("a") is None
+    assert emb.embedding_similarity(np.ones(4), k=3) == []
+    assert emb.most_similar(positive=[np.ones(4)], topn=3) == []
+    idx, sims = emb.embedding_similarity_batch(np.ones((2, 4)), k=3)
+    assert idx.shape == (2, 0)
+    assert sims.shape == (2, 0)
+    with pytest.raises(ValueError, match="shape"):
+        emb.embedding_similarity(np.ones(3))
+
+
+def test_bad_query_vectors(sim_emb: Embeddings) -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        sim_emb.embedding_similarity(np.full(100, np.nan))
+    with pytest.raises(ValueError, match="shape"):
+        sim_emb.embedding_similarity_batch(np.ones((2, 99)))
+    # a zero vector has no direction: every word scores 0, in word order
+    got = pairs(sim_emb.embedding_similarity(np.zeros(100), k=3))
+    assert got == [(w, 0.0) for w in sorted(sim_emb.vocab.words)[:3]]
+    idx, _ = sim_emb.embedding_similarity_batch(np.zeros((2, 100)), k=3)
+    assert [[sim_emb.vocab.words[i] for i in row] for row in idx] == [[w for w, _ in got]] * 2
+
+
+# ------------------------------------------------------------------------------------
+# 0.7.1 compatibility of arguments and results
+# ------------------------------------------------------------------------------------
+def test_skip_and_mask_semantics(testdata: Path) -> None:
+    emb = load_finalfusion(testdata / "python-simple_vocab.fifu")
+    default = pairs(emb.analogy("Paris", "Frankreich", "Berlin", k=5))
+    assert not {"Paris", "Frankreich", "Berlin"} & {w for w, _ in default}
+    allowed = pairs(emb.analogy("Paris", "Frankreich", "Berlin", k=len(emb), skip=set()))
+    assert len(allowed) == len(emb)  # 0.7.1: skip=set() allows the query words
+    assert [p for p in allowed if p[0] not in ("Paris", "Frankreich", "Berlin")][:5] == default
+    masked = pairs(emb.analogy("Paris", "Frankreich", "Berlin", k=5, mask=(True, True, False)))
+    assert masked == pairs(emb.analogy("Paris", "Frankreich", "Berlin", k=5, skip={"Paris", "Frankreich"}))
+    assert "Paris" not in dict(masked)
+    assert "Berlin" in dict(pairs(emb.analogy("Paris", "Frankreich", "Berlin", k=43, mask=(True, True, False))))
+    with pytest.raises(ValueError, match="three"):
+        emb.analogy("Paris", "Frankreich", "Berlin", mask=(True,))
+    # embedding_similarity does not exclude anything by default; word_similarity excludes the query
+    assert pairs(emb.embedding_similarity(emb["Berlin"], k=1))[0][0] == "Berlin"
+    assert pairs(emb.word_similarity("Berlin", k=2, skip=set()))[0][0] == "Berlin"
+    arbitrary = pairs(emb.word_similarity("Berlin", k=3, skip={"Berlin", "Deutschland"}))
+    assert "Deutschland" not in dict(arbitrary)
+
+
+def test_similarity_result_compat() -> None:
+    a, b = SimilarityResult("a", 0.5), SimilarityResult("b", 0.5)
+    assert a == b
+    assert SimilarityResult("c", 0.1) < a
+    assert finalfusion.embeddings.SimilarityResult is SimilarityResult
+
+
+# ------------------------------------------------------------------------------------
+# ties, normalisation, blocks, threads
+# ------------------------------------------------------------------------------------
+def test_ties_break_by_word_order() -> None:
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((4, 8)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    # 12 rows: every base vector three times, under words that are not in sorted order
+    words = ["zeta", "Äpfel", "alpha", "beta", "ÿ", "Beta", "m", "a", "ß", "z", "B", "ä"]
+    matrix = np.repeat(base, 3, axis=0)
+    emb = Embeddings(NdArray(matrix), SimpleVocab(words))
+    for qi in range(4):
+        q = base[qi]
+        got = pairs(emb.embedding_similarity(q, k=len(words)))
+        exp = reference(matrix, words, q, len(words), set())
+        assert [w for w, _ in got] == [w for w, _ in exp]
+        for k in range(1, len(words) + 1):  # ties straddling the cut keep the first words in code-point order
+            assert pairs(emb.embedding_similarity(q, k=k)) == got[:k]
+        idx, _ = emb.embedding_similarity_batch(np.stack([q, q]), k=4)
+        assert [words[i] for i in idx[1]] == [w for w, _ in got[:4]]
+
+
+def test_unnormalised_zero_and_nan_rows() -> None:
+    rng = np.random.default_rng(5)
+    m = (rng.standard_normal((30, 6)) * rng.uniform(0.1, 10, (30, 1))).astype(np.float32)
+    m[4] = 0.0
+    m[7, 2] = np.nan
+    m[9, 0] = np.inf
+    words = [f"w{i}" for i in range(30)]
+    emb = Embeddings(NdArray(m), SimpleVocab(words))
+    clean = m.copy()
+    clean[[7, 9]] = 0.0
+    for qi in (0, 1, 2):
+        got = pairs(emb.word_similarity(words[qi], k=30))
+        assert "w7" not in dict(got)
+        assert "w9" not in dict(got)
+        assert dict(got)["w4"] == 0.0
+        exp = [p for p in reference(clean, words, m[qi], 30, {words[qi]}) if p[0] not in ("w7", "w9")]
+        assert_same(got, exp)
+        idx, _ = emb.word_similarity_batch([words[qi]], k=30)
+        assert [words[i] for i in idx[0] if i >= 0] == [w for w, _ in exp]
+
+
+def test_small_blocks_give_identical_results(sim_emb: Embeddings, testdata: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    words = sim_emb.vocab.words
+    single = [pairs(sim_emb.word_similarity(w, k=7)) for w in words]
+    batch = sim_emb.word_similarity_batch(words, k=7)
+    fresh = load_finalfusion(testdata / "python-similarity.fifu")
+    monkeypatch.setattr(similarity.QueryIndex, "block_rows", lambda self, q: 3)  # 14 blocks of 3 rows
+    for w, exp in zip(words, single, strict=True):
+        assert_same(pairs(fresh.word_similarity(w, k=7)), exp, atol=1e-6)  # BLAS rounding may differ per block size
+    idx, sims = fresh.word_similarity_batch(words, k=7)
+    np.testing.assert_array_equal(idx, batch[0])
+    np.testing.assert_allclose(sims, batch[1], atol=1e-6)
+    for i in range(len(words)):
+        assert [words[j] for j in idx[i]] == [x for x, _ in single[i]]
+
+
+def test_mmap_matches_eager(testdata: Path) -> None:
+    eager = load_finalfusion(testdata / "python-similarity.fifu")
+    mapped = load_finalfusion(testdata / "python-similarity.fifu", mmap=True)
+    for w in eager.vocab.words:
+        assert pairs(mapped.word_similarity(w, k=5)) == pairs(eager.word_similarity(w, k=5))
+
+
+def test_concurrent_first_queries(testdata: Path) -> None:
+    emb = load_finalfusion(testdata / "rust-similarity.fifu")  # unnormalised: the row norms are computed lazily
+    expected = pairs(load_finalfusion(testdata / "rust-similarity.fifu").word_similarity("Berlin", k=10))
+    out: list[Any] = []
+    threads = [threading.Thread(target=lambda: out.append(pairs(emb.word_similarity("Berlin", k=10)))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert out == [expected] * 8
+
+
+def test_clear_cache_after_in_place_change() -> None:
+    m = np.eye(3, dtype=np.float32)
+    emb = Embeddings(NdArray(m), SimpleVocab(["a", "b", "c"]))
+    assert pairs(emb.embedding_similarity([1, 1, 0], k=1))[0][0] == "a"
+    m[1] *= 10  # not unit any more; the cached row facts are stale until cleared
+    similarity.clear_cache(emb)
+    got = pairs(emb.embedding_similarity([1, 1, 0], k=2))
+    assert [w for w, _ in got] == ["a", "b"]
+    assert got[0][1] == pytest.approx(got[1][1])
+
+
+def test_quantized_codes_too_large_to_cache_are_laid_out_per_block(testdata: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    emb = load_finalfusion(testdata / "rust-quantized.fifu", mmap=True)
+    expected = [pairs(emb.word_similarity(w, k=6)) for w in emb.vocab.words]
+    fresh = load_finalfusion(testdata / "rust-quantized.fifu", mmap=True)
+    monkeypatch.setattr(similarity, "ADC_CACHE_BYTES", 0)  # no cached column-major copy
+    monkeypatch.setattr(similarity.QueryIndex, "block_rows", lambda self, q: 5)
+    for w, exp in zip(fresh.vocab.words, expected, strict=True):
+        assert_same(pairs(fresh.word_similarity(w, k=6)), exp, atol=1e-6)
+    assert similarity.query_index(fresh)._codes_t is None
+
+
+def test_embeddings_stay_picklable_after_queries(sim_emb: Embeddings) -> None:
+    import copy
+    import pickle
+
+    before = pairs(sim_emb.word_similarity("Berlin", k=5))
+    clone = pickle.loads(pickle.dumps(sim_emb))
+    assert pairs(clone.word_similarity("Berlin", k=5)) == before
+    shallow = copy.copy(sim_emb)
+    assert similarity.query_index(shallow) is not similarity.query_index(sim_emb)
