@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -93,3 +94,23 @@ def test_structured_files(chunks: list[tuple[int, bytes, int]], header: list[int
         data += struct.pack("<IQ", cid, max(len(body) + delta, 0)) + body
     for reader in ("finalfusion", "finalfusion-mmap"):
         check(reader, data)
+
+
+def test_campaign_runs_workers_and_counts(tmp_path: Path) -> None:
+    # The stand-alone loop itself: worker subprocess under RLIMIT_AS, statistics, no findings on fixed code.
+    stats = fuzz.campaign(["finalfusion"], 2.0, 3, 10.0, 1024, 1000, tmp_path, 1 << 20)
+    counts = stats["readers"]["finalfusion"]
+    assert stats["executions"] == sum(counts.values()) > 0
+    assert counts.get("error", 0) > 0
+    assert stats["findings"] == []
+    assert not list(tmp_path.iterdir())
+
+
+def test_findings_are_saved_for_replay(tmp_path: Path) -> None:
+    from test_fuzz_regressions import reader_of
+
+    out = {"status": "crash", "type": "ValueError", "where": "x.py:1", "msg": "boom", "tb": "Traceback ..."}
+    path = fuzz.save_crasher("finalfusion-mmap", b"FiFu", out, tmp_path)
+    assert reader_of(path) == "finalfusion-mmap"
+    assert path.read_bytes() == b"FiFu"
+    assert "ValueError" in path.with_suffix(".txt").read_text(encoding="utf-8")
