@@ -28,8 +28,9 @@ Design (docs/reliability.md):
   per-input timeout catches hangs, and a worker that dies by a signal is
   a ``signal`` finding.
 * Successful results are exercised: lookups of a known and an unknown word,
-  a batch lookup, and a write/re-read/write round trip that must reproduce the
-  same vocabulary and bytes.
+  a batch lookup, a write/re-read/write round trip that must reproduce the
+  same vocabulary and bytes, and a pickle round trip (by value, or by file
+  reference for the memory-mapped file reader) that must write the same bytes.
 * Inputs that produce a new kind of outcome (exception type + message with
   the digits removed) join the corpus; findings are saved once per distinct
   ``(reader, exception type, innermost frame)`` into ``fuzz/crashers/`` as
@@ -46,6 +47,7 @@ import hashlib
 import io
 import json
 import os
+import pickle
 import random
 import re
 import resource
@@ -107,10 +109,18 @@ def _scratch_path() -> str:
     return _SCRATCH[0]
 
 
+def _load_finalfusion_file_mmap(path: str) -> object:
+    from finalfusion import load_finalfusion
+
+    return load_finalfusion(path, mmap=True)
+
+
 READERS: dict[str, Reader] = {
     "finalfusion": _load_finalfusion,
     "finalfusion-mmap": _load_finalfusion_mmap,
 }
+# A real memory map of a file (and the file reference that mapped embeddings pickle as).
+READERS["finalfusion-file-mmap"] = _via_path(_load_finalfusion_file_mmap)
 
 #: Readers of foreign formats: registry name -> function in finalfusion.compat.
 COMPAT_READERS = {
@@ -144,7 +154,7 @@ SEEDS: dict[str, list[str]] = {
     "fasttext": ["testdata/*fasttext.bin"],
     "floret": ["testdata/*fasttext.bin", "testdata/*floret*"],
 }
-SEEDS["finalfusion-mmap"] = SEEDS["finalfusion"]
+SEEDS["finalfusion-mmap"] = SEEDS["finalfusion-file-mmap"] = SEEDS["finalfusion"]
 
 
 def seed_files(reader: str, shared: Path = SHARED) -> list[Path]:
@@ -197,6 +207,10 @@ def exercise(result: Any) -> Any:
     again.write(second)
     if again.vocab != result.vocab or second.getvalue() != first.getvalue():
         raise AssertionError("a file that reads must write back, and re-read, to the same bytes")
+    third = io.BytesIO()
+    pickle.loads(pickle.dumps(result)).write(third)
+    if third.getvalue() != first.getvalue():
+        raise AssertionError("pickling (by value or by file reference) must not change the embeddings")
     return result
 
 

@@ -34,7 +34,7 @@ def test_every_reader_has_seeds() -> None:
         pytest.skip(f"../shared/testdata not found at {TESTDATA}")
     missing = [name for name in fuzz.READERS if not fuzz.seed_inputs(name)]
     assert not missing
-    assert {"finalfusion", "finalfusion-mmap"} <= set(READERS)
+    assert {"finalfusion", "finalfusion-mmap", "finalfusion-file-mmap"} <= set(READERS)
 
 
 @pytest.mark.parametrize("reader", READERS)
@@ -92,7 +92,7 @@ def test_structured_files(chunks: list[tuple[int, bytes, int]], header: list[int
     data = b"FiFu" + struct.pack(f"<II{len(ids)}I", 0, len(ids), *ids)
     for cid, body, delta in chunks:
         data += struct.pack("<IQ", cid, max(len(body) + delta, 0)) + body
-    for reader in ("finalfusion", "finalfusion-mmap"):
+    for reader in ("finalfusion", "finalfusion-mmap", "finalfusion-file-mmap"):
         check(reader, data)
 
 
