@@ -220,9 +220,7 @@ class ByteReader:
             extent *= max(dim, 1)
         if extent > _INTP_MAX:
             # numpy cannot describe such a shape, even when a zero dimension makes it fit in the bytes left.
-            raise self.error(
-                f"{what} has a shape numpy cannot represent", expected=f"non-zero dimensions x item size <= {_INTP_MAX} bytes", found=shape
-            )
+            raise self.error(f"{what} has a shape numpy cannot represent", expected=f"non-zero dimensions x item size <= {_INTP_MAX} bytes", found=shape)
         count = 1
         for dim in shape:
             count *= dim
