@@ -392,12 +392,12 @@ class Embeddings:
         return state
 
     def __copy__(self) -> Embeddings:
-        new = Embeddings.__new__(Embeddings)
+        new = type(self).__new__(type(self))
         new.__dict__.update(self.__dict__)
         return new
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Embeddings:
-        new = Embeddings.__new__(Embeddings)
+        new = type(self).__new__(type(self))
         memo[id(self)] = new
         new.__dict__.update(copy.deepcopy(self.__getstate__(), memo))
         return new
