@@ -114,3 +114,17 @@ def test_findings_are_saved_for_replay(tmp_path: Path) -> None:
     assert reader_of(path) == "finalfusion-mmap"
     assert path.read_bytes() == b"FiFu"
     assert "ValueError" in path.with_suffix(".txt").read_text(encoding="utf-8")
+
+
+def test_runaway_allocation_is_a_finding() -> None:
+    # What the worker's RLIMIT_AS is for: an 8 GiB allocation becomes an "alloc" finding, not an OOM kill.
+    import numpy as np
+
+    def greedy(data: bytes) -> object:
+        return np.ones(2**33, dtype=np.uint8)
+
+    with fuzz.address_space_limit(256):
+        out = fuzz.run_one(greedy, b"")
+    assert out["status"] == "alloc"
+    assert out["type"] == "MemoryError"
+    assert fuzz.run_one(lambda data: int("x"), b"")["status"] == "crash"
