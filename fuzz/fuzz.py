@@ -152,7 +152,7 @@ SEEDS: dict[str, list[str]] = {
     "text": ["testdata/*.nodims", "testdata/python-embeddings.txt", "testdata/*utf8-incomplete.txt"],
     "text_dims": ["testdata/rust-similarity.txt", "testdata/*.dims.txt", "testdata/*utf8-incomplete.dims"],
     "fasttext": ["testdata/*fasttext.bin"],
-    "floret": ["testdata/*fasttext.bin", "testdata/*floret*"],
+    "floret": ["seeds/*.floret", "testdata/*floret*"],
 }
 SEEDS["finalfusion-mmap"] = SEEDS["finalfusion-file-mmap"] = SEEDS["finalfusion"]
 
@@ -162,8 +162,9 @@ def seed_files(reader: str, shared: Path = SHARED) -> list[Path]:
     seen: set[bytes] = set()
     out = []
     for pattern in SEEDS.get(reader, []):
-        # golden/ is also copied into tests/data, so the finalfusion seeds exist without ../shared.
-        found = sorted(shared.glob(pattern)) + sorted((REPO / "tests" / "data").glob(pattern))
+        # golden/ is also copied into tests/data, so the finalfusion seeds exist without ../shared;
+        # fuzz/seeds/ holds small hand-made seeds for formats the shared files lack (floret).
+        found = [p for root in (shared, REPO / "tests" / "data", HERE) for p in sorted(root.glob(pattern))]
         for path in found:
             digest = hashlib.sha1(path.read_bytes()).digest()
             if digest not in seen:
