@@ -130,6 +130,20 @@ class FileChangedError(FinalfusionError):
     finds the file replaced or modified: its size, modification time or the
     digest of its first and last 64 KiB differ. Not a :class:`FormatError`:
     the new file may be perfectly valid, just not the one that was pickled.
+
+    Examples
+    --------
+    >>> import os, pickle, tempfile, numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab, load_finalfusion
+    >>> path = os.path.join(tempfile.mkdtemp(), "e.fifu")
+    >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(path)
+    >>> data = pickle.dumps(load_finalfusion(path, mmap=True))  # a reference to the file
+    >>> Embeddings(NdArray(np.ones((2, 2), dtype=np.float32)), SimpleVocab(["a", "b"])).write(path)
+    >>> try:
+    ...     pickle.loads(data)
+    ... except FileChangedError as err:
+    ...     print("changed since the embeddings were pickled" in str(err), isinstance(err, FinalfusionError))
+    True True
     """
 
 
