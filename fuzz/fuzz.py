@@ -41,6 +41,7 @@ Design (docs/reliability.md):
 from __future__ import annotations
 
 import argparse
+import atexit
 import collections
 import contextlib
 import hashlib
@@ -98,15 +99,21 @@ def _via_path(load: Callable[[str], object]) -> Reader:
     return run
 
 
-_SCRATCH: list[str] = []
+def scratch_path(pid: int | None = None) -> str:
+    """The scratch file of process ``pid`` (default: this one); removed at exit, or by the parent after a kill."""
+    return os.path.join(tempfile.gettempdir(), f"ff-fuzz-{os.getpid() if pid is None else pid}.bin")
 
 
 def _scratch_path() -> str:
-    if not _SCRATCH:
-        fd, path = tempfile.mkstemp(prefix="ff-fuzz-", suffix=".bin")
-        os.close(fd)
-        _SCRATCH.append(path)
-    return _SCRATCH[0]
+    path = scratch_path()
+    if not os.path.exists(path):
+        atexit.register(_remove, path)
+    return path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def _load_finalfusion_file_mmap(path: str) -> object:
@@ -334,6 +341,7 @@ class Worker:
             with contextlib.suppress(OSError):
                 self.proc.kill()
             self.proc.wait()
+            _remove(scratch_path(self.proc.pid))
             self.proc = None
 
     def run(self, reader: str, data: bytes, timeout: float) -> dict[str, Any]:
@@ -356,6 +364,7 @@ class Worker:
             self.start()
             return {"status": "hang", "type": "Timeout", "msg": f"no answer within {timeout} s", "where": "timeout"}
         code = proc.wait()
+        _remove(scratch_path(proc.pid))
         self.proc = None
         self.start()
         return {"status": "signal", "type": f"exit {code}", "msg": f"worker died with exit status {code}", "where": f"exit{code}"}
