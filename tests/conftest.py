@@ -59,3 +59,21 @@ def check_lookups(emb: Any, lookups: dict[str, Any], atol: float) -> None:
             got, norm = emb.embedding_with_norm(word)
             np.testing.assert_allclose(got, vec, atol=0, rtol=0)
             assert norm == pytest.approx(exp["norm"], rel=1e-5, abs=1e-6), word
+
+
+FUZZ_DIR = Path(__file__).resolve().parents[1] / "fuzz"
+
+
+def load_fuzz() -> Any:
+    """The stand-alone fuzzer module fuzz/fuzz.py (its reader registry, mutations and runner)."""
+    import importlib.util
+    import sys
+
+    if "ff_fuzz" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("ff_fuzz", FUZZ_DIR / "fuzz.py")
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["ff_fuzz"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["ff_fuzz"]

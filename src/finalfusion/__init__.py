@@ -20,6 +20,7 @@ from finalfusion.embeddings import Embeddings, load_finalfusion
 from finalfusion.errors import (
     BadMagic,
     ChunkOrder,
+    FileChangedError,
     FinalfusionError,
     FormatError,
     LegacyFormatWarning,
@@ -54,6 +55,7 @@ __all__ = [
     "Embeddings",
     "ExplicitVocab",
     "FastTextVocab",
+    "FileChangedError",
     "FinalfusionBucketVocab",
     "FinalfusionError",
     "FinalfusionFormatError",

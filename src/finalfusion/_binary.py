@@ -23,6 +23,7 @@ __all__ = ["ByteReader", "ByteWriter", "padding"]
 _U32: Final = struct.Struct("<I")
 _U64: Final = struct.Struct("<Q")
 _U32_MAX: Final = 2**32 - 1
+_INTP_MAX: Final = int(np.iinfo(np.intp).max)
 
 
 def padding(offset: int) -> int:
@@ -267,6 +268,12 @@ class ByteReader:
         read-only otherwise (``bytes``, read-only ``mmap``).
         """
         dt = np.dtype(dtype)
+        extent = dt.itemsize
+        for dim in shape:
+            extent *= max(dim, 1)
+        if extent > _INTP_MAX:
+            # numpy cannot describe such a shape, even when a zero dimension makes it fit in the bytes left.
+            raise self.error(f"{what} has a shape numpy cannot represent", expected=f"non-zero dimensions x item size <= {_INTP_MAX} bytes", found=shape)
         count = 1
         for dim in shape:
             count *= dim

@@ -7,10 +7,12 @@ its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
+import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +26,9 @@ from finalfusion.similarity import SimilarityResult
 from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.subword import FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
+
+if TYPE_CHECKING:
+    from finalfusion._fileref import FileRef
 
 __all__ = ["Embeddings", "SimilarityResult", "load_finalfusion"]
 
@@ -71,6 +76,20 @@ class Embeddings:
     ValueError
         If the storage rows do not match the vocabulary, or the norms the words.
 
+    Notes
+    -----
+    Pickling (``multiprocessing``, ``concurrent.futures``, Dask, Ray):
+    embeddings loaded with ``load_finalfusion(path, mmap=True)`` pickle as a
+    reference to their file (a few hundred bytes) and are mapped again on
+    unpickling, so workers share the page cache; if the file changed in
+    between, unpickling raises :class:`~finalfusion.errors.FileChangedError`.
+    All other embeddings -- and mapped ones whose norms or metadata were
+    changed -- pickle by value. ``copy.copy`` and ``copy.deepcopy`` never
+    touch the file. See docs/scaling.md.
+
+    Lookups are safe from several threads at once (the subword caches are
+    thread-safe and results do not depend on them).
+
     Examples
     --------
     >>> import numpy as np
@@ -79,6 +98,9 @@ class Embeddings:
     >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
     >>> emb["b"].tolist(), emb.embedding("c") is None, len(emb), emb.dims
     ([0.0, 1.0], True, 2, 2)
+    >>> import pickle
+    >>> pickle.loads(pickle.dumps(emb))["b"].tolist()
+    [0.0, 1.0]
     """
 
     def __init__(self, storage: Storage, vocab: Vocab, norms: Norms | None = None, metadata: Metadata | None = None) -> None:
@@ -100,6 +122,8 @@ class Embeddings:
         self._matrix = storage.matrix if isinstance(storage, NdArray) else None
         self._index = vocab.word_index
         self._subword = isinstance(vocab, SubwordVocab)
+        #: The mapped file these embeddings were read from, if they pickle by reference.
+        self._file_ref: FileRef | None = None
 
     # -- chunks ----------------------------------------------------------------------
     @property
@@ -126,6 +150,7 @@ class Embeddings:
             if problem:
                 raise ValueError(problem)
         self._norms = norms
+        self._file_ref = None
 
     @property
     def metadata(self) -> Metadata | None:
@@ -137,6 +162,7 @@ class Embeddings:
         if metadata is not None and not isinstance(metadata, Metadata):
             raise TypeError(f"metadata must be Metadata or None, got {type(metadata).__name__}")
         self._metadata = metadata
+        self._file_ref = None
 
     @property
     def dims(self) -> int:
@@ -605,6 +631,41 @@ class Embeddings:
         """
         return similarity.evaluate_analogies(self, questions, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab)
 
+    # -- pickling and copies ---------------------------------------------------------
+    def _by_reference(self) -> FileRef | None:
+        """The file reference to pickle, unless the embeddings differ from the mapped file."""
+        ref = self.__dict__.get("_file_ref")
+        if ref is None:
+            return None
+        meta = self._metadata
+        if meta is not None:
+            source = getattr(meta, "_source", None)
+            if source is None or source[1] != meta.data:
+                return None
+        return ref  # type: ignore[no-any-return]
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        ref = self._by_reference()
+        if ref is not None:
+            return (_from_file_ref, (ref,))
+        return super().__reduce_ex__(protocol)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_file_ref"] = None
+        return state
+
+    def __copy__(self) -> Embeddings:
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Embeddings:
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy(self.__getstate__(), memo))
+        return new
+
     # -- conversion and output -------------------------------------------------------
     def write(self, file: Any, *, fsync: bool = False) -> None:
         """Write the embeddings as a finalfusion file.
@@ -660,7 +721,8 @@ def load_finalfusion(file: Any, mmap: bool = False) -> Embeddings:
     mmap
         Memory-map the file: arrays become read-only views of the page
         cache, so loading is instant and processes share memory. The
-        mapping lives as long as the arrays do.
+        mapping lives as long as the arrays do. Embeddings mapped from a
+        path pickle as a reference to the file (see :class:`Embeddings`).
 
     Returns
     -------
@@ -684,10 +746,35 @@ def load_finalfusion(file: Any, mmap: bool = False) -> Embeddings:
     >>> load_finalfusion(buf.getvalue())["a"].tolist()
     [1.0, 0.0]
     """
+    from finalfusion._fileref import map_with_ref, path_of
     from finalfusion.io import open_buffer, read_chunks
 
-    buf, name = open_buffer(file, mmap)
+    path = path_of(file) if mmap else None
+    ref = None
+    if path is None:
+        buf, name = open_buffer(file, mmap)
+    else:
+        buf, ref = map_with_ref(path)
+        name = os.fsdecode(file)
     _, chunks = read_chunks(buf)
+    emb = _assemble(chunks, name)
+    emb._file_ref = ref
+    return emb
+
+
+def _from_file_ref(ref: FileRef) -> Embeddings:
+    """Unpickle mapped embeddings: map the referenced file again after checking it is the same."""
+    from finalfusion._fileref import remap
+    from finalfusion.io import read_chunks
+
+    _, chunks = read_chunks(remap(ref))
+    emb = _assemble(chunks, ref.path)
+    emb._file_ref = ref
+    return emb
+
+
+def _assemble(chunks: list[tuple[int, Chunk]], name: str) -> Embeddings:
+    """Embeddings from the ``(offset, chunk)`` list of a file named ``name`` (for messages)."""
     parts: dict[str, tuple[int, Chunk]] = {}
     for at, chunk in chunks:
         parts[type(chunk).role] = (at, chunk)  # type: ignore[attr-defined]

@@ -5,6 +5,7 @@ Every problem with the *contents* of a file raises a :class:`FormatError`
 absolute byte offset and the chunk in which it happened::
 
     FinalfusionError
+    ├── FileChangedError
     └── FormatError (also a ValueError)
         ├── BadMagic
         ├── UnsupportedVersion
@@ -20,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "BadMagic",
     "ChunkOrder",
+    "FileChangedError",
     "FinalfusionError",
     "FormatError",
     "LegacyFormatWarning",
@@ -118,6 +120,31 @@ class ChunkOrder(FormatError):
 
 class Truncated(FormatError):
     """The data ends (or a declared size points) before a field is complete."""
+
+
+class FileChangedError(FinalfusionError):
+    """A memory-mapped file referenced by pickled embeddings is no longer the same file.
+
+    Raised when unpickling :class:`~finalfusion.Embeddings` that were loaded
+    with ``mmap=True`` (and therefore pickled as a reference to their file)
+    finds the file replaced or modified: its size, modification time or the
+    digest of its first and last 64 KiB differ. Not a :class:`FormatError`:
+    the new file may be perfectly valid, just not the one that was pickled.
+
+    Examples
+    --------
+    >>> import os, pickle, tempfile, numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab, load_finalfusion
+    >>> path = os.path.join(tempfile.mkdtemp(), "e.fifu")
+    >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(path)
+    >>> data = pickle.dumps(load_finalfusion(path, mmap=True))  # a reference to the file
+    >>> Embeddings(NdArray(np.ones((2, 2), dtype=np.float32)), SimpleVocab(["a", "b"])).write(path)
+    >>> try:
+    ...     pickle.loads(data)
+    ... except FileChangedError as err:
+    ...     print("changed since the embeddings were pickled" in str(err), isinstance(err, FinalfusionError))
+    True True
+    """
 
 
 class LegacyFormatWarning(UserWarning):

@@ -1,0 +1,130 @@
+"""Bounded property-based fuzzing of every registered reader (the long campaign is fuzz/fuzz.py).
+
+Contract: any input ends in a result or a FinalfusionError/OSError, within an
+address-space limit -- never another exception or a runaway allocation.
+The reader registry, the mutations and the runner are fuzz/fuzz.py's own, so
+a reader added there (one line) is fuzzed here too.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import TESTDATA, load_fuzz
+
+fuzz = load_fuzz()
+SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+READERS = [name for name in fuzz.READERS if fuzz.seed_inputs(name)]
+
+
+def check(reader: str, data: bytes) -> None:
+    with fuzz.address_space_limit(1024):
+        out = fuzz.run_one(fuzz.READERS[reader], data)
+    assert out["status"] in ("ok", "error"), out.get("tb", out)
+
+
+def test_every_reader_has_seeds() -> None:
+    if not TESTDATA.is_dir():
+        pytest.skip(f"../shared/testdata not found at {TESTDATA}")
+    missing = [name for name in fuzz.READERS if not fuzz.seed_inputs(name)]
+    assert not missing
+    assert {"finalfusion", "finalfusion-mmap", "finalfusion-file-mmap"} <= set(READERS)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_seeds_read(reader: str) -> None:
+    # The unmutated seeds go through the same runner: they are the fuzzer's baseline.
+    statuses = set()
+    for data in fuzz.seed_inputs(reader):
+        with fuzz.address_space_limit(1024):
+            out = fuzz.run_one(fuzz.READERS[reader], data)
+        assert out["status"] in ("ok", "error"), out.get("tb", out)
+        statuses.add(out["status"])
+    assert "ok" in statuses
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_mutated_seeds(reader: str) -> None:
+    seeds = fuzz.seed_inputs(reader)
+
+    @SETTINGS
+    @given(seed=st.sampled_from(seeds), rng_seed=st.integers(0, 2**32 - 1))
+    def run(seed: bytes, rng_seed: int) -> None:
+        check(reader, fuzz.mutate(seed, random.Random(rng_seed), seeds))
+
+    run()
+
+
+FIELD = st.one_of(st.sampled_from(fuzz.INTERESTING_INTS), st.integers(0, 2**64 - 1), st.integers(0, 300))
+
+
+@st.composite
+def payload(draw: st.DrawFn) -> bytes:
+    """Chunk bodies made of plausible fields: u32/u64 counts, short strings, float data, padding."""
+    parts = []
+    for kind in draw(st.lists(st.sampled_from(["u32", "u64", "str", "raw"]), max_size=12)):
+        if kind == "u32":
+            parts.append(struct.pack("<I", draw(FIELD) % 2**32))
+        elif kind == "u64":
+            parts.append(struct.pack("<Q", draw(FIELD)))
+        elif kind == "str":
+            text = draw(st.text(max_size=8)).encode("utf-8", "surrogatepass")
+            parts.append(struct.pack("<I", len(text)) + text)
+        else:
+            parts.append(draw(st.binary(max_size=64)))
+    return b"".join(parts)
+
+
+@SETTINGS
+@given(
+    chunks=st.lists(st.tuples(st.integers(0, 11), payload(), st.integers(-8, 8)), min_size=1, max_size=4),
+    header=st.one_of(st.none(), st.lists(st.integers(0, 11), max_size=5)),
+)
+def test_structured_files(chunks: list[tuple[int, bytes, int]], header: list[int] | None) -> None:
+    """Well-framed files whose chunk ids, field values and declared lengths are drawn at random."""
+    ids = [cid for cid, _, _ in chunks] if header is None else header
+    data = b"FiFu" + struct.pack(f"<II{len(ids)}I", 0, len(ids), *ids)
+    for cid, body, delta in chunks:
+        data += struct.pack("<IQ", cid, max(len(body) + delta, 0)) + body
+    for reader in ("finalfusion", "finalfusion-mmap", "finalfusion-file-mmap"):
+        check(reader, data)
+
+
+def test_campaign_runs_workers_and_counts(tmp_path: Path) -> None:
+    # The stand-alone loop itself: worker subprocess under RLIMIT_AS, statistics, no findings on fixed code.
+    stats = fuzz.campaign(["finalfusion"], 2.0, 3, 10.0, 1024, 1000, tmp_path, 1 << 20)
+    counts = stats["readers"]["finalfusion"]
+    assert stats["executions"] == sum(counts.values()) > 0
+    assert counts.get("error", 0) > 0
+    assert stats["findings"] == []
+    assert not list(tmp_path.iterdir())
+
+
+def test_findings_are_saved_for_replay(tmp_path: Path) -> None:
+    from test_fuzz_regressions import reader_of
+
+    out = {"status": "crash", "type": "ValueError", "where": "x.py:1", "msg": "boom", "tb": "Traceback ..."}
+    path = fuzz.save_crasher("finalfusion-mmap", b"FiFu", out, tmp_path)
+    assert reader_of(path) == "finalfusion-mmap"
+    assert path.read_bytes() == b"FiFu"
+    assert "ValueError" in path.with_suffix(".txt").read_text(encoding="utf-8")
+
+
+def test_runaway_allocation_is_a_finding() -> None:
+    # What the worker's RLIMIT_AS is for: an 8 GiB allocation becomes an "alloc" finding, not an OOM kill.
+    import numpy as np
+
+    def greedy(data: bytes) -> object:
+        return np.ones(2**33, dtype=np.uint8)
+
+    with fuzz.address_space_limit(256):
+        out = fuzz.run_one(greedy, b"")
+    assert out["status"] == "alloc"
+    assert out["type"] == "MemoryError"
+    assert fuzz.run_one(lambda data: int("x"), b"")["status"] == "crash"
