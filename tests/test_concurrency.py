@@ -175,6 +175,24 @@ def vocab_idx(emb: Embeddings, words: list[str]) -> Any:
     return [emb.vocab.idx(w) for w in words]
 
 
+@query
+def word_similarity(emb: Embeddings, words: list[str]) -> Any:
+    # The first query of a fresh instance computes and caches the row norms under a lock.
+    return [emb.word_similarity(w, k=5) for w in words[::7]]
+
+
+@query
+def similarity_batch(emb: Embeddings, words: list[str]) -> Any:
+    known = [w for w in words if w in emb.vocab.word_index][:40]
+    return emb.word_similarity_batch(known, k=3)
+
+
+@query
+def analogy(emb: Embeddings, words: list[str]) -> Any:
+    known = list(dict.fromkeys(w for w in words if w in emb.vocab.word_index))
+    return [emb.analogy(*known[i : i + 3], k=2) for i in range(0, max(len(known) - 3, 0), 11)]
+
+
 def assert_same(a: Any, b: Any) -> None:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         np.testing.assert_array_equal(a, b)
