@@ -1,0 +1,9 @@
+"""Reading and writing foreign embedding formats (FORMAT.md §13).
+
+One module per format: :mod:`~finalfusion.compat.word2vec`,
+:mod:`~finalfusion.compat.text`, :mod:`~finalfusion.compat.fasttext`,
+:mod:`~finalfusion.compat.floret`; shared helpers live in
+:mod:`~finalfusion.compat._common`.
+"""
+
+from __future__ import annotations

@@ -1,0 +1,347 @@
+"""Helpers shared by the readers and writers of foreign formats (FORMAT.md §13).
+
+* :func:`open_input` opens a path or binary file object for reading and
+  transparently decompresses gzip (recognised by its magic bytes).
+* :func:`normalize_rows` l2-normalises a matrix in place and returns the
+  norms (zero rows stay zero).
+* :func:`decode_word` / :func:`check_writable_word` enforce what words a
+  format can carry, on read and before a write.
+* :func:`embeddings_from` builds :class:`~finalfusion.embeddings.Embeddings`
+  the way finalfusion-python 0.7.1 and Rust do after a conversion;
+  :func:`dense_matrix_with_norms` undoes the normalisation for writers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+from collections.abc import Iterator, Sequence
+from typing import IO, Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.embeddings import Embeddings
+from finalfusion.errors import FormatError
+from finalfusion.metadata import Metadata
+from finalfusion.norms import Norms
+from finalfusion.storage.ndarray import NdArray
+from finalfusion.vocab.base import Vocab, build_index
+from finalfusion.vocab.simple import SimpleVocab
+
+__all__ = [
+    "GZIP_MAGIC",
+    "check_writable_word",
+    "decode_word",
+    "dense_matrix_with_norms",
+    "embeddings_from",
+    "input_size",
+    "normalize_rows",
+    "open_input",
+    "simple_vocab",
+]
+
+#: First two bytes of every gzip stream.
+GZIP_MAGIC = b"\x1f\x8b"
+#: Rows normalised per block (bounds the temporaries of :func:`normalize_rows`).
+_NORM_BLOCK = 1 << 15
+
+
+class _Prefixed(io.RawIOBase):
+    """A non-seekable binary stream with some already-read bytes put back in front."""
+
+    def __init__(self, prefix: bytes, rest: IO[bytes]) -> None:
+        self._prefix = prefix
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        if self._prefix:
+            n = min(len(view), len(self._prefix))
+            view[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._rest.read(len(view))
+        if not data:
+            return 0
+        view[: len(data)] = data
+        return len(data)
+
+
+def _peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
+    """The first ``n`` bytes of ``f`` without consuming them, and the stream to read from."""
+    try:
+        if f.seekable():
+            pos = f.tell()
+            head = f.read(n)
+            f.seek(pos)
+            return head, f
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        pass
+    peek = getattr(f, "peek", None)
+    if peek is not None:
+        head = peek(n)[:n]
+        if len(head) >= n:
+            return head, f
+    head = f.read(n)
+    if not isinstance(head, bytes):
+        raise TypeError("the file object must be opened in binary mode")
+    return head, io.BufferedReader(_Prefixed(head, f))
+
+
+@contextlib.contextmanager
+def open_input(source: Any) -> Iterator[IO[bytes]]:
+    """Open ``source`` for binary reading, decompressing gzip transparently.
+
+    Parameters
+    ----------
+    source
+        A path (``str`` or ``os.PathLike``), the file's contents as
+        ``bytes``, or a binary file object (read from its current position;
+        it is not closed). Gzip data is recognised by its magic bytes
+        ``1f 8b``, whatever the file is called.
+
+    Yields
+    ------
+    IO[bytes]
+        A binary file object positioned at the start of the (decompressed) data.
+
+    Examples
+    --------
+    >>> import gzip, io
+    >>> with open_input(io.BytesIO(gzip.compress(b"2 3\\n"))) as f:
+    ...     f.read()
+    b'2 3\\n'
+    """
+    with contextlib.ExitStack() as stack:
+        f: IO[bytes]
+        if isinstance(source, (str, os.PathLike)):
+            f = stack.enter_context(open(source, "rb"))
+        elif isinstance(source, (bytes, bytearray, memoryview)):
+            f = io.BytesIO(source)
+        elif hasattr(source, "read"):
+            f = source
+        else:
+            raise TypeError(f"expected a path, bytes or a binary file object, got {type(source).__name__}")
+        head, f = _peek(f, 2)
+        if not isinstance(head, bytes):
+            raise TypeError("the file object must be opened in binary mode")
+        if head == GZIP_MAGIC:
+            f = cast(IO[bytes], stack.enter_context(gzip.GzipFile(fileobj=f, mode="rb")))
+        yield f
+
+
+def input_size(f: IO[bytes]) -> int | None:
+    """Bytes left in ``f`` if that is known cheaply (a plain seekable file), else ``None``.
+
+    Readers use it to cap preallocations by what the file can hold.
+    """
+    if isinstance(f, gzip.GzipFile):
+        return None
+    try:
+        if not f.seekable():
+            return None
+        pos = f.tell()
+        try:
+            return os.fstat(f.fileno()).st_size - pos
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            end = f.seek(0, io.SEEK_END)
+            f.seek(pos)
+            return end - pos
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return None
+
+
+def normalize_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """l2-normalise the rows of ``matrix`` in place and return their norms.
+
+    Norms are ``sqrt(row · row)`` in float32, as finalfusion-rust and
+    finalfusion-python 0.7.1 compute them. A zero row keeps norm 0 and stays
+    zero (0.7.1 would turn it into NaNs). Works block by block, so the
+    temporary memory is small whatever the matrix size.
+
+    Parameters
+    ----------
+    matrix
+        Writable C-contiguous ``float32`` array of shape ``(n, d)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``float32`` norms of shape ``(n,)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = np.array([[3, 4], [0, 0]], dtype=np.float32)
+    >>> normalize_rows(m).tolist(), m.tolist()
+    ([5.0, 0.0], [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]])
+    """
+    if matrix.ndim != 2 or matrix.dtype != np.float32:
+        raise ValueError(f"expected a 2-D float32 matrix, got {matrix.ndim}-D {matrix.dtype}")
+    n = matrix.shape[0]
+    norms = np.empty(n, dtype=np.float32)
+    for start in range(0, n, _NORM_BLOCK):
+        block = matrix[start : start + _NORM_BLOCK]
+        nb = norms[start : start + _NORM_BLOCK]
+        np.einsum("ij,ij->i", block, block, out=nb)
+        np.sqrt(nb, out=nb)
+        divisor = np.where(nb == 0, np.float32(1), nb)
+        block /= divisor[:, None]
+    return norms
+
+
+def decode_word(raw: bytes, lossy: bool, where: str, offset: int | None = None) -> str:
+    """Decode a word's UTF-8 bytes.
+
+    Parameters
+    ----------
+    raw
+        The word's bytes.
+    lossy
+        Replace invalid sequences with U+FFFD instead of failing.
+    where
+        The format and record or line, e.g. ``"word2vec record 2"``; named in the error.
+    offset
+        Absolute byte offset of ``raw`` in the (decompressed) input, if known.
+
+    Raises
+    ------
+    FormatError
+        On invalid UTF-8 unless ``lossy``.
+
+    Examples
+    --------
+    >>> decode_word(b"zee\\xbfn", True, "word2vec record 2")
+    'zee\\ufffdn'
+    >>> decode_word(b"zee\\xbfn", False, "word2vec record 2", offset=23)
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: word2vec record 2: invalid UTF-8 in word: expected UTF-8, found b'zee\\xbfn' (at byte offset 26)
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if lossy:
+            return raw.decode("utf-8", errors="replace")
+        at = None if offset is None else offset + exc.start
+        raise FormatError("invalid UTF-8 in word", offset=at, chunk=where, expected="UTF-8", found=raw) from None
+
+
+#: Characters that separate fields in the word2vec and text formats (Rust splits on these; words cannot contain them).
+_SEPARATORS = frozenset(" \t\n\r\f\v")
+
+
+def check_writable_word(word: str, fmt: str) -> None:
+    """Raise ``ValueError`` if ``word`` cannot be written in format ``fmt``.
+
+    The word2vec and text formats separate fields by whitespace, so a word
+    must be non-empty and contain no whitespace (ASCII or Unicode: Rust and
+    ``str.split`` would split it when reading back).
+
+    Examples
+    --------
+    >>> check_writable_word("Berlin", "word2vec")
+    >>> check_writable_word("New York", "text")
+    Traceback (most recent call last):
+    ...
+    ValueError: text cannot represent the word 'New York': it contains whitespace
+    """
+    if not isinstance(word, str):
+        raise TypeError(f"words must be str, got {type(word).__name__}: {word!r}")
+    if not word:
+        raise ValueError(f"{fmt} cannot represent the empty word")
+    if any(c.isspace() or c in _SEPARATORS for c in word):
+        raise ValueError(f"{fmt} cannot represent the word {word!r}: it contains whitespace")
+    if "\x00" in word:
+        raise ValueError(f"{fmt} cannot represent the word {word!r}: it contains a NUL character")
+
+
+def check_writable_words(words: Sequence[str], fmt: str) -> None:
+    """:func:`check_writable_word` for every word, fast for the common case of plain words."""
+    joined = "".join(words)
+    if all(words) and joined.isprintable() and not any(c.isspace() for c in joined):
+        return
+    for w in words:
+        check_writable_word(w, fmt)
+
+
+def simple_vocab(words: list[str], where: str) -> SimpleVocab:
+    """A :class:`SimpleVocab` of ``words``; a duplicate word is a :class:`FormatError` naming it."""
+    try:
+        index = build_index(words)
+    except ValueError as exc:
+        raise FormatError(str(exc), chunk=where) from None
+    return SimpleVocab(words, index)
+
+
+def embeddings_from(
+    words: list[str],
+    matrix: npt.NDArray[np.float32],
+    normalize: bool,
+    metadata: Metadata | None = None,
+    vocab: Vocab | None = None,
+    where: str = "input",
+) -> Embeddings:
+    """Embeddings from a word list and its matrix, normalised like the converters of 0.7.1 and Rust.
+
+    Parameters
+    ----------
+    words
+        The known words (ignored when ``vocab`` is given).
+    matrix
+        ``float32`` matrix; with ``normalize`` its first ``len(words)`` rows
+        are l2-normalised in place and their norms kept in an ``NdNorms`` chunk
+        (subword rows, if any, stay as they are).
+    normalize
+        Whether to normalise (the finalfusion-python 0.7.1 default) or keep the rows as read, without norms.
+    metadata, vocab
+        Optional metadata chunk and vocabulary (default: a :class:`SimpleVocab` of ``words``).
+    where
+        Name of the input for errors (duplicate words).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> emb = embeddings_from(["a", "b"], np.array([[3, 4], [0, 0]], dtype=np.float32), True)
+    >>> emb["a"].tolist(), emb.norms.norms.tolist()
+    ([0.6000000238418579, 0.800000011920929], [5.0, 0.0])
+    """
+    if vocab is None:
+        vocab = simple_vocab(words, where)
+    norms = None
+    if normalize:
+        n = len(vocab)
+        norms = Norms(normalize_rows(matrix[:n]) if matrix.shape[0] != n else normalize_rows(matrix))
+    return Embeddings(NdArray(matrix), vocab, norms=norms, metadata=metadata)
+
+
+def dense_matrix_with_norms(emb: Embeddings, unnormalize: bool = True) -> npt.NDArray[np.float32]:
+    """The word rows of ``emb`` as a dense ``float32`` matrix, norms multiplied back.
+
+    Only the ``len(emb.vocab)`` word rows are returned (subword rows are
+    dropped); works on dense and quantized storage. Without a norms chunk,
+    or with ``unnormalize=False``, the rows are returned as stored. The
+    result never shares memory with the embeddings.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> emb = embeddings_from(["a"], np.array([[3, 4]], dtype=np.float32), True)
+    >>> dense_matrix_with_norms(emb).tolist()
+    [[3.0, 4.0]]
+    """
+    n = len(emb.vocab)
+    storage = emb.storage
+    if isinstance(storage, NdArray):
+        matrix = np.array(storage.matrix[:n], dtype=np.float32, order="C")
+    else:
+        matrix = np.ascontiguousarray(storage.rows(np.arange(n)), dtype=np.float32)
+    if unnormalize and emb.norms is not None:
+        matrix *= emb.norms.norms[:, None]
+    return matrix
