@@ -33,6 +33,11 @@ from finalfusion.vocab.simple import SimpleVocab
 
 __all__ = [
     "GZIP_MAGIC",
+    "RowSink",
+    "check_finite",
+    "check_trailing",
+    "check_writable_words",
+    "read_dims_header",
     "check_writable_word",
     "decode_word",
     "dense_matrix_with_norms",
@@ -191,9 +196,59 @@ def normalize_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         nb = norms[start : start + _NORM_BLOCK]
         np.einsum("ij,ij->i", block, block, out=nb)
         np.sqrt(nb, out=nb)
+        over = np.isinf(nb)
+        if over.any():
+            # Squares of large finite components overflow float32: take those norms in float64.
+            nb[over] = np.sqrt(np.einsum("ij,ij->i", block[over], block[over], dtype=np.float64))
         divisor = np.where(nb == 0, np.float32(1), nb)
         block /= divisor[:, None]
     return norms
+
+
+class RowSink:
+    """A growing ``float32`` matrix for readers that learn the row count as they go.
+
+    ``claimed`` rows are promised by a header; ``affordable`` is how many
+    rows the input can hold at most (from its size) or ``None`` if unknown.
+    Memory is preallocated for ``min(claimed, affordable)`` rows -- or a
+    modest number when the size is unknown -- and grows by doubling, so a
+    header claiming 2^40 rows never allocates more than the data needs.
+    """
+
+    def __init__(self, dims: int, claimed: int | None, affordable: int | None) -> None:
+        self.dims = dims
+        start = claimed if claimed is not None else 1 << 12
+        # Unknown input size: start with about 64 MiB and grow.
+        cap = affordable if affordable is not None else max(1, (1 << 26) // max(4 * dims, 1))
+        start = min(start, cap)
+        self.matrix = np.empty((max(start, 0), dims), dtype=np.float32)
+        self.rows = 0
+
+    def reserve(self, k: int) -> npt.NDArray[np.float32]:
+        """The next ``k`` rows to fill (the caller then calls :meth:`commit`)."""
+        need = self.rows + k
+        if need > self.matrix.shape[0]:
+            grown = np.empty((max(need, 2 * self.matrix.shape[0]), self.dims), dtype=np.float32)
+            grown[: self.rows] = self.matrix[: self.rows]
+            self.matrix = grown
+        return self.matrix[self.rows : need]
+
+    def commit(self, k: int) -> None:
+        self.rows += k
+
+    def finish(self) -> npt.NDArray[np.float32]:
+        """The filled rows (a copy only if more were allocated than filled)."""
+        if self.rows == self.matrix.shape[0]:
+            return self.matrix
+        filled: npt.NDArray[np.float32] = self.matrix[: self.rows].copy()
+        return filled
+
+
+def check_finite(rows: npt.NDArray[np.float32], first: int, where: str) -> None:
+    """Raise :class:`FormatError` naming the first row (numbered from ``first``) with a NaN or infinity."""
+    if rows.size and not np.isfinite(rows).all():
+        bad = int(np.flatnonzero(~np.isfinite(rows).all(axis=1))[0])
+        raise FormatError(f"{where} {first + bad}: vector has a NaN or infinite component", expected="finite numbers", found=rows[bad].tolist()[:10])
 
 
 def decode_word(raw: bytes, lossy: bool, where: str, offset: int | None = None) -> str:
@@ -271,12 +326,27 @@ def check_writable_words(words: Sequence[str], fmt: str) -> None:
         check_writable_word(w, fmt)
 
 
-def simple_vocab(words: list[str], where: str) -> SimpleVocab:
-    """A :class:`SimpleVocab` of ``words``; a duplicate word is a :class:`FormatError` naming it."""
+def simple_vocab(words: list[str], where: str, first: int = 1) -> SimpleVocab:
+    """A :class:`SimpleVocab` of ``words``; a duplicate word is a :class:`FormatError`.
+
+    ``where`` names the unit of the input (e.g. ``"word2vec record"``) and
+    ``first`` the number of the first word's unit, so the error can say
+    which record or line repeats which.
+    """
     try:
         index = build_index(words)
-    except ValueError as exc:
-        raise FormatError(str(exc), chunk=where) from None
+    except ValueError:
+        seen: dict[str, int] = {}
+        for i, w in enumerate(words):
+            if w in seen:
+                raise FormatError(
+                    f"{where} {first + i} repeats the word {w!r} of {where.split()[-1]} {first + seen[w]}",
+                    chunk=where.split()[0],
+                    expected="unique words",
+                    found=w,
+                ) from None
+            seen[w] = i
+        raise
     return SimpleVocab(words, index)
 
 
@@ -286,7 +356,8 @@ def embeddings_from(
     normalize: bool,
     metadata: Metadata | None = None,
     vocab: Vocab | None = None,
-    where: str = "input",
+    where: str = "input word",
+    first: int = 1,
 ) -> Embeddings:
     """Embeddings from a word list and its matrix, normalised like the converters of 0.7.1 and Rust.
 
@@ -302,8 +373,9 @@ def embeddings_from(
         Whether to normalise (the finalfusion-python 0.7.1 default) or keep the rows as read, without norms.
     metadata, vocab
         Optional metadata chunk and vocabulary (default: a :class:`SimpleVocab` of ``words``).
-    where
-        Name of the input for errors (duplicate words).
+    where, first
+        Unit of the input and number of the first word's unit, for errors
+        about duplicate words (see :func:`simple_vocab`).
 
     Examples
     --------
@@ -313,7 +385,7 @@ def embeddings_from(
     ([0.6000000238418579, 0.800000011920929], [5.0, 0.0])
     """
     if vocab is None:
-        vocab = simple_vocab(words, where)
+        vocab = simple_vocab(words, where, first)
     norms = None
     if normalize:
         n = len(vocab)
@@ -321,13 +393,14 @@ def embeddings_from(
     return Embeddings(NdArray(matrix), vocab, norms=norms, metadata=metadata)
 
 
-def dense_matrix_with_norms(emb: Embeddings, unnormalize: bool = True) -> npt.NDArray[np.float32]:
+def dense_matrix_with_norms(emb: Embeddings, unnormalize: bool = True, start: int = 0, stop: int | None = None) -> npt.NDArray[np.float32]:
     """The word rows of ``emb`` as a dense ``float32`` matrix, norms multiplied back.
 
     Only the ``len(emb.vocab)`` word rows are returned (subword rows are
     dropped); works on dense and quantized storage. Without a norms chunk,
     or with ``unnormalize=False``, the rows are returned as stored. The
-    result never shares memory with the embeddings.
+    result never shares memory with the embeddings. ``start`` and ``stop``
+    select a range of words (writers go block by block to bound memory).
 
     Examples
     --------
@@ -337,11 +410,73 @@ def dense_matrix_with_norms(emb: Embeddings, unnormalize: bool = True) -> npt.ND
     [[3.0, 4.0]]
     """
     n = len(emb.vocab)
+    stop = n if stop is None else min(stop, n)
     storage = emb.storage
     if isinstance(storage, NdArray):
-        matrix = np.array(storage.matrix[:n], dtype=np.float32, order="C")
+        matrix = np.array(storage.matrix[start:stop], dtype=np.float32, order="C")
     else:
-        matrix = np.ascontiguousarray(storage.rows(np.arange(n)), dtype=np.float32)
+        matrix = np.ascontiguousarray(storage.rows(np.arange(start, stop)), dtype=np.float32)
     if unnormalize and emb.norms is not None:
-        matrix *= emb.norms.norms[:, None]
+        matrix *= emb.norms.norms[start:stop, None]
     return matrix
+
+
+#: Longest header line accepted (``"<rows> <dims>"`` is a few dozen bytes).
+_MAX_HEADER = 1 << 12
+
+
+def read_dims_header(f: IO[bytes], fmt: str) -> tuple[int, int, int]:
+    r"""Read and parse the ``"<rows> <dims>"`` first line of ``f``.
+
+    Returns
+    -------
+    rows, dims, length
+        The two counts and the length of the line in bytes, including its ``\n``.
+
+    Raises
+    ------
+    FormatError
+        If the line is missing, too long, or not two non-negative integers.
+
+    Examples
+    --------
+    >>> import io
+    >>> read_dims_header(io.BytesIO(b"41 100\nBerlin ..."), "word2vec")
+    (41, 100, 7)
+    >>> read_dims_header(io.BytesIO(b"Berlin 0.5 1.5\n"), "text-dims")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: text-dims line 1: the header must be two non-negative integers "<rows> <dims>": ... (at byte offset 0)
+    """
+    line = f.readline(_MAX_HEADER)
+    if not line:
+        raise FormatError("the input is empty", offset=0, chunk=f"{fmt} header", expected='"<rows> <dims>"', found="no data")
+    if not line.endswith(b"\n"):
+        raise FormatError("the header line is unterminated or too long", offset=0, chunk=f"{fmt} line 1", expected='"<rows> <dims>\\n"', found=line[:80])
+    parts = line.split()
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise FormatError(
+            'the header must be two non-negative integers "<rows> <dims>"', offset=0, chunk=f"{fmt} line 1", expected="2 integers", found=line[:80]
+        )
+    return int(parts[0]), int(parts[1]), len(line)
+
+
+def check_limit(limit: int | None) -> None:
+    """Validate a reader's ``limit`` argument."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+
+
+def check_trailing(f: IO[bytes], carry: bytes, base: int, message: str, where: str) -> None:
+    """Raise :class:`FormatError` if anything but whitespace follows in ``carry`` and the rest of ``f``.
+
+    ``base`` is the offset of ``carry[0]`` in the input.
+    """
+    while True:
+        stripped = carry.lstrip()
+        if stripped:
+            raise FormatError(message, offset=base + len(carry) - len(stripped), chunk=where, expected="end of input", found=stripped[:40])
+        base += len(carry)
+        carry = f.read(1 << 20)
+        if not carry:
+            return

@@ -1,0 +1,394 @@
+"""Text formats (FORMAT.md §13.2): one word per line followed by its components.
+
+* **text-dims** (word2vec text, fastText ``.vec``): a first line ``"<rows> <dims>"``;
+  :func:`load_text_dims` / :func:`write_text_dims`.
+* **text** (GloVe): no header, the dimensionality is that of the first line;
+  :func:`load_text` / :func:`write_text`.
+
+Fields are separated by ASCII whitespace (space, tab, CR, form feed), so
+words cannot contain it. Every line must have exactly ``dims`` components;
+an empty line, a missing or extra component, or a value that is not a
+finite number is a :class:`~finalfusion.errors.FormatError` naming the line.
+
+Reading is vectorised: the input is read in large blocks, tokens and lines
+are found with numpy, and the numbers are parsed column by column over all
+tokens of a block at once (tokens sorted by length, so each step only
+touches the tokens still long enough). Plain decimals (``-12.5``) take this
+path; anything else (exponents, ``nan``) is handed to Python's ``float`` one
+token at a time, so it stays correct, just slower.
+"""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.compat._common import (
+    RowSink,
+    check_finite,
+    check_limit,
+    check_trailing,
+    check_writable_words,
+    decode_word,
+    dense_matrix_with_norms,
+    embeddings_from,
+    input_size,
+    open_input,
+    read_dims_header,
+)
+from finalfusion.embeddings import Embeddings
+from finalfusion.errors import FormatError, Truncated
+from finalfusion.io import atomic_output
+
+__all__ = ["load_text", "load_text_dims", "write_text", "write_text_dims"]
+
+#: Bytes read per block.
+_BLOCK = 1 << 23
+#: Longest line accepted.
+_MAX_LINE = 1 << 26
+#: Words written per block.
+_WRITE_ROWS = 1 << 12
+
+#: Field separators (what Rust splits on).
+_WS = b" \t\n\r\f"
+_IS_WS = np.zeros(256, dtype=bool)
+_IS_WS[list(_WS)] = True
+#: Longest plain decimal the vectorised parser takes (18 digits always fit an int64).
+_MAX_FAST = 18
+_POW10 = 10.0 ** np.arange(0, 24)
+
+
+def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+    """Read embeddings in text format with a ``"<rows> <dims>"`` first line (word2vec text, fastText ``.vec``).
+
+    Parameters
+    ----------
+    file
+        A path, the file's contents as ``bytes``, or a binary file object.
+        Gzip-compressed input is decompressed transparently.
+    normalize
+        l2-normalise the rows and keep the original norms in an ``NdNorms``
+        chunk (the default, as finalfusion-python 0.7.1 and Rust do);
+        ``False`` keeps the vectors as read, without norms.
+    lossy
+        Replace invalid UTF-8 in words by U+FFFD instead of raising.
+    limit
+        Read only the first ``limit`` words.
+
+    Returns
+    -------
+    Embeddings
+        With a :class:`~finalfusion.vocab.SimpleVocab` and an :class:`~finalfusion.storage.NdArray`.
+
+    Raises
+    ------
+    FormatError
+        Naming the line for: a bad header, a line with too few or too many
+        components, a value that is not a finite number, invalid UTF-8
+        (unless ``lossy``), an empty line, a duplicate word, more or fewer
+        lines than the header announces.
+
+    Examples
+    --------
+    >>> emb = load_text_dims(b"2 2\\nfoo 3 4\\nbar 0 -1.5\\n")
+    >>> emb.vocab.words, emb["foo"].tolist(), float(emb.norms[0])
+    (['foo', 'bar'], [0.6000000238418579, 0.800000011920929], 5.0)
+    >>> load_text_dims(b"2 2\\nfoo 3 4\\nbar 0\\n")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: text-dims line 3: wrong number of components: expected 2, found 1 (at byte offset 12)
+    """
+    check_limit(limit)
+    with open_input(file) as f:
+        n, dims, pos = read_dims_header(f, "text-dims")
+        words, matrix = _read(f, "text-dims", n, dims, pos, lossy, limit)
+    return embeddings_from(words, matrix, normalize, where="text-dims line", first=2)
+
+
+def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+    """Read embeddings in text format without a header (GloVe).
+
+    The dimensionality is the number of components on the first line;
+    every other line must have as many.
+
+    Parameters
+    ----------
+    file, normalize, lossy, limit
+        As for :func:`load_text_dims`.
+
+    Returns
+    -------
+    Embeddings
+
+    Raises
+    ------
+    FormatError
+        As for :func:`load_text_dims`; also for an empty input.
+
+    Examples
+    --------
+    >>> emb = load_text(b"foo 3 4\\nbar 0 -1.5\\n", normalize=False)
+    >>> emb.vocab.words, emb["bar"].tolist(), emb.norms is None
+    (['foo', 'bar'], [0.0, -1.5], True)
+    """
+    check_limit(limit)
+    with open_input(file) as f:
+        words, matrix = _read(f, "text", None, None, 0, lossy, limit)
+    return embeddings_from(words, matrix, normalize, where="text line", first=1)
+
+
+def _read(f: IO[bytes], fmt: str, n: int | None, dims: int | None, pos: int, lossy: bool, limit: int | None) -> tuple[list[str], npt.NDArray[np.float32]]:
+    """Read lines until ``n`` (or ``limit``, or end of input) words are read."""
+    take = n if limit is None else (limit if n is None else min(n, limit))
+    first_line = 2 if n is not None else 1
+    size = input_size(f)
+    sink: RowSink | None = None
+    words: list[str] = []
+    carry = b""
+    base = pos
+    eof = False
+    while (take is None or len(words) < take) and not eof:
+        chunk = f.read(_BLOCK)
+        eof = not chunk
+        buf = carry + chunk if carry else chunk
+        cut = buf.rfind(b"\n") + 1
+        if eof and cut < len(buf):
+            buf += b"\n"
+            cut = len(buf)
+        if not cut:
+            if len(buf) > _MAX_LINE:
+                raise FormatError(
+                    "line too long", offset=base, chunk=f"{fmt} line {first_line + len(words)}", expected=f"at most {_MAX_LINE} bytes", found=len(buf)
+                )
+            carry = buf
+            continue
+        block, carry = buf[:cut], buf[cut:]
+        want = None if take is None else take - len(words)
+        if dims is None:
+            dims = _first_line_dims(block, base, fmt)
+        if sink is None:
+            # Each line holds at least a word, a separator and per component a digit and a separator.
+            affordable = None if size is None else size // (2 * dims + 2) + 1
+            sink = RowSink(dims, take, affordable)
+        used = _parse_block(block, base, fmt, first_line + len(words), dims, want, words, sink, lossy)
+        base += used
+        if used < len(block):
+            carry = b""  # the limit was reached
+            break
+    if sink is None:
+        if dims is None:
+            raise FormatError("the input is empty", offset=0, chunk=fmt, expected="at least one line", found="no data")
+        sink = RowSink(dims, 0, 0)
+    if n is not None and len(words) < (take or 0):
+        raise Truncated(
+            f"the input ends after {len(words)} of the {n} lines the header announces",
+            offset=base,
+            chunk=f"{fmt} line {first_line + len(words)}",
+            expected=n,
+            found=len(words),
+        )
+    if n is not None and limit is None:
+        check_trailing(f, carry, base, f"more lines than the {n} the header announces", f"{fmt} line {first_line + n}")
+    return words, sink.finish()
+
+
+def _first_line_dims(block: bytes, base: int, fmt: str) -> int:
+    line = block[: block.find(b"\n")]
+    tokens = line.split()
+    if not tokens:
+        raise FormatError("spurious empty line", offset=base, chunk=f"{fmt} line 1", expected="a word and its components", found=line)
+    return len(tokens) - 1
+
+
+def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, want: int | None, words: list[str], sink: RowSink, lossy: bool) -> int:
+    """Parse whole lines of ``block`` (ending with ``\\n``); return the bytes consumed."""
+    a = np.frombuffer(block, dtype=np.uint8)
+    ws = _IS_WS[a]
+    edge = np.empty(len(a) + 1, dtype=bool)
+    edge[0] = False
+    edge[-1] = False
+    np.not_equal(ws[1:], ws[:-1], out=edge[1:-1])
+    # Token starts: non-whitespace after whitespace (or at 0); ends: whitespace after non-whitespace.
+    starts = np.flatnonzero(edge[:-1] & ~ws)
+    if len(a) and not ws[0]:
+        starts = np.concatenate(([0], starts[starts != 0]))
+    ends = np.flatnonzero(edge[1:] & ~ws) + 1
+    newlines = np.flatnonzero(a == 0x0A)
+    if want is not None and want < len(newlines):
+        newlines = newlines[:want]
+    n_lines = len(newlines)
+    used = int(newlines[-1]) + 1 if n_lines else 0
+    tok_end = np.searchsorted(starts, newlines)
+    counts = np.diff(tok_end, prepend=0)
+    bad = np.flatnonzero(counts != dims + 1)
+    if len(bad):
+        i = int(bad[0])
+        line_start = int(newlines[i - 1]) + 1 if i else 0
+        where = f"{fmt} line {line0 + i}"
+        if counts[i] == 0:
+            raise FormatError(
+                "spurious empty line", offset=base + line_start, chunk=where, expected="a word and its components", found=block[line_start : int(newlines[i])]
+            )
+        raise FormatError("wrong number of components", offset=base + line_start, chunk=where, expected=dims, found=int(counts[i]) - 1)
+    n_tok = int(tok_end[-1]) if n_lines else 0
+    starts, ends = starts[:n_tok], ends[:n_tok]
+    word_tok = tok_end - counts
+    is_num = np.ones(n_tok, dtype=bool)
+    is_num[word_tok] = False
+    rows = sink.reserve(n_lines)
+    values = _parse_numbers(a, starts[is_num], ends[is_num], block, base, fmt, line0, dims)
+    rows[...] = values.reshape(n_lines, dims)
+    check_finite(rows, line0, f"{fmt} line")
+    w_starts, w_ends = starts[word_tok].tolist(), ends[word_tok].tolist()
+    raw = [block[s:e] for s, e in zip(w_starts, w_ends, strict=True)]
+    joined = b"\n".join(raw)
+    try:
+        text = joined.decode("utf-8")
+    except UnicodeDecodeError:
+        if not lossy:
+            for j, w in enumerate(raw):
+                decode_word(w, False, f"{fmt} line {line0 + j}", base + w_starts[j])
+        text = joined.decode("utf-8", errors="replace")
+    words.extend(text.split("\n") if n_lines else [])
+    sink.commit(n_lines)
+    return used
+
+
+def _parse_numbers(
+    a: npt.NDArray[np.uint8], starts: npt.NDArray[np.intp], ends: npt.NDArray[np.intp], block: bytes, base: int, fmt: str, line0: int, dims: int
+) -> npt.NDArray[np.float64]:
+    """Parse the tokens ``a[starts[i]:ends[i]]`` as numbers (plain decimals vectorised, the rest by ``float``)."""
+    n = len(starts)
+    lengths = ends - starts
+    short = np.minimum(lengths, 255).astype(np.uint8)
+    order = np.argsort(255 - short, kind="stable")  # longest first; radix sort on uint8
+    s_sorted = starts[order]
+    by_len = np.bincount(short, minlength=256)
+    active = n - np.cumsum(by_len)  # active[j] = tokens longer than j
+    mant = np.zeros(n, dtype=np.int64)
+    frac = np.zeros(n, dtype=np.int64)
+    dot_seen = np.zeros(n, dtype=bool)
+    neg = np.zeros(n, dtype=bool)
+    ok = np.ones(n, dtype=bool)
+    width = min(int(short.max()) if n else 0, _MAX_FAST)
+    for j in range(width):
+        k = int(active[j])
+        c = a[s_sorted[:k] + j]
+        d = c - np.uint8(48)
+        isd = d < 10
+        m = mant[:k]
+        np.multiply(m, 10, out=m, where=isd)
+        np.add(m, d, out=m, where=isd)
+        seen = dot_seen[:k]
+        frac[:k] += isd & seen
+        isdot = c == 0x2E
+        if j == 0:
+            neg[:k] = c == 0x2D
+            valid = isd | isdot | neg[:k]
+        else:
+            valid = isd | (isdot & ~seen)
+        ok[:k] &= valid
+        seen |= isdot
+    # Tokens too long for the fast path, or a lone "-", ".", "-.".
+    ok &= (lengths[order] <= _MAX_FAST) & (lengths[order] - neg - dot_seen.astype(np.int64) > 0)
+    values = mant / _POW10[np.minimum(frac, len(_POW10) - 1)]
+    np.negative(values, out=values, where=neg)
+    out = np.empty(n, dtype=np.float64)
+    out[order] = values
+    slow = order[~ok]
+    for i in slow.tolist():
+        token = block[int(starts[i]) : int(ends[i])]
+        try:
+            out[i] = float(token)
+        except ValueError:
+            line = line0 + i // dims
+            raise FormatError("not a number", offset=base + int(starts[i]), chunk=f"{fmt} line {line}", expected="a decimal number", found=token[:40]) from None
+    return out
+
+
+def write_text_dims(file: Any, embeddings: Embeddings, sep: str = " ", *, unnormalize: bool = True, fsync: bool = False) -> None:
+    """Write embeddings as text with a ``"<rows> <dims>"`` first line.
+
+    Components are written like Rust does: the shortest decimal that reads
+    back as the same ``float32``, without exponent (``1``, ``-0.5``,
+    ``0.0000001``). Only the known words are written (subword rows are
+    dropped). Every word is checked before anything is written; a path is
+    replaced atomically.
+
+    Parameters
+    ----------
+    file
+        A path or a binary file object.
+    embeddings
+        The embeddings to write.
+    sep
+        Whitespace between the word and its first component (as in finalfusion-python 0.7.1).
+    unnormalize
+        Multiply the rows by their norms when the embeddings have norms
+        (the default, as finalfusion-python 0.7.1).
+    fsync
+        Flush to disk before the atomic rename.
+
+    Raises
+    ------
+    ValueError
+        If a word is empty or contains whitespace, or ``sep`` is not whitespace.
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> from finalfusion.compat._common import embeddings_from
+    >>> emb = embeddings_from(["foo"], np.array([[3, 4e-10]], dtype=np.float32), normalize=False)
+    >>> buf = io.BytesIO(); write_text_dims(buf, emb)
+    >>> buf.getvalue()
+    b'1 2\\nfoo 3 0.0000000004\\n'
+    """
+    _write(file, embeddings, True, sep, unnormalize, fsync)
+
+
+def write_text(file: Any, embeddings: Embeddings, sep: str = " ", *, unnormalize: bool = True, fsync: bool = False) -> None:
+    """Write embeddings as text without a header (GloVe); see :func:`write_text_dims`.
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> from finalfusion.compat._common import embeddings_from
+    >>> emb = embeddings_from(["foo", "bar"], np.array([[1, -0.5], [0, 0]], dtype=np.float32), normalize=False)
+    >>> buf = io.BytesIO(); write_text(buf, emb)
+    >>> buf.getvalue()
+    b'foo 1 -0.5\\nbar 0 0\\n'
+    """
+    _write(file, embeddings, False, sep, unnormalize, fsync)
+
+
+def format_f32(v: np.float32) -> str:
+    """Rust's formatting of an ``f32``: shortest round-trip decimal, no exponent.
+
+    Examples
+    --------
+    >>> [format_f32(np.float32(x)) for x in (1.0, -0.0, 0.1, 1e-10, 3e20)]
+    ['1', '-0', '0.1', '0.0000000001', '300000000000000000000']
+    """
+    s = str(v)
+    if "e" in s or "n" in s:
+        return np.format_float_positional(v, unique=True, trim="-")
+    return s[:-2] if s.endswith(".0") else s
+
+
+def _write(file: Any, embeddings: Embeddings, with_dims: bool, sep: str, unnormalize: bool, fsync: bool) -> None:
+    words = embeddings.vocab.words
+    fmt = "text-dims" if with_dims else "text"
+    check_writable_words(words, fmt)
+    if not sep or sep.strip(" \t"):
+        raise ValueError(f"sep must be spaces or tabs, got {sep!r}")
+    n, dims = len(words), embeddings.dims
+    with atomic_output(file, fsync=fsync) as f:
+        if with_dims:
+            f.write(f"{n} {dims}\n".encode())
+        for start in range(0, n, _WRITE_ROWS):
+            block = words[start : start + _WRITE_ROWS]
+            matrix = dense_matrix_with_norms(embeddings, unnormalize, start, start + len(block))
+            lines = [w + sep + " ".join(map(format_f32, row)) if dims else w for w, row in zip(block, matrix, strict=True)]
+            f.write(("\n".join(lines) + "\n").encode("utf-8"))
