@@ -7,3 +7,8 @@ One module per format: :mod:`~finalfusion.compat.word2vec`,
 """
 
 from __future__ import annotations
+
+from finalfusion.compat.fasttext import load_fasttext, write_fasttext
+from finalfusion.compat.floret import load_floret, write_floret
+
+__all__ = ["load_fasttext", "load_floret", "write_fasttext", "write_floret"]
