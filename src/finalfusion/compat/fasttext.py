@@ -28,14 +28,13 @@ from typing import IO, Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion.compat._common import decode_word, dense_matrix_with_norms, embeddings_from, input_size, open_input
+from finalfusion.compat._common import decode_word, dense_matrix_with_norms, embeddings_from, input_size, open_input, simple_vocab
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVersion
 from finalfusion.io import atomic_output
 from finalfusion.metadata import Metadata
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FastTextIndexer
-from finalfusion.vocab.base import build_index
 from finalfusion.vocab.simple import SimpleVocab
 from finalfusion.vocab.subword import FastTextVocab
 
@@ -51,6 +50,7 @@ _HEADER = struct.Struct("<ii")
 _ARGS = struct.Struct("<12id")
 _DICT = struct.Struct("<iiiqq")
 _MATRIX = struct.Struct("<?qq")
+_ENTRY: Final = "fastText dictionary-entry"
 _ENTRY_TAIL = 9  # i64 count + i8 entry type after a word's NUL terminator
 _LOSSES: Final = ("HierarchicalSoftmax", "NegativeSampling", "Softmax")
 _MODELS: Final = ("CBOW", "SkipGram", "Supervised")
@@ -222,13 +222,11 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     words = words[:keep]
     if maxn == 0 or minn > maxn:
         # No character n-grams: fastText's word vector is the word's own row.
-        return embeddings_from(words, np.ascontiguousarray(matrix[:keep]), normalize, metadata, where="fastText dictionary")
+        vocab = simple_vocab(words, _ENTRY, first=0)
+        return embeddings_from(words, np.ascontiguousarray(matrix[:keep]), normalize, metadata, vocab=vocab)
     if keep < nwords:
         matrix = np.concatenate([matrix[:keep], matrix[nwords:]])
-    try:
-        index = build_index(words)
-    except ValueError as exc:
-        raise FormatError(str(exc), chunk="fastText dictionary") from None
+    index = simple_vocab(words, _ENTRY, first=0).word_index
     vocab = FastTextVocab(words, FastTextIndexer(bucket, max(minn, 1), maxn), _index=index)
     for pos, rows in _word_ngram_rows(vocab):
         k = rows.shape[1]
