@@ -222,8 +222,8 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     words = words[:keep]
     if maxn == 0 or minn > maxn:
         # No character n-grams: fastText's word vector is the word's own row.
-        vocab = simple_vocab(words, _ENTRY, first=0)
-        return embeddings_from(words, np.ascontiguousarray(matrix[:keep]), normalize, metadata, vocab=vocab)
+        simple = simple_vocab(words, _ENTRY, first=0)
+        return embeddings_from(words, np.ascontiguousarray(matrix[:keep]), normalize, metadata, vocab=simple)
     if keep < nwords:
         matrix = np.concatenate([matrix[:keep], matrix[nwords:]])
     index = simple_vocab(words, _ENTRY, first=0).word_index
