@@ -45,6 +45,7 @@ __all__ = [
     "input_size",
     "normalize_rows",
     "open_input",
+    "peek",
     "simple_vocab",
 ]
 
@@ -78,7 +79,7 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
-def _peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
+def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
     """The first ``n`` bytes of ``f`` without consuming them, and the stream to read from."""
     try:
         if f.seekable():
@@ -88,9 +89,9 @@ def _peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
             return head, f
     except (AttributeError, OSError, io.UnsupportedOperation):
         pass
-    peek = getattr(f, "peek", None)
-    if peek is not None:
-        head = peek(n)[:n]
+    peeker = getattr(f, "peek", None)
+    if peeker is not None:
+        head = peeker(n)[:n]
         if len(head) >= n:
             return head, f
     head = f.read(n)
@@ -133,7 +134,7 @@ def open_input(source: Any) -> Iterator[IO[bytes]]:
             f = source
         else:
             raise TypeError(f"expected a path, bytes or a binary file object, got {type(source).__name__}")
-        head, f = _peek(f, 2)
+        head, f = peek(f, 2)
         if not isinstance(head, bytes):
             raise TypeError("the file object must be opened in binary mode")
         if head == GZIP_MAGIC:
