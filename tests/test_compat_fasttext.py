@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import finalfusion
-from finalfusion import Embeddings, FastTextVocab, FormatError, Metadata, NdArray, Norms, SimpleVocab, Truncated
+from finalfusion import Embeddings, FastTextVocab, FormatError, LegacyFormatWarning, Metadata, NdArray, Norms, SimpleVocab, Truncated
 from finalfusion.compat.fasttext import load_fasttext, write_fasttext
 from finalfusion.errors import BadMagic, UnsupportedVersion
 from finalfusion.subword import FastTextIndexer, FinalfusionHashIndexer
@@ -318,7 +318,6 @@ def _model(**kw: Any) -> bytes:
         ({"model": 9}, FormatError, "model type"),
         ({"loss": 0}, FormatError, "loss"),
         ({"nlabels": 1}, FormatError, "supervised"),
-        ({"pruneidx": 0}, FormatError, "pruned"),
         ({"pruneidx": 3}, FormatError, "pruned"),
         ({"types": [0, 1]}, FormatError, "label"),
         ({"quantized": True}, FormatError, "quantized"),
@@ -330,6 +329,14 @@ def _model(**kw: Any) -> bytes:
 def test_refused_models(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         load_fasttext(_model(**kwargs))
+
+
+def test_finalfusion_python_written_prune_index_zero() -> None:
+    """finalfusion-python 0.7.1's write_fasttext stores pruneidx_size 0 (and a copy of the matrix as output matrix)."""
+    plain = load_fasttext(_model())
+    with pytest.warns(LegacyFormatWarning, match="pruneidx_size 0"):
+        legacy = load_fasttext(_model(pruneidx=0))
+    np.testing.assert_array_equal(legacy.storage.matrix, plain.storage.matrix)
 
 
 def test_every_truncation_is_a_format_error() -> None:

@@ -22,6 +22,7 @@ and gensim's ``load_facebook_model`` both load.
 from __future__ import annotations
 
 import struct
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import IO, Any, Final
 
@@ -30,7 +31,7 @@ import numpy.typing as npt
 
 from finalfusion.compat._common import decode_word, dense_matrix_with_norms, embeddings_from, input_size, open_input, simple_vocab
 from finalfusion.embeddings import Embeddings
-from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVersion
+from finalfusion.errors import BadMagic, FormatError, LegacyFormatWarning, Truncated, UnsupportedVersion
 from finalfusion.io import atomic_output
 from finalfusion.metadata import Metadata
 from finalfusion.storage.ndarray import NdArray
@@ -278,7 +279,14 @@ def _read_dictionary(stream: _Stream, lossy: bool) -> tuple[list[str], int]:
         )
     if size < 0 or size != nwords:
         raise FormatError("dictionary size and word count disagree", offset=at, chunk="fastText dictionary", expected=f"size = nwords = {nwords}", found=size)
-    if pruneidx_size >= 0:
+    if pruneidx_size == 0:
+        warnings.warn(
+            "fastText dictionary has pruneidx_size 0, as finalfusion-python 0.7's write_fasttext writes it: read as an unpruned model "
+            "(fastText itself would ignore the n-gram rows of this file; write_fasttext writes -1)",
+            LegacyFormatWarning,
+            stacklevel=3,
+        )
+    elif pruneidx_size > 0:
         raise FormatError(
             "pruned fastText dictionaries (from quantization) are not supported",
             offset=at + 20,
