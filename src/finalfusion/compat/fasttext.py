@@ -282,7 +282,7 @@ def _read_dictionary(stream: _Stream, lossy: bool) -> tuple[list[str], int]:
     if pruneidx_size == 0:
         warnings.warn(
             "fastText dictionary has pruneidx_size 0, as finalfusion-python 0.7's write_fasttext writes it: read as an unpruned model "
-            "(fastText itself would ignore the n-gram rows of this file; write_fasttext writes -1)",
+            "(fastText and finalfusion-rust refuse such files; write_fasttext writes -1)",
             LegacyFormatWarning,
             stacklevel=3,
         )
