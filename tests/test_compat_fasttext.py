@@ -18,6 +18,8 @@ import finalfusion
 from finalfusion import Embeddings, FastTextVocab, FormatError, LegacyFormatWarning, Metadata, NdArray, Norms, SimpleVocab, Truncated
 from finalfusion.compat.fasttext import load_fasttext, write_fasttext
 from finalfusion.errors import BadMagic, UnsupportedVersion
+from finalfusion.storage import QuantizedArray
+from finalfusion.storage.quantized import PQ
 from finalfusion.subword import FastTextIndexer, FinalfusionHashIndexer
 from finalfusion.vocab import FinalfusionBucketVocab
 
@@ -271,6 +273,20 @@ def test_simple_vocab_and_quantized_write(tmp_path: Path, testdata: Path) -> Non
     np.testing.assert_allclose(load_fasttext(path, normalize=False)["w"], [3.0, 4.0], rtol=1e-6)
 
 
+def test_quantized_subword_storage_write(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    vocab = FastTextVocab(["alpha", "beta", "</s>"], FastTextIndexer(16, 3, 6))
+    pq = PQ(rng.normal(size=(2, 4, 3)).astype(np.float32), None)
+    storage = QuantizedArray(pq, rng.integers(0, 4, size=(19, 2)).astype(np.uint8))
+    emb = Embeddings(storage, vocab)
+    path = tmp_path / "pq.bin"
+    write_fasttext(path, emb)
+    back = load_fasttext(path, normalize=False)
+    np.testing.assert_allclose(back.storage.matrix, storage.rows(np.arange(19)), atol=1e-5)
+    for word in ["alpha", "</s>", "gamma"]:
+        np.testing.assert_allclose(back[word], emb[word], atol=1e-5)
+
+
 def test_writer_rejects_before_writing(tmp_path: Path) -> None:
     path = tmp_path / "keep.bin"
     path.write_bytes(b"old")
@@ -285,7 +301,7 @@ def test_writer_rejects_before_writing(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=r"model|loss|epoch|sampling_threshold"):
             write_fasttext(path, emb)
     bucket = Embeddings(NdArray(np.ones((9, 2), dtype=np.float32)), FinalfusionBucketVocab(["a"], FinalfusionHashIndexer(3)))
-    with pytest.raises(TypeError, match="FinalfusionBucketVocab"):
+    with pytest.raises(ValueError, match="FinalfusionBucketVocab"):
         write_fasttext(path, bucket)
     assert path.read_bytes() == b"old"
 

@@ -155,7 +155,7 @@ def test_invalid_utf8_marker() -> None:
 def test_writer_refusals(tmp_path: Path) -> None:
     path = tmp_path / "keep.floret"
     path.write_bytes(b"old")
-    with pytest.raises(TypeError, match="SimpleVocab"):
+    with pytest.raises(ValueError, match="SimpleVocab"):
         write_floret(path, Embeddings(NdArray(np.ones((1, 2), dtype=np.float32)), SimpleVocab(["a"])))
     for bow in ["", "a b", "\t", "\x00", "\udcff"]:
         emb = Embeddings(NdArray(np.ones((2, 2), dtype=np.float32)), FloretVocab(FloretIndexer(2, bow=bow)))

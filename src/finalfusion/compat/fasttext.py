@@ -440,10 +440,9 @@ def write_fasttext(file: Any, embeddings: Embeddings, *, fsync: bool = False) ->
 
     Raises
     ------
-    TypeError
-        For another vocabulary type.
     ValueError
-        Before anything is written, for a word fastText cannot store (one
+        Before anything is written: for another vocabulary type (as
+        finalfusion-python 0.7.1), a word fastText cannot store (one
         containing NUL or a lone surrogate) or metadata arguments fastText
         cannot represent.
 
@@ -458,7 +457,7 @@ def write_fasttext(file: Any, embeddings: Embeddings, *, fsync: bool = False) ->
     """
     vocab = embeddings.vocab
     if not isinstance(vocab, (FastTextVocab, SimpleVocab)):
-        raise TypeError(f"fastText models need a FastTextVocab or SimpleVocab, not {type(vocab).__name__}")
+        raise ValueError(f"fastText models need a FastTextVocab or SimpleVocab, not {type(vocab).__name__}")  # ValueError as in 0.7.1
     encoded = _encode_words(vocab.words)
     args = _args_for(embeddings)
     n = len(vocab)

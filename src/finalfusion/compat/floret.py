@@ -163,11 +163,10 @@ def write_floret(file: Any, embeddings: Embeddings, *, fsync: bool = False) -> N
 
     Raises
     ------
-    TypeError
-        For another vocabulary type.
     ValueError
-        Before writing, if a begin/end-of-word marker is empty or contains
-        whitespace (the header separates fields by whitespace).
+        Before writing: for another vocabulary type, or if a
+        begin/end-of-word marker is empty or contains whitespace (the header
+        separates fields by whitespace).
 
     Examples
     --------
@@ -186,7 +185,7 @@ def write_floret(file: Any, embeddings: Embeddings, *, fsync: bool = False) -> N
     """
     vocab = embeddings.vocab
     if not isinstance(vocab, FloretVocab):
-        raise TypeError(f"floret vectors need a FloretVocab, not {type(vocab).__name__}")
+        raise ValueError(f"floret vectors need a FloretVocab, not {type(vocab).__name__}")
     idx = vocab.subword_indexer
     for name, marker in (("begin-of-word", idx.bow), ("end-of-word", idx.eow)):
         if not marker or marker != "".join(marker.split()):
