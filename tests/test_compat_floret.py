@@ -131,12 +131,25 @@ def test_bad_rows() -> None:
         load_floret(nan_word)
     with pytest.raises(Truncated, match="rows"):
         load_floret(b"\n".join(lines[:3]))
-    with pytest.raises(Truncated, match="rows"):
+    with pytest.raises(FormatError, match="rows") as too_many:
         load_floret(data + b"4 1 2\n")
+    assert not isinstance(too_many.value, Truncated)
     with pytest.raises(FormatError, match="header"):
         load_floret(b"")
     with pytest.raises(FormatError, match="header"):
         load_floret(b"4 2 3 6 2 2166136261 < >")  # no newline, no rows
+
+
+def test_bad_row_in_a_later_block_is_located() -> None:
+    data, _ = floret_text(5000, 1)
+    lines = data.split(b"\n")
+    lines[4501] = b"4500 nan? 1"
+    with pytest.raises(FormatError, match="line 4502: wrong number of fields") as exc:
+        load_floret(b"\n".join(lines))
+    assert exc.value.offset == sum(len(line) + 1 for line in lines[:4501])
+    lines[4501] = b"4500 eins"
+    with pytest.raises(FormatError, match="line 4502: not a number"):
+        load_floret(b"\n".join(lines))
 
 
 def test_huge_bucket_claim_fails_fast() -> None:

@@ -30,7 +30,7 @@ from finalfusion.vocab.subword import FloretVocab
 __all__ = ["load_floret", "write_floret"]
 
 _WHERE: Final = "floret header"
-#: Rows formatted per write; ``%.9g`` round-trips every float32 exactly.
+#: Rows parsed or formatted at a time; ``%.9g`` round-trips every float32 exactly.
 _WRITE_ROWS: Final = 4096
 
 
@@ -110,19 +110,20 @@ def _parse_rows(data: bytes, base: int, n: int, dims: int) -> npt.NDArray[np.flo
     if lines and not lines[-1].strip():
         lines.pop()
     if len(lines) != n:
-        raise Truncated(
-            "number of rows differs from the header", offset=base + len(data), chunk="floret rows", expected=f"{n} rows", found=f"{len(lines)} lines"
-        )
-    tokens = data.split()
-    if len(tokens) != n * (dims + 1):
-        _bad_line(lines, base, dims)
-    table = np.array(tokens, dtype=object).reshape(n, dims + 1)
-    try:
-        matrix = table[:, 1:].astype(np.float32)
-    except ValueError:
-        _bad_line(lines, base, dims)
-        raise  # pragma: no cover - _bad_line always raises
-    return np.ascontiguousarray(matrix)
+        error = Truncated if len(lines) < n else FormatError
+        raise error("number of rows differs from the header", offset=base + len(data), chunk="floret rows", expected=f"{n} rows", found=f"{len(lines)} lines")
+    matrix = np.empty((n, dims), dtype=np.float32)
+    # Block by block, so the temporary token lists stay small whatever the file size.
+    for lo in range(0, n, _WRITE_ROWS):
+        block = lines[lo : lo + _WRITE_ROWS]
+        tokens = b" ".join(block).split()
+        if len(tokens) != len(block) * (dims + 1):
+            _bad_line(lines, base, dims)
+        try:
+            matrix[lo : lo + len(block)] = np.array(tokens, dtype=object).reshape(len(block), dims + 1)[:, 1:].astype(np.float32)
+        except ValueError:
+            _bad_line(lines, base, dims)
+    return matrix
 
 
 def _bad_line(lines: list[bytes], base: int, dims: int) -> None:
