@@ -195,6 +195,12 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
         supervised models (labels), quantized ``.ftz`` models and pruned
         dictionaries.
 
+    Warns
+    -----
+    LegacyFormatWarning
+        For files written by finalfusion-python 0.7's ``write_fasttext``
+        (prune index 0 instead of -1); they are read normally.
+
     Examples
     --------
     >>> import io, numpy as np
