@@ -57,7 +57,18 @@ _IS_WS = np.zeros(256, dtype=bool)
 _IS_WS[list(_WS)] = True
 #: Longest plain decimal the vectorised parser takes (18 digits always fit an int64).
 _MAX_FAST = 18
-_POW10 = 10.0 ** np.arange(0, 24)
+_POW10 = 10.0 ** np.arange(0, 19)
+_LO, _HI = np.arange(1 << 16) & 0xFF, np.arange(1 << 16) >> 8
+_LO_DIGIT, _HI_DIGIT = (_LO >= 48) & (_LO <= 57), (_HI >= 48) & (_HI <= 57)
+#: For a little-endian pair of characters: its two digits as a number (non-digits count as 0),
+#: how many digits it has, and where a dot is (1: first, 2: second, 0: none).
+#: (uint8 tables, small enough to stay in cache): the pair's digits as a number (other characters
+#: skipped), 10 to the number of its digits (what the number so far is shifted by), its number of
+#: digits, and where a dot is (1: first, 2: second, 0: none).
+_PAIR_DIGITS = (_LO_DIGIT.astype(np.uint8) + _HI_DIGIT).astype(np.uint8)
+_PAIR_VALUE = np.where(_LO_DIGIT & _HI_DIGIT, 10 * (_LO - 48) + _HI - 48, np.where(_LO_DIGIT, _LO - 48, np.where(_HI_DIGIT, _HI - 48, 0))).astype(np.uint8)
+_PAIR_SHIFT = (10 ** _PAIR_DIGITS.astype(np.int64)).astype(np.uint8)
+_PAIR_DOT = np.where(_LO == 0x2E, 1, np.where(_HI == 0x2E, 2, 0)).astype(np.int64)
 
 
 def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
@@ -205,16 +216,16 @@ def _first_line_dims(block: bytes, base: int, fmt: str) -> int:
 def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, want: int | None, words: list[str], sink: RowSink, lossy: bool) -> int:
     """Parse whole lines of ``block`` (ending with ``\\n``); return the bytes consumed."""
     a = np.frombuffer(block, dtype=np.uint8)
-    ws = _IS_WS[a]
-    edge = np.empty(len(a) + 1, dtype=bool)
-    edge[0] = False
-    edge[-1] = False
-    np.not_equal(ws[1:], ws[:-1], out=edge[1:-1])
-    # Token starts: non-whitespace after whitespace (or at 0); ends: whitespace after non-whitespace.
-    starts = np.flatnonzero(edge[:-1] & ~ws)
+    ws = a <= 0x20
+    odd = np.flatnonzero(a < 0x20)
+    odd = odd[~_IS_WS[a[odd]]]
+    if len(odd):  # control characters other than the separators belong to words (Rust does not split on them)
+        ws[odd] = False
+    # Tokens alternate with separator runs: every change between whitespace and not is a start or an end.
+    changes = np.flatnonzero(ws[1:] != ws[:-1]) + 1
     if len(a) and not ws[0]:
-        starts = np.concatenate(([0], starts[starts != 0]))
-    ends = np.flatnonzero(edge[1:] & ~ws) + 1
+        changes = np.concatenate(([0], changes))
+    starts, ends = changes[0::2], changes[1::2]
     newlines = np.flatnonzero(a == 0x0A)
     if want is not None and want < len(newlines):
         newlines = newlines[:want]
@@ -262,38 +273,45 @@ def _parse_numbers(
     """Parse the tokens ``a[starts[i]:ends[i]]`` as numbers (plain decimals vectorised, the rest by ``float``)."""
     n = len(starts)
     lengths = ends - starts
-    short = np.minimum(lengths, 255).astype(np.uint8)
-    order = np.argsort(255 - short, kind="stable")  # longest first; radix sort on uint8
+    # Two characters at a time: the block viewed as little-endian u16 from an even and from an odd
+    # byte, tokens grouped by the parity of their start and sorted by length (longest first) so each
+    # step only touches the tokens still long enough; lookup tables give a pair's digits.
+    pairs = np.minimum((lengths + 1) >> 1, 127).astype(np.uint8)
+    parity = (starts & 1).astype(np.uint8)
+    order = np.argsort((parity << 7) | (127 - pairs), kind="stable")  # radix sort on uint8
+    n_even = n - int(np.count_nonzero(parity))
     s_sorted = starts[order]
-    by_len = np.bincount(short, minlength=256)
-    active = n - np.cumsum(by_len)  # active[j] = tokens longer than j
+    p_sorted = pairs[order]
     mant = np.zeros(n, dtype=np.int64)
-    frac = np.zeros(n, dtype=np.int64)
-    dot_seen = np.zeros(n, dtype=bool)
+    n_digits = np.zeros(n, dtype=np.int64)
+    dot = np.full(n, -1, dtype=np.int64)
     neg = np.zeros(n, dtype=bool)
-    ok = np.ones(n, dtype=bool)
-    width = min(int(short.max()) if n else 0, _MAX_FAST)
-    for j in range(width):
-        k = int(active[j])
-        c = a[s_sorted[:k] + j]
-        d = c - np.uint8(48)
-        isd = d < 10
-        m = mant[:k]
-        np.multiply(m, 10, out=m, where=isd)
-        np.add(m, d, out=m, where=isd)
-        seen = dot_seen[:k]
-        frac[:k] += isd & seen
-        isdot = c == 0x2E
-        if j == 0:
-            neg[:k] = c == 0x2D
-            valid = isd | isdot | neg[:k]
-        else:
-            valid = isd | (isdot & ~seen)
-        ok[:k] &= valid
-        seen |= isdot
-    # Tokens too long for the fast path, or a lone "-", ".", "-.".
-    ok &= (lengths[order] <= _MAX_FAST) & (lengths[order] - neg - dot_seen.astype(np.int64) > 0)
-    values = mant / _POW10[np.minimum(frac, len(_POW10) - 1)]
+    for g, lo, hi in ((0, 0, n_even), (1, n_even, n)):
+        if lo == hi:
+            continue
+        view = np.frombuffer(block, dtype="<u2", offset=g, count=(len(block) - g) // 2)
+        idx = (s_sorted[lo:hi] - g) >> 1
+        active = (hi - lo) - np.cumsum(np.bincount(p_sorted[lo:hi], minlength=128))
+        m, nd, dt = mant[lo:hi], n_digits[lo:hi], dot[lo:hi]
+        for jj in range(min(int(p_sorted[lo]), _MAX_FAST // 2)):
+            k = int(active[jj])
+            c2 = view[idx[:k]].astype(np.intp)
+            mk = m[:k]
+            mk *= _PAIR_SHIFT[c2]
+            mk += _PAIR_VALUE[c2]
+            nd[:k] += _PAIR_DIGITS[c2]
+            where_dot = _PAIR_DOT[c2]
+            np.copyto(dt[:k], where_dot + (2 * jj - 1), where=where_dot > 0)
+            if jj == 0:
+                neg[lo:hi] = (c2 & 0xFF) == 0x2D
+            idx[:k] += 1
+    length = lengths[order]
+    has_dot = dot >= 0
+    # A plain decimal: digits, at most one dot, a minus only in front, at least one digit.
+    ok = (length <= _MAX_FAST) & (n_digits > 0) & (length - n_digits == has_dot.astype(np.int64) + neg)
+    frac = np.where(has_dot, length - 1 - dot, 0)
+    frac = np.minimum(frac, _MAX_FAST - 1)
+    values = mant / _POW10[frac]
     np.negative(values, out=values, where=neg)
     out = np.empty(n, dtype=np.float64)
     out[order] = values

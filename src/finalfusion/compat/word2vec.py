@@ -138,34 +138,26 @@ def _parse_block(buf: bytes, base: int, vec: int, want: int, words: list[str], s
         return 0
     nxt = np.searchsorted(spaces_arr, spaces_arr + (vec + 1)).tolist()
     spaces = spaces_arr.tolist()
-    end, n_spaces = len(buf), len(spaces)
+    # Separators whose vector ends inside the buffer.
+    complete = int(np.searchsorted(spaces_arr, len(buf) - vec))
     seps: list[int] = []
+    append = seps.append
     i = 0
-    while i < n_spaces and len(seps) < want:
-        s = spaces[i]
-        if s + 1 + vec > end:
-            break
-        seps.append(s)
+    while i < complete:
+        append(spaces[i])
         i = nxt[i]
+    del seps[want:]
     k = len(seps)
     if not k:
         return 0
+    sep_arr = np.asarray(seps, dtype=np.int64)
+    ends = sep_arr + 1 + vec
+    starts = np.concatenate(([0], ends[:-1])).tolist()
+    raw = [buf[a:b] for a, b in zip(starts, seps, strict=True)]
     rows = sink.reserve(k)
-    raw: list[bytes] = []
-    prev = 0
-    src = memoryview(buf)
     if vec:
-        out = rows.data.cast("B")
-        for j, s in enumerate(seps):
-            raw.append(buf[prev:s])
-            prev = s + 1 + vec
-            out[j * vec : (j + 1) * vec] = src[s + 1 : prev]
-    else:
-        for s in seps:
-            raw.append(buf[prev:s])
-            prev = s + 1
-    if not _LITTLE_ENDIAN:
-        rows.byteswap(inplace=True)
+        _gather_vectors(buf, sep_arr + 1, rows)
+    prev = int(ends[-1])
     first = len(words) + 1
     check_finite(rows, first, _WHERE)
     words.extend(_decode_words(raw, seps, vec, base, first, lossy))
@@ -173,7 +165,23 @@ def _parse_block(buf: bytes, base: int, vec: int, want: int, words: list[str], s
     return prev
 
 
-_LITTLE_ENDIAN = np.dtype(np.float32).byteorder in ("=", "<") and np.little_endian
+def _gather_vectors(buf: bytes, offsets: npt.NDArray[np.int64], rows: npt.NDArray[np.float32]) -> None:
+    """Copy the little-endian f32 vectors at byte ``offsets`` of ``buf`` into ``rows``.
+
+    The vectors are not 4-byte aligned relative to each other, so for each
+    of the four alignments the buffer is viewed as float32 from that byte on,
+    with a sliding window of one vector; rows at matching offsets are then a
+    single fancy-indexed copy.
+    """
+    dims = rows.shape[1]
+    residue = offsets % 4
+    for r in range(4):
+        which = np.flatnonzero(residue == r)
+        if not len(which):
+            continue
+        floats = np.frombuffer(buf, dtype="<f4", offset=r, count=(len(buf) - r) // 4)
+        windows = np.lib.stride_tricks.sliding_window_view(floats, dims)
+        rows[which] = windows[(offsets[which] - r) // 4]
 
 
 def _decode_words(raw: list[bytes], seps: list[int], vec: int, base: int, first: int, lossy: bool) -> list[str]:
