@@ -185,8 +185,8 @@ def _read(f: IO[bytes], fmt: str, n: int | None, dims: int | None, pos: int, los
             sink = RowSink(dims, take, affordable)
         used = _parse_block(block, base, fmt, first_line + len(words), dims, want, words, sink, lossy)
         base += used
-        if used < len(block):
-            carry = b""  # the limit was reached
+        if used < len(block):  # the wanted number of lines is reached
+            carry = block[used:] + carry
             break
     if sink is None:
         if dims is None:
