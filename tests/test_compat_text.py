@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import finalfusion
@@ -154,6 +154,8 @@ numbers = st.floats(width=32, allow_nan=False, allow_infinity=False)
 @given(st.lists(numbers, min_size=1, max_size=40), st.sampled_from(["{:.6f}", "{!r}", "{:.3e}", "{:g}", "{}"]))
 def test_number_parsing_matches_float(values: list[float], style: str) -> None:
     tokens = [style.format(v) for v in values]
+    # Rounding to fewer digits can push float32's largest values out of range: those are rejected (tested below).
+    assume(np.isfinite(np.array([float(t) for t in tokens], dtype=np.float32)).all())
     emb = load_text(("w " + " ".join(tokens) + "\n").encode(), normalize=False)
     expected = np.array([float(t) for t in tokens], dtype=np.float32)
     np.testing.assert_array_equal(emb.storage.matrix[0], expected)
@@ -175,6 +177,7 @@ def test_number_parsing_matches_float(values: list[float], style: str) -> None:
         (b"2 2\nfoo 1 2\nfoo 3 4\n", "text-dims line 3 repeats the word 'foo' of line 2", None),
         (b"2 2\nfoo 1 nan\nbar 1 2\n", "text-dims line 2: vector has a NaN or infinite component", None),
         (b"2 2\nfoo 1 2\nbar -inf 2\n", "text-dims line 3: vector has a NaN", None),
+        (b"2 2\nfoo 1 2\nbar 3.5e38 2\n", "text-dims line 3: vector has a NaN or infinite", None),
         (b"two 2\nfoo 1 2\n", "header must be two non-negative integers", 0),
     ],
 )
