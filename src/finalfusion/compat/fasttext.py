@@ -21,9 +21,10 @@ and gensim's ``load_facebook_model`` both load.
 
 from __future__ import annotations
 
+import functools
 import struct
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any, Final
 
 import numpy as np
@@ -235,17 +236,24 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
         matrix = np.concatenate([matrix[:keep], matrix[nwords:]])
     index = simple_vocab(words, _ENTRY, first=0).word_index
     vocab = FastTextVocab(words, FastTextIndexer(bucket, max(minn, 1), maxn), _index=index)
+    take = functools.partial(np.take, matrix, axis=0)
     for pos, rows in _word_ngram_rows(vocab):
-        k = rows.shape[1]
-        scale = np.float32(1.0 / (k + 1))
+        scale = np.float32(1.0 / (rows.shape[1] + 1))
         for lo in range(0, len(pos), _BLOCK):
             p = pos[lo : lo + _BLOCK]
-            acc = matrix[p]
-            for j in range(k):
-                acc += matrix[rows[lo : lo + _BLOCK, j]]
+            acc = _row_sum(take, rows[lo : lo + _BLOCK])
+            acc += take(p)
             acc *= scale
             matrix[p] = acc
     return embeddings_from(words, matrix, normalize, metadata, vocab=vocab)
+
+
+def _row_sum(take: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float32]], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+    """Sum of the rows ``rows[i, :]`` for every ``i``, one column of indices at a time (``np.take`` gathers fastest)."""
+    acc = take(rows[:, 0])
+    for j in range(1, rows.shape[1]):
+        acc += take(rows[:, j])
+    return acc
 
 
 def _read_args(stream: _Stream) -> tuple[Any, ...]:
@@ -555,16 +563,12 @@ def _word_rows(embeddings: Embeddings) -> npt.NDArray[np.float32]:
     if not isinstance(vocab, FastTextVocab):
         return words
     storage = embeddings.storage
-    matrix = storage.matrix if isinstance(storage, NdArray) else None
+    take = functools.partial(np.take, storage.matrix, axis=0) if isinstance(storage, NdArray) else storage.rows
     for pos, rows in _word_ngram_rows(vocab):
-        k = rows.shape[1]
+        scale = np.float32(rows.shape[1] + 1)
         for lo in range(0, len(pos), _BLOCK):
             p = pos[lo : lo + _BLOCK]
-            r = rows[lo : lo + _BLOCK]
-            acc = words[p] * np.float32(k + 1)
-            for j in range(k):
-                acc -= matrix[r[:, j]] if matrix is not None else storage.rows(r[:, j])
-            words[p] = acc
+            words[p] = words[p] * scale - _row_sum(take, rows[lo : lo + _BLOCK])
     return words
 
 
