@@ -239,8 +239,8 @@ WORKERS = {"gen": worker_gen, "load": worker_load, "write": worker_write, "known
 # ----------------------------------------------------------------------------------
 # driver
 # ----------------------------------------------------------------------------------
-def run_worker(python: str, task: str, extra: list[str], timeout: float = 3600) -> dict:
-    cmd = [python, SCRIPT, "--worker", task, *extra]
+def run_worker(python: str, task: str, extra: list[str], timeout: float = 3600, script: str = SCRIPT) -> dict:
+    cmd = [python, script, "--worker", task, *extra]
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tempfile.gettempdir())

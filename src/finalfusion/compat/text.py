@@ -44,8 +44,8 @@ from finalfusion.io import atomic_output
 
 __all__ = ["load_text", "load_text_dims", "write_text", "write_text_dims"]
 
-#: Bytes read per block.
-_BLOCK = 1 << 23
+#: Bytes read per block (small enough for the per-token arrays to stay in cache).
+_BLOCK = 1 << 18
 #: Longest line accepted.
 _MAX_LINE = 1 << 26
 #: Words written per block.
