@@ -243,6 +243,16 @@ def test_round_trip(words: list[str], tmp_path: Path) -> None:
     np.testing.assert_allclose(back2.storage.matrix, matrix, atol=2e-5)
 
 
+def test_empty_models(tmp_path: Path) -> None:
+    path = tmp_path / "empty.bin"
+    write_fasttext(path, Embeddings(NdArray(np.ones((5, 3), dtype=np.float32)), FastTextVocab([], FastTextIndexer(5))))
+    back = load_fasttext(path)
+    assert len(back.vocab) == 0
+    np.testing.assert_allclose(back["abc"], np.ones(3) / np.sqrt(3), rtol=1e-6)
+    write_fasttext(path, Embeddings(NdArray(np.ones((0, 3), dtype=np.float32)), SimpleVocab([])))
+    assert load_fasttext(path).storage.shape == (0, 3)
+
+
 def test_real_file_round_trip_keeps_input_matrix(ft_file: Path, ft: Embeddings, tmp_path: Path) -> None:
     out = tmp_path / "out.bin"
     write_fasttext(out, ft)

@@ -92,6 +92,11 @@ _READ = 1 << 20
 _MATRIX_READ = 1 << 26
 
 
+def _raw_bytes(arr: npt.NDArray[Any]) -> memoryview:
+    """A byte view of a C-contiguous array (also of an empty one, which ``memoryview.cast`` refuses)."""
+    return arr.data.cast("B") if arr.size else memoryview(b"")
+
+
 class _Stream:
     """Exact reads from a binary stream with the absolute (decompressed) offset and put-back bytes."""
 
@@ -125,7 +130,7 @@ class _Stream:
         return b"".join(parts)
 
     def into(self, out: npt.NDArray[Any], what: str, where: str) -> None:
-        view = out.data.cast("B")
+        view = _raw_bytes(out)
         start = self.pos
         got = 0
         if self.pending:
@@ -483,7 +488,7 @@ def write_fasttext(file: Any, embeddings: Embeddings, *, fsync: bool = False) ->
         f.write(_DICT.pack(n, n, 0, n * (n + 1) // 2, -1))
         f.write(_dictionary_entries(encoded))
         f.write(_MATRIX.pack(False, n + args[8], dims))
-        f.write(np.ascontiguousarray(words, dtype="<f4").data.cast("B"))
+        f.write(_raw_bytes(np.ascontiguousarray(words, dtype="<f4")))
         if isinstance(vocab, FastTextVocab):
             _write_rows(f, embeddings, n, vocab.upper_bound)
         f.write(_MATRIX.pack(False, n, dims))
@@ -579,4 +584,4 @@ def _write_rows(f: IO[bytes], embeddings: Embeddings, lo: int, hi: int) -> None:
     for start in range(lo, hi, step):
         stop = min(hi, start + step)
         block = storage.matrix[start:stop] if isinstance(storage, NdArray) else storage.rows(np.arange(start, stop))
-        f.write(np.ascontiguousarray(block, dtype="<f4").data.cast("B"))
+        f.write(_raw_bytes(np.ascontiguousarray(block, dtype="<f4")))
