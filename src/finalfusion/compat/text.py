@@ -59,16 +59,32 @@ _IS_WS[list(_WS)] = True
 _MAX_FAST = 18
 _POW10 = 10.0 ** np.arange(0, 19)
 _LO, _HI = np.arange(1 << 16) & 0xFF, np.arange(1 << 16) >> 8
-_LO_DIGIT, _HI_DIGIT = (_LO >= 48) & (_LO <= 57), (_HI >= 48) & (_HI <= 57)
-#: For a little-endian pair of characters: its two digits as a number (non-digits count as 0),
-#: how many digits it has, and where a dot is (1: first, 2: second, 0: none).
-#: (uint8 tables, small enough to stay in cache): the pair's digits as a number (other characters
-#: skipped), 10 to the number of its digits (what the number so far is shifted by), its number of
-#: digits, and where a dot is (1: first, 2: second, 0: none).
-_PAIR_DIGITS = (_LO_DIGIT.astype(np.uint8) + _HI_DIGIT).astype(np.uint8)
-_PAIR_VALUE = np.where(_LO_DIGIT & _HI_DIGIT, 10 * (_LO - 48) + _HI - 48, np.where(_LO_DIGIT, _LO - 48, np.where(_HI_DIGIT, _HI - 48, 0))).astype(np.uint8)
-_PAIR_SHIFT = (10 ** _PAIR_DIGITS.astype(np.int64)).astype(np.uint8)
-_PAIR_DOT = np.where(_LO == 0x2E, 1, np.where(_HI == 0x2E, 2, 0)).astype(np.int64)
+
+
+def _pair_tables(first: bool) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
+    """Lookup tables for a little-endian pair of characters of a number token.
+
+    ``shift`` is 10 to the number of digits in the pair (what the mantissa so far is multiplied
+    by), or NaN if the pair cannot be part of a plain decimal -- the NaN then sticks to the
+    token's mantissa, which marks it for the slow path; ``value`` is the pair's digits as a
+    number; ``dot`` is 10 to the number of digits after a dot in the pair (0 without a dot), so
+    that ``q = q * shift + dot`` ends as 10 to the number of decimals. The second character may
+    be the separator after an odd-length token; a minus sign is allowed only first in a token.
+    """
+    lo_digit, hi_digit = (_LO >= 48) & (_LO <= 57), (_HI >= 48) & (_HI <= 57)
+    hi_end = _IS_WS[_HI]
+    lo_ok = lo_digit | (_LO == 0x2E) | ((_LO == 0x2D) if first else False)
+    hi_ok = hi_digit | (_HI == 0x2E) | hi_end
+    valid = lo_ok & hi_ok & ~((_LO == 0x2E) & (_HI == 0x2E)) & ~((_LO == 0x2D) & (_HI == 0x2D))
+    digits = lo_digit.astype(np.int64) + hi_digit
+    shift = np.where(valid, 10.0**digits, np.nan).astype(np.float32)
+    value = np.where(lo_digit & hi_digit, 10 * (_LO - 48) + _HI - 48, np.where(lo_digit, _LO - 48, np.where(hi_digit, _HI - 48, 0))).astype(np.uint8)
+    dot = np.where(_LO == 0x2E, np.where(hi_digit, 10.0, 1.0), np.where(_HI == 0x2E, 1.0, 0.0)).astype(np.float32)
+    return shift, value, dot
+
+
+_FIRST_PAIR = _pair_tables(True)
+_NEXT_PAIR = _pair_tables(False)
 
 
 def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
@@ -217,8 +233,8 @@ def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, want:
     """Parse whole lines of ``block`` (ending with ``\\n``); return the bytes consumed."""
     a = np.frombuffer(block, dtype=np.uint8)
     ws = a <= 0x20
-    odd = np.flatnonzero(a < 0x20)
-    odd = odd[~_IS_WS[a[odd]]]
+    controls = np.flatnonzero(a < 0x20)  # newlines, tabs, ... (a few per line)
+    odd = controls[~_IS_WS[a[controls]]]
     if len(odd):  # control characters other than the separators belong to words (Rust does not split on them)
         ws[odd] = False
     # Tokens alternate with separator runs: every change between whitespace and not is a start or an end.
@@ -226,7 +242,7 @@ def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, want:
     if len(a) and not ws[0]:
         changes = np.concatenate(([0], changes))
     starts, ends = changes[0::2], changes[1::2]
-    newlines = np.flatnonzero(a == 0x0A)
+    newlines = controls[a[controls] == 0x0A]
     if want is not None and want < len(newlines):
         newlines = newlines[:want]
     n_lines = len(newlines)
@@ -282,9 +298,8 @@ def _parse_numbers(
     n_even = n - int(np.count_nonzero(parity))
     s_sorted = starts[order]
     p_sorted = pairs[order]
-    mant = np.zeros(n, dtype=np.int64)
-    n_digits = np.zeros(n, dtype=np.int64)
-    dot = np.full(n, -1, dtype=np.int64)
+    mant = np.zeros(n, dtype=np.float64)
+    scale = np.zeros(n, dtype=np.float64)
     neg = np.zeros(n, dtype=bool)
     for g, lo, hi in ((0, 0, n_even), (1, n_even, n)):
         if lo == hi:
@@ -292,26 +307,30 @@ def _parse_numbers(
         view = np.frombuffer(block, dtype="<u2", offset=g, count=(len(block) - g) // 2)
         idx = (s_sorted[lo:hi] - g) >> 1
         active = (hi - lo) - np.cumsum(np.bincount(p_sorted[lo:hi], minlength=128))
-        m, nd, dt = mant[lo:hi], n_digits[lo:hi], dot[lo:hi]
+        m, q = mant[lo:hi], scale[lo:hi]
         for jj in range(min(int(p_sorted[lo]), _MAX_FAST // 2)):
             k = int(active[jj])
             c2 = view[idx[:k]].astype(np.intp)
-            mk = m[:k]
-            mk *= _PAIR_SHIFT[c2]
-            mk += _PAIR_VALUE[c2]
-            nd[:k] += _PAIR_DIGITS[c2]
-            where_dot = _PAIR_DOT[c2]
-            np.copyto(dt[:k], where_dot + (2 * jj - 1), where=where_dot > 0)
+            shift_t, value_t, dot_t = _FIRST_PAIR if jj == 0 else _NEXT_PAIR
+            sh = shift_t[c2]
+            mk, qk = m[:k], q[:k]
+            mk *= sh
+            mk += value_t[c2]
+            qk *= sh
+            qk += dot_t[c2]
             if jj == 0:
                 neg[lo:hi] = (c2 & 0xFF) == 0x2D
             idx[:k] += 1
     length = lengths[order]
-    has_dot = dot >= 0
-    # A plain decimal: digits, at most one dot, a minus only in front, at least one digit.
-    ok = (length <= _MAX_FAST) & (n_digits > 0) & (length - n_digits == has_dot.astype(np.int64) + neg)
-    frac = np.where(has_dot, length - 1 - dot, 0)
-    frac = np.minimum(frac, _MAX_FAST - 1)
-    values = mant / _POW10[frac]
+    has_dot = scale > 0
+    np.copyto(scale, 1.0, where=~has_dot)
+    frac = np.rint(np.log10(scale, out=np.zeros_like(scale), where=scale > 0)).astype(np.int64)
+    # A plain decimal: no character outside [-.0-9] (NaN mantissa), one dot at most (the scale
+    # is a power of ten), at least one digit.
+    ok = ~np.isnan(mant) & (length <= _MAX_FAST) & (length - neg - has_dot.astype(np.int64) > 0)
+    frac = np.clip(frac, 0, _MAX_FAST)
+    ok &= scale == _POW10[frac]
+    values = mant / scale
     np.negative(values, out=values, where=neg)
     out = np.empty(n, dtype=np.float64)
     out[order] = values
