@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import struct
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -405,3 +406,17 @@ def test_duplicate_words() -> None:
         load_fasttext(build_bin([b"a", b"a"], np.ones((2, 3), dtype=np.float32)))
     with pytest.raises(FormatError, match="repeats"):
         load_fasttext(build_bin([b"a", b"a"], np.ones((7, 3), dtype=np.float32), bucket=5, minn=3, maxn=6))
+
+
+def test_every_single_byte_corruption_loads_or_raises_format_error() -> None:
+    data = _model()
+    for pos in range(len(data)):
+        for value in (0x00, 0x7F, 0x80, 0xFF):
+            corrupt = bytearray(data)
+            corrupt[pos] = value
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", LegacyFormatWarning)
+                    load_fasttext(bytes(corrupt))
+            except FormatError:
+                pass
