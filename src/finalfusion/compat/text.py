@@ -266,7 +266,8 @@ def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, want:
     is_num[word_tok] = False
     rows = sink.reserve(n_lines)
     values = _parse_numbers(a, starts[is_num], ends[is_num], block, base, fmt, line0, dims)
-    rows[...] = values.reshape(n_lines, dims)
+    with np.errstate(over="ignore"):  # beyond float32's range: infinite, rejected just below
+        rows[...] = values.reshape(n_lines, dims)
     check_finite(rows, line0, f"{fmt} line")
     w_starts, w_ends = starts[word_tok].tolist(), ends[word_tok].tolist()
     raw = [block[s:e] for s, e in zip(w_starts, w_ends, strict=True)]
