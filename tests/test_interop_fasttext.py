@@ -142,3 +142,16 @@ def test_round_trip_through_both_tools_keeps_vectors(trained: tuple[Path, Any], 
     assert second.vocab == first.vocab
     np.testing.assert_allclose(second.storage.matrix, first.storage.matrix, atol=1e-5)
     assert second.metadata == first.metadata
+
+
+@pytest.mark.parametrize("name", ["rust-fasttext.bin", "python-fasttext.bin"])
+def test_real_file_matches_fasttext_bindings(testdata: Path, name: str, tmp_path: Path) -> None:
+    model = fasttext.load_model(str(testdata / name))
+    emb = load_fasttext(testdata / name)
+    assert emb.vocab.words == model.get_words()
+    check_against_fasttext(emb, model, model.get_words())
+    out = tmp_path / "written.bin"
+    write_fasttext(out, emb)
+    reloaded = fasttext.load_model(str(out))
+    for word in model.get_words() + UNKNOWN:
+        assert cosine(reloaded.get_word_vector(word), model.get_word_vector(word)) > MIN_COSINE, word
