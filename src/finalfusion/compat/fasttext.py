@@ -438,7 +438,9 @@ def write_fasttext(file: Any, embeddings: Embeddings, *, fsync: bool = False) ->
     finalfusion-python 0.7.1, and all of them return the vectors of
     ``embeddings``: word rows are multiplied by their norms and the
     precomputation of :func:`load_fasttext` is undone (word row =
-    ``vector * (n + 1) - sum of its n-gram rows``). Training arguments come
+    ``vector * (n + 1) - sum of its n-gram rows``; ``</s>`` keeps its own
+    row, as fastText uses it -- gensim, 0.7.1 and finalfusion-rust average
+    n-grams into ``</s>`` on any fastText model). Training arguments come
     from the metadata when present (0.7.1's or finalfusion-rust's keys),
     otherwise fastText's defaults; dim, buckets, minn and maxn always come
     from the embeddings. Words are given descending counts ``n, n-1, ...,
