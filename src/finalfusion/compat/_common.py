@@ -80,7 +80,18 @@ class _Prefixed(io.RawIOBase):
 
 
 def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
-    """The first ``n`` bytes of ``f`` without consuming them, and the stream to read from."""
+    """The first ``n`` bytes of ``f`` without consuming them, and the stream to read from.
+
+    Seekable files are rewound; other streams are wrapped so that the bytes
+    read are delivered again.
+
+    Examples
+    --------
+    >>> import io
+    >>> head, f = peek(io.BytesIO(b"FiFu..."), 4)
+    >>> head, f.read()
+    (b'FiFu', b'FiFu...')
+    """
     try:
         if f.seekable():
             pos = f.tell()
@@ -146,6 +157,13 @@ def input_size(f: IO[bytes]) -> int | None:
     """Bytes left in ``f`` if that is known cheaply (a plain seekable file), else ``None``.
 
     Readers use it to cap preallocations by what the file can hold.
+
+    Examples
+    --------
+    >>> import io
+    >>> f = io.BytesIO(b"12345"); _ = f.read(2)
+    >>> input_size(f)
+    3
     """
     if isinstance(f, gzip.GzipFile):
         return None
@@ -214,6 +232,13 @@ class RowSink:
     Memory is preallocated for ``min(claimed, affordable)`` rows -- or a
     modest number when the size is unknown -- and grows by doubling, so a
     header claiming 2^40 rows never allocates more than the data needs.
+
+    Examples
+    --------
+    >>> sink = RowSink(2, claimed=2**40, affordable=1)
+    >>> sink.reserve(3)[:] = 1.0; sink.commit(3)
+    >>> sink.finish().shape
+    (3, 2)
     """
 
     def __init__(self, dims: int, claimed: int | None, affordable: int | None) -> None:
@@ -246,7 +271,15 @@ class RowSink:
 
 
 def check_finite(rows: npt.NDArray[np.float32], first: int, where: str) -> None:
-    """Raise :class:`FormatError` naming the first row (numbered from ``first``) with a NaN or infinity."""
+    """Raise :class:`FormatError` naming the first row (numbered from ``first``) with a NaN or infinity.
+
+    Examples
+    --------
+    >>> check_finite(np.array([[1.0], [np.nan]], dtype=np.float32), 5, "text line")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: text line 6: vector has a NaN or infinite component: expected finite numbers, found [nan]
+    """
     if rows.size and not np.isfinite(rows).all():
         bad = int(np.flatnonzero(~np.isfinite(rows).all(axis=1))[0])
         raise FormatError(f"{where} {first + bad}: vector has a NaN or infinite component", expected="finite numbers", found=rows[bad].tolist()[:10])
@@ -319,7 +352,16 @@ def check_writable_word(word: str, fmt: str) -> None:
 
 
 def check_writable_words(words: Sequence[str], fmt: str) -> None:
-    """:func:`check_writable_word` for every word, fast for the common case of plain words."""
+    """:func:`check_writable_word` for every word, fast for the common case of plain words.
+
+    Examples
+    --------
+    >>> check_writable_words(["Berlin", "Zürich"], "text")
+    >>> check_writable_words(["Berlin", ""], "text")
+    Traceback (most recent call last):
+    ...
+    ValueError: text cannot represent the empty word
+    """
     joined = "".join(words)
     if all(words) and joined.isprintable() and not any(c.isspace() for c in joined):
         return
@@ -333,6 +375,13 @@ def simple_vocab(words: list[str], where: str, first: int = 1) -> SimpleVocab:
     ``where`` names the unit of the input (e.g. ``"word2vec record"``) and
     ``first`` the number of the first word's unit, so the error can say
     which record or line repeats which.
+
+    Examples
+    --------
+    >>> simple_vocab(["a", "b", "a"], "text line")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: text: text line 3 repeats the word 'a' of line 1: expected unique words, found a
     """
     try:
         index = build_index(words)
@@ -463,15 +512,33 @@ def read_dims_header(f: IO[bytes], fmt: str) -> tuple[int, int, int]:
 
 
 def check_limit(limit: int | None) -> None:
-    """Validate a reader's ``limit`` argument."""
+    """Validate a reader's ``limit`` argument.
+
+    Examples
+    --------
+    >>> check_limit(None); check_limit(10)
+    >>> check_limit(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: limit must be a non-negative int or None, got -1
+    """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
 
 
 def check_trailing(f: IO[bytes], carry: bytes, base: int, message: str, where: str) -> None:
-    """Raise :class:`FormatError` if anything but whitespace follows in ``carry`` and the rest of ``f``.
+    r"""Raise :class:`FormatError` if anything but whitespace follows in ``carry`` and the rest of ``f``.
 
     ``base`` is the offset of ``carry[0]`` in the input.
+
+    Examples
+    --------
+    >>> import io
+    >>> check_trailing(io.BytesIO(b" \n"), b"\n", 10, "data after the records", "word2vec")
+    >>> check_trailing(io.BytesIO(b" x"), b"", 10, "data after the records", "word2vec")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: word2vec: data after the records: expected end of input, found b'x' (at byte offset 11)
     """
     while True:
         stripped = carry.lstrip()
