@@ -96,3 +96,16 @@ def test_quantized_storage_chunk_without_header(testdata: Path) -> None:
 def test_top_level_exports() -> None:
     for name in ("load", "load_word2vec", "load_text", "load_text_dims", "load_fasttext", "write_word2vec", "write_text", "write_text_dims"):
         assert getattr(finalfusion, name) is getattr(finalfusion.compat, name)
+
+
+def test_bytes_paths_and_file_descriptors_as_in_071(testdata: Path) -> None:
+    import os
+
+    path = os.fsencode(testdata / "rust-similarity.bin")
+    expected = load_word2vec(testdata / "rust-similarity.bin")
+    same(load_word2vec(path), expected)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        same(load(fd), expected)
+    finally:
+        os.close(fd)

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
+from finalfusion.io import _is_bytes_path
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
 from finalfusion.storage.ndarray import NdArray
@@ -118,9 +119,10 @@ def open_input(source: Any) -> Iterator[IO[bytes]]:
     Parameters
     ----------
     source
-        A path (``str`` or ``os.PathLike``), the file's contents as
-        ``bytes``, or a binary file object (read from its current position;
-        it is not closed). Gzip data is recognised by its magic bytes
+        A path (``str`` or ``os.PathLike``; a ``bytes`` value naming an
+        existing file is a path too, as in finalfusion-python 0.7), a file
+        descriptor, the file's contents as ``bytes``, or a binary file object
+        (read from its current position; it is not closed). Gzip data is recognised by its magic bytes
         ``1f 8b``, whatever the file is called.
 
     Yields
@@ -137,8 +139,10 @@ def open_input(source: Any) -> Iterator[IO[bytes]]:
     """
     with contextlib.ExitStack() as stack:
         f: IO[bytes]
-        if isinstance(source, (str, os.PathLike)):
+        if isinstance(source, (str, os.PathLike)) or (isinstance(source, bytes) and _is_bytes_path(source)):
             f = stack.enter_context(open(source, "rb"))
+        elif isinstance(source, int) and not isinstance(source, bool):
+            f = stack.enter_context(open(source, "rb", closefd=False))
         elif isinstance(source, (bytes, bytearray, memoryview)):
             f = io.BytesIO(source)
         elif hasattr(source, "read"):
