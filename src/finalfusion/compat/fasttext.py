@@ -30,7 +30,7 @@ from typing import IO, Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion.compat._common import decode_word, dense_matrix_with_norms, embeddings_from, input_size, open_input, simple_vocab
+from finalfusion.compat._common import check_limit, decode_word, dense_matrix_with_norms, embeddings_from, input_size, open_input, simple_vocab
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, LegacyFormatWarning, Truncated, UnsupportedVersion
 from finalfusion.io import atomic_output
@@ -222,8 +222,7 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     >>> bool(np.allclose(back["welt"] * back.norms.norms[1], emb["welt"], atol=1e-5))
     True
     """
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be non-negative, got {limit}")
+    check_limit(limit)
     with open_input(file) as f:
         stream = _Stream(f)
         args = _read_args(stream)
