@@ -252,6 +252,7 @@ def test_empty_models(tmp_path: Path) -> None:
     np.testing.assert_allclose(back["abc"], np.ones(3) / np.sqrt(3), rtol=1e-6)
     write_fasttext(path, Embeddings(NdArray(np.ones((0, 3), dtype=np.float32)), SimpleVocab([])))
     assert load_fasttext(path).storage.shape == (0, 3)
+    assert load_fasttext(gzip.compress(path.read_bytes())).storage.shape == (0, 3)
 
 
 def test_real_file_round_trip_keeps_input_matrix(ft_file: Path, ft: Embeddings, tmp_path: Path) -> None:

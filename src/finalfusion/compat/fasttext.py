@@ -349,12 +349,13 @@ def _read_dictionary(stream: _Stream, lossy: bool) -> tuple[list[str], int]:
             pos = end + _ENTRY_TAIL + 1
     stream.pending = bytes(buf[pos:]) + stream.pending
     stream.pos = base + pos
+    view = bytes(buf)
     end_arr = np.array(ends, dtype=np.int64)
     starts = np.empty_like(end_arr)
     if size:
         starts[0] = 0
         starts[1:] = end_arr[:-1] + _ENTRY_TAIL + 1
-        types = np.frombuffer(bytes(buf), dtype=np.int8)[end_arr + _ENTRY_TAIL]
+        types = np.frombuffer(view, dtype=np.int8)[end_arr + _ENTRY_TAIL]
         bad = np.flatnonzero(types != 0)
         if len(bad):
             i = int(bad[0])
@@ -365,7 +366,6 @@ def _read_dictionary(stream: _Stream, lossy: bool) -> tuple[list[str], int]:
                 expected="entry type 0 (word)",
                 found=int(types[i]),
             )
-    view = bytes(buf)
     spans = list(zip(starts.tolist(), ends, strict=True))
     try:
         words = [view[s:e].decode("utf-8") for s, e in spans]
@@ -401,7 +401,7 @@ def _read_input_matrix(stream: _Stream, nwords: int, args: tuple[Any, ...]) -> n
             block = np.empty((min(step, rows - lo), cols), dtype="<f4")
             stream.into(block, f"the input matrix (row {lo})", where)
             blocks.append(block)
-        matrix = np.concatenate(blocks) if len(blocks) != 1 else blocks[0]
+        matrix = blocks[0] if len(blocks) == 1 else np.concatenate(blocks) if blocks else np.empty((0, cols), dtype="<f4")
     if matrix.dtype != np.float32:  # big-endian host
         matrix = matrix.astype(np.float32)
     return matrix
