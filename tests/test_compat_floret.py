@@ -140,6 +140,23 @@ def test_bad_rows() -> None:
         load_floret(b"4 2 3 6 2 2166136261 < >")  # no newline, no rows
 
 
+def test_blank_lines_are_not_skipped() -> None:
+    data, _ = floret_text(4, 2)
+    lines = data.split(b"\n")
+    with pytest.raises(FormatError, match="line 3: wrong number of fields"):
+        load_floret(b"\n".join([*lines[:2], b"", *lines[3:]]))
+    with pytest.raises(FormatError, match="number of rows"):
+        load_floret(b"\n".join([*lines[:2], b"", *lines[2:]]))
+
+
+def test_word_in_index_column_is_ignored() -> None:
+    """The index column is not interpreted (finalfusion-rust and spaCy ignore it)."""
+    data, rows = floret_text(3, 2)
+    lines = data.split(b"\n")
+    renamed = b"\n".join([lines[0], *(b"w" + line for line in lines[1:4]), b""])
+    np.testing.assert_array_equal(load_floret(renamed).storage.matrix, rows)
+
+
 def test_bad_row_in_a_later_block_is_located() -> None:
     data, _ = floret_text(5000, 1)
     lines = data.split(b"\n")
