@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import finalfusion
 from finalfusion import Embeddings, FastTextVocab, FormatError, LegacyFormatWarning, Metadata, NdArray, Norms, SimpleVocab, Truncated
@@ -422,3 +424,26 @@ def test_every_single_byte_corruption_loads_or_raises_format_error() -> None:
                     load_fasttext(bytes(corrupt))
             except FormatError:
                 pass
+
+
+WORDS = st.lists(st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=12), unique=True, max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=WORDS, n_buckets=st.integers(1, 30), dims=st.integers(1, 4), minn=st.integers(1, 4), extra=st.integers(0, 3), seed=st.integers(0, 2**16))
+def test_write_read_round_trip_property(words: list[str], n_buckets: int, dims: int, minn: int, extra: int, seed: int) -> None:
+    """Any writable vocabulary survives write -> read: words, lookups and (normalize=False) the stored rows."""
+    vocab = FastTextVocab(words, FastTextIndexer(n_buckets, minn, minn + extra))
+    matrix = np.random.default_rng(seed).normal(size=(len(words) + n_buckets, dims)).astype(np.float32)
+    emb = Embeddings(NdArray(matrix), vocab)
+    buf = io.BytesIO()
+    write_fasttext(buf, emb)
+    back = load_fasttext(buf.getvalue(), normalize=False)
+    assert back.vocab == vocab
+    np.testing.assert_allclose(back.storage.matrix, matrix, rtol=1e-4, atol=1e-4)
+    normalized = load_fasttext(buf.getvalue())
+    for word in [*words[:3], "unseen", ""]:
+        got, want = normalized.embedding(word), emb.embedding(word)
+        assert (got is None) == (want is None)
+        if got is not None:
+            np.testing.assert_allclose(got * (normalized.norms.norms[vocab.idx(word)] if word in vocab else 1.0), want, rtol=1e-4, atol=1e-4)  # type: ignore[union-attr]
