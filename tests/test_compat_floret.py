@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import load_json, word_of
 from finalfusion import Embeddings, FloretVocab, FormatError, NdArray, SimpleVocab, Truncated
@@ -231,3 +233,18 @@ def _cosine(a: Any, b: Any) -> float:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+MARKER = st.text(st.characters(blacklist_categories=["Cs", "Cc", "Cf", "Co", "Cn", "Zs", "Zl", "Zp"]), min_size=1, max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(bow=MARKER, eow=MARKER, n=st.integers(1, 20), dims=st.integers(1, 5), hashes=st.integers(1, 4), seed=st.integers(0, 2**32 - 1))
+def test_round_trip_property(bow: str, eow: str, n: int, dims: int, hashes: int, seed: int) -> None:
+    matrix = np.random.default_rng(seed % 1000).normal(size=(n, dims)).astype(np.float32)
+    emb = Embeddings(NdArray(matrix), FloretVocab(FloretIndexer(n, 2, 4, n_hashes=hashes, seed=seed, bow=bow, eow=eow)))
+    buf = io.BytesIO()
+    write_floret(buf, emb)
+    back = load_floret(buf.getvalue())
+    assert back.vocab == emb.vocab
+    np.testing.assert_array_equal(back.storage.matrix, matrix)
