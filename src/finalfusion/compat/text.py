@@ -37,6 +37,7 @@ from finalfusion.compat._common import (
     input_size,
     open_input,
     read_dims_header,
+    reuse_freed_memory,
 )
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
@@ -128,6 +129,7 @@ def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, li
     finalfusion.errors.FormatError: text-dims line 3: wrong number of components: expected 2, found 1 (at byte offset 12)
     """
     check_limit(limit)
+    reuse_freed_memory()
     with open_input(file) as f:
         n, dims, pos = read_dims_header(f, "text-dims")
         words, matrix = _read(f, "text-dims", n, dims, pos, lossy, limit)
@@ -161,6 +163,7 @@ def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: 
     (['foo', 'bar'], [0.0, -1.5], True)
     """
     check_limit(limit)
+    reuse_freed_memory()
     with open_input(file) as f:
         words, matrix = _read(f, "text", None, None, 0, lossy, limit)
     return embeddings_from(words, matrix, normalize, where="text line", first=1)

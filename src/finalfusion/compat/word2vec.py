@@ -32,6 +32,7 @@ from finalfusion.compat._common import (
     input_size,
     open_input,
     read_dims_header,
+    reuse_freed_memory,
 )
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
@@ -90,6 +91,7 @@ def load_word2vec(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     ['foo']
     """
     check_limit(limit)
+    reuse_freed_memory()
     with open_input(file) as f:
         words, matrix = _read(f, lossy, limit)
     return embeddings_from(words, matrix, normalize, where=_WHERE)
