@@ -194,13 +194,19 @@ def test_spaces_inside_vectors_and_small_blocks(monkeypatch: pytest.MonkeyPatch)
     raw = rng.integers(0, 256, size=(300, 5 * 4), dtype=np.uint8)
     raw[:, ::3] = 0x20  # plenty of spaces in the vectors
     raw[:, 3::4] = 0x3F  # keep exponents finite
+    raw[::5, 16] = 0x0A  # and newlines where a record's newline would be if the vector were shorter
     matrix = raw.view("<f4").reshape(300, 5)
-    data = w2v_bytes(words, matrix)
-    for block in (7, 64, 1000, 1 << 24):
-        monkeypatch.setattr(w2v, "_BLOCK", block)
-        emb = load_word2vec(data, normalize=False)
-        assert emb.vocab.words == words
-        np.testing.assert_array_equal(emb.storage.matrix, matrix)
+    with_newlines = w2v_bytes(words, matrix)
+    # Every other record without its newline: the fast path for newline-terminated files must notice.
+    mixed = w2v_bytes(words[:1], matrix[:1]).replace(b"1 5\n", b"300 5\n")
+    for i in range(1, 300):
+        mixed += w2v_bytes([words[i]], matrix[i : i + 1], header=b"", newline=i % 2 == 0)
+    for data in (with_newlines, w2v_bytes(words, matrix, newline=False), mixed):
+        for block in (7, 64, 1000, 1 << 24):
+            monkeypatch.setattr(w2v, "_BLOCK", block)
+            emb = load_word2vec(data, normalize=False)
+            assert emb.vocab.words == words
+            np.testing.assert_array_equal(emb.storage.matrix, matrix)
 
 
 def test_gzip_paths_and_streams(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ the file can hold), and each block's words are decoded in one go.
 
 from __future__ import annotations
 
+import re
+import sys
 from typing import IO, Any
 
 import numpy as np
@@ -135,69 +137,112 @@ def _read(f: IO[bytes], lossy: bool, limit: int | None) -> tuple[list[str], npt.
 
 def _parse_block(buf: bytes, base: int, vec: int, want: int, words: list[str], sink: RowSink, lossy: bool) -> int:
     """Parse the complete records at the start of ``buf``; return the bytes consumed."""
-    spaces_arr = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == 0x20)
-    if not len(spaces_arr):
-        return 0
-    nxt = np.searchsorted(spaces_arr, spaces_arr + (vec + 1)).tolist()
-    spaces = spaces_arr.tolist()
+    a = np.frombuffer(buf, dtype=np.uint8)
+    spaces = np.flatnonzero(a == 0x20)
     # Separators whose vector ends inside the buffer.
-    complete = int(np.searchsorted(spaces_arr, len(buf) - vec))
-    seps: list[int] = []
-    append = seps.append
-    i = 0
-    while i < complete:
-        append(spaces[i])
-        i = nxt[i]
-    del seps[want:]
+    complete = int(np.searchsorted(spaces, len(buf) - vec))
+    if not complete:
+        return 0
+    seps = _newline_records(a, spaces, complete, vec)
+    if seps is None:
+        seps = _chain(spaces, complete, vec)
+    seps = seps[:want]
     k = len(seps)
     if not k:
         return 0
-    sep_arr = np.asarray(seps, dtype=np.int64)
-    ends = sep_arr + 1 + vec
-    starts = np.concatenate(([0], ends[:-1])).tolist()
-    raw = [buf[a:b] for a, b in zip(starts, seps, strict=True)]
+    ends = seps + 1 + vec
+    starts = np.empty(k, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1]
     rows = sink.reserve(k)
     if vec:
-        _gather_vectors(buf, sep_arr + 1, rows)
-    prev = int(ends[-1])
+        _gather_vectors(buf, seps + 1, rows)
     first = len(words) + 1
     check_finite(rows, first, _WHERE)
-    words.extend(_decode_words(raw, seps, vec, base, first, lossy))
+    words.extend(_decode_words(a, starts, seps, base, first, lossy))
     sink.commit(k)
-    return prev
+    return int(ends[-1])
+
+
+def _newline_records(a: npt.NDArray[np.uint8], spaces: npt.NDArray[np.intp], complete: int, vec: int) -> npt.NDArray[np.int64] | None:
+    """The separators if every record ends with a newline (the common case), else ``None``.
+
+    Only spaces followed by a newline one vector later can be separators
+    then, which leaves few candidates to chain; the result is verified (each
+    separator must be the first space after the previous record), so a file
+    without newlines, or with a missing one, takes the general path.
+    """
+    candidates = spaces[:complete]
+    after = candidates + (vec + 1)
+    inside = after < len(a)
+    candidates, after = candidates[inside], after[inside]
+    candidates = candidates[a[after] == 0x0A]
+    if not len(candidates):
+        return None
+    seps = np.asarray(_follow(candidates.tolist(), np.searchsorted(candidates, candidates + (vec + 2)).tolist(), len(candidates)), dtype=np.int64)
+    if spaces[0] != seps[0]:
+        return None
+    nxt = np.searchsorted(spaces, seps[:-1] + (vec + 2))
+    if not np.array_equal(spaces[np.minimum(nxt, len(spaces) - 1)], seps[1:]):
+        return None
+    return seps
+
+
+def _chain(spaces: npt.NDArray[np.intp], complete: int, vec: int) -> npt.NDArray[np.int64]:
+    """The separators: from the first space, each next one is the first space after the vector."""
+    nxt = np.searchsorted(spaces, spaces + (vec + 1)).tolist()
+    return np.asarray(_follow(spaces.tolist(), nxt, complete), dtype=np.int64)
+
+
+def _follow(positions: list[int], nxt: list[int], limit: int) -> list[int]:
+    seps: list[int] = []
+    append = seps.append
+    i = 0
+    while i < limit:
+        append(positions[i])
+        i = nxt[i]
+    return seps
 
 
 def _gather_vectors(buf: bytes, offsets: npt.NDArray[np.int64], rows: npt.NDArray[np.float32]) -> None:
     """Copy the little-endian f32 vectors at byte ``offsets`` of ``buf`` into ``rows``.
 
-    The vectors are not 4-byte aligned relative to each other, so for each
-    of the four alignments the buffer is viewed as float32 from that byte on,
-    with a sliding window of one vector; rows at matching offsets are then a
-    single fancy-indexed copy.
+    The buffer is viewed as overlapping byte windows of one vector each, so
+    gathering the windows at ``offsets`` copies every vector with a single
+    fancy-indexing step, whatever the (unaligned) offsets are.
     """
-    dims = rows.shape[1]
-    residue = offsets % 4
-    for r in range(4):
-        which = np.flatnonzero(residue == r)
-        if not len(which):
-            continue
-        floats = np.frombuffer(buf, dtype="<f4", offset=r, count=(len(buf) - r) // 4)
-        windows = np.lib.stride_tricks.sliding_window_view(floats, dims)
-        rows[which] = windows[(offsets[which] - r) // 4]
+    vec = 4 * rows.shape[1]
+    windows = np.lib.stride_tricks.sliding_window_view(np.frombuffer(buf, dtype=np.uint8), vec)
+    rows.view(np.uint8).reshape(len(rows), vec)[...] = windows[offsets]
+    if sys.byteorder == "big":
+        rows.byteswap(inplace=True)
 
 
-def _decode_words(raw: list[bytes], seps: list[int], vec: int, base: int, first: int, lossy: bool) -> list[str]:
-    """Decode and trim a block's words at once (falling back to one by one to name a bad record)."""
-    joined = b" ".join(raw)
+#: Whitespace other than the separator, a doubled or an outer separator: some word needs trimming.
+_UNTRIMMED = re.compile(r"[^\S ]|  |^ | $")
+
+
+def _decode_words(a: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], seps: npt.NDArray[np.int64], base: int, first: int, lossy: bool) -> list[str]:
+    """Decode and trim a block's words at once (one by one only to name a bad record).
+
+    The bytes of every word and its separating space are gathered with one
+    index array, decoded together and split at the spaces.
+    """
+    lengths = seps - starts + 1
+    total = int(lengths.sum())
+    index = np.arange(total, dtype=np.int64) + np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    joined: bytes = a[index].tobytes()
     try:
         text = joined.decode("utf-8")
     except UnicodeDecodeError:
         if not lossy:
-            for j, w in enumerate(raw):
-                start = base + (seps[j - 1] + 1 + vec if j else 0)
-                decode_word(w, False, f"{_WHERE} {first + j}", start)
+            for j, (s, e) in enumerate(zip(starts.tolist(), seps.tolist(), strict=True)):
+                decode_word(a[s:e].tobytes(), False, f"{_WHERE} {first + j}", base + s)
         text = joined.decode("utf-8", errors="replace")
-    return [w.strip() for w in text.split(" ")]
+    text = text[:-1]  # the last separator
+    if _UNTRIMMED.search(text):
+        return [w.strip() for w in text.split(" ")]
+    return text.split(" ")
 
 
 def _truncated(carry: bytes, base: int, vec: int, record: int, n: int) -> None:
