@@ -161,7 +161,8 @@ def _parse_block(buf: bytes, base: int, vec: int, want: int, words: list[str], s
     check_finite(rows, first, _WHERE)
     words.extend(_decode_words(a, starts, seps, base, first, lossy))
     sink.commit(k)
-    return int(ends[-1])
+    end = int(ends[-1])
+    return end + 1 if end < len(a) and a[end] == 0x0A else end  # the next block starts with a word
 
 
 def _newline_records(a: npt.NDArray[np.uint8], spaces: npt.NDArray[np.intp], complete: int, vec: int) -> npt.NDArray[np.int64] | None:
