@@ -279,6 +279,10 @@ class RowSink:
         self.matrix = np.empty((max(start, 0), dims), dtype=np.float32)
         self.rows = 0
 
+    def fits(self, k: int) -> bool:
+        """Whether ``k`` more rows fit without moving the matrix."""
+        return self.rows + k <= self.matrix.shape[0]
+
     def reserve(self, k: int) -> npt.NDArray[np.float32]:
         """The next ``k`` rows to fill (the caller then calls :meth:`commit`)."""
         need = self.rows + k

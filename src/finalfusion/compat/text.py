@@ -20,6 +20,9 @@ token at a time, so it stays correct, just slower.
 
 from __future__ import annotations
 
+import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
 
 import numpy as np
@@ -49,6 +52,8 @@ __all__ = ["load_text", "load_text_dims", "write_text", "write_text_dims"]
 _BLOCK = 1 << 18
 #: Longest line accepted.
 _MAX_LINE = 1 << 26
+#: Threads parsing blocks (numpy releases the GIL in its loops).
+_THREADS = max(1, min(4, os.cpu_count() or 1))
 #: Words written per block.
 _WRITE_ROWS = 1 << 12
 
@@ -170,43 +175,63 @@ def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: 
 
 
 def _read(f: IO[bytes], fmt: str, n: int | None, dims: int | None, pos: int, lossy: bool, limit: int | None) -> tuple[list[str], npt.NDArray[np.float32]]:
-    """Read lines until ``n`` (or ``limit``, or end of input) words are read."""
+    """Read lines until ``n`` (or ``limit``, or end of input) words are read.
+
+    Blocks of whole lines are cut here and parsed by a small thread pool
+    (numpy releases the GIL in its loops), each into its own rows of the
+    matrix; results and errors are taken in file order.
+    """
     take = n if limit is None else (limit if n is None else min(n, limit))
     first_line = 2 if n is not None else 1
     size = input_size(f)
     sink: RowSink | None = None
     words: list[str] = []
+    lines = 0
     carry = b""
     base = pos
     eof = False
-    while (take is None or len(words) < take) and not eof:
-        chunk = f.read(_BLOCK)
-        eof = not chunk
-        buf = carry + chunk if carry else chunk
-        cut = buf.rfind(b"\n") + 1
-        if eof and cut < len(buf):
-            buf += b"\n"
-            cut = len(buf)
-        if not cut:
-            if len(buf) > _MAX_LINE:
-                raise FormatError(
-                    "line too long", offset=base, chunk=f"{fmt} line {first_line + len(words)}", expected=f"at most {_MAX_LINE} bytes", found=len(buf)
-                )
-            carry = buf
-            continue
-        block, carry = buf[:cut], buf[cut:]
-        want = None if take is None else take - len(words)
-        if dims is None:
-            dims = _first_line_dims(block, base, fmt)
-        if sink is None:
-            # Each line holds at least a word, a separator and per component a digit and a separator.
-            affordable = None if size is None else size // (2 * dims + 2) + 1
-            sink = RowSink(dims, take, affordable)
-        used = _parse_block(block, base, fmt, first_line + len(words), dims, want, words, sink, lossy)
-        base += used
-        if used < len(block):  # the wanted number of lines is reached
-            carry = block[used:] + carry
-            break
+    pending: deque[Future[list[str]]] = deque()
+    with ThreadPoolExecutor(_THREADS) as pool:
+        try:
+            while (take is None or lines < take) and not eof:
+                chunk = f.read(_BLOCK)
+                eof = not chunk
+                buf = carry + chunk if carry else chunk
+                cut = buf.rfind(b"\n") + 1
+                if eof and cut < len(buf):
+                    buf += b"\n"
+                    cut = len(buf)
+                if not cut:
+                    if len(buf) > _MAX_LINE:
+                        _collect(pending, words, 0)  # an earlier error comes first
+                        where = f"{fmt} line {first_line + lines}"
+                        raise FormatError("line too long", offset=base, chunk=where, expected=f"at most {_MAX_LINE} bytes", found=len(buf))
+                    carry = buf
+                    continue
+                block, carry = buf[:cut], buf[cut:]
+                count = block.count(b"\n")
+                if take is not None and lines + count > take:  # the wanted number of lines ends in this block
+                    count = take - lines
+                    end = _nth_newline(block, count) + 1
+                    block, carry = block[:end], block[end:] + carry
+                if dims is None:
+                    dims = _first_line_dims(block, base, fmt)
+                if sink is None:
+                    # Each line holds at least a word, a separator and per component a digit and a separator.
+                    affordable = None if size is None else size // (2 * dims + 2) + 1
+                    sink = RowSink(dims, take, affordable)
+                if not sink.fits(count):  # the matrix is about to move: finish the blocks writing into it
+                    _collect(pending, words, 0)
+                rows = sink.reserve(count)
+                sink.commit(count)
+                pending.append(pool.submit(_parse_block, block, base, fmt, first_line + lines, dims, rows, lossy))
+                _collect(pending, words, 2 * _THREADS)
+                base += len(block)
+                lines += count
+            _collect(pending, words, 0)
+        finally:
+            for job in pending:
+                job.cancel()
     if sink is None:
         if dims is None:
             raise FormatError("the input is empty", offset=0, chunk=fmt, expected="at least one line", found="no data")
@@ -224,6 +249,20 @@ def _read(f: IO[bytes], fmt: str, n: int | None, dims: int | None, pos: int, los
     return words, sink.finish()
 
 
+def _collect(pending: deque[Future[list[str]]], words: list[str], keep: int) -> None:
+    """Take the words of finished blocks in file order (raising their errors) until ``keep`` are left."""
+    while len(pending) > keep:
+        words.extend(pending.popleft().result())
+
+
+def _nth_newline(block: bytes, count: int) -> int:
+    """Offset of the ``count``-th newline in ``block`` (``count`` >= 1)."""
+    at = -1
+    for _ in range(count):
+        at = block.index(b"\n", at + 1)
+    return at
+
+
 def _first_line_dims(block: bytes, base: int, fmt: str) -> int:
     line = block[: block.find(b"\n")]
     tokens = line.split()
@@ -232,8 +271,8 @@ def _first_line_dims(block: bytes, base: int, fmt: str) -> int:
     return len(tokens) - 1
 
 
-def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, want: int | None, words: list[str], sink: RowSink, lossy: bool) -> int:
-    """Parse whole lines of ``block`` (ending with ``\\n``); return the bytes consumed."""
+def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, rows: npt.NDArray[np.float32], lossy: bool) -> list[str]:
+    """Parse the lines of ``block`` (ending with ``\\n``) into ``rows``; return their words."""
     a = np.frombuffer(block, dtype=np.uint8)
     ws = a <= 0x20
     controls = np.flatnonzero(a < 0x20)  # newlines, tabs, ... (a few per line)
@@ -246,10 +285,7 @@ def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, want:
         changes = np.concatenate(([0], changes))
     starts, ends = changes[0::2], changes[1::2]
     newlines = controls[a[controls] == 0x0A]
-    if want is not None and want < len(newlines):
-        newlines = newlines[:want]
     n_lines = len(newlines)
-    used = int(newlines[-1]) + 1 if n_lines else 0
     tok_end = np.searchsorted(starts, newlines)
     counts = np.diff(tok_end, prepend=0)
     bad = np.flatnonzero(counts != dims + 1)
@@ -267,7 +303,6 @@ def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, want:
     word_tok = tok_end - counts
     is_num = np.ones(n_tok, dtype=bool)
     is_num[word_tok] = False
-    rows = sink.reserve(n_lines)
     values = _parse_numbers(a, starts[is_num], ends[is_num], block, base, fmt, line0, dims)
     with np.errstate(over="ignore"):  # beyond float32's range: infinite, rejected just below
         rows[...] = values.reshape(n_lines, dims)
@@ -282,9 +317,7 @@ def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, want:
             for j, w in enumerate(raw):
                 decode_word(w, False, f"{fmt} line {line0 + j}", base + w_starts[j])
         text = joined.decode("utf-8", errors="replace")
-    words.extend(text.split("\n") if n_lines else [])
-    sink.commit(n_lines)
-    return used
+    return text.split("\n") if n_lines else []
 
 
 def _parse_numbers(
