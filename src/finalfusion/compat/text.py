@@ -303,9 +303,7 @@ def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, rows:
     word_tok = tok_end - counts
     is_num = np.ones(n_tok, dtype=bool)
     is_num[word_tok] = False
-    values = _parse_numbers(a, starts[is_num], ends[is_num], block, base, fmt, line0, dims)
-    with np.errstate(over="ignore"):  # beyond float32's range: infinite, rejected just below
-        rows[...] = values.reshape(n_lines, dims)
+    _parse_numbers(a, starts[is_num], ends[is_num], rows.reshape(-1), block, base, fmt, line0, dims)
     check_finite(rows, line0, f"{fmt} line")
     w_starts, w_ends = starts[word_tok].tolist(), ends[word_tok].tolist()
     raw = [block[s:e] for s, e in zip(w_starts, w_ends, strict=True)]
@@ -321,9 +319,17 @@ def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, rows:
 
 
 def _parse_numbers(
-    a: npt.NDArray[np.uint8], starts: npt.NDArray[np.intp], ends: npt.NDArray[np.intp], block: bytes, base: int, fmt: str, line0: int, dims: int
-) -> npt.NDArray[np.float64]:
-    """Parse the tokens ``a[starts[i]:ends[i]]`` as numbers (plain decimals vectorised, the rest by ``float``)."""
+    a: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.intp],
+    ends: npt.NDArray[np.intp],
+    out: npt.NDArray[np.float32],
+    block: bytes,
+    base: int,
+    fmt: str,
+    line0: int,
+    dims: int,
+) -> None:
+    """Parse the tokens ``a[starts[i]:ends[i]]`` as numbers into ``out`` (plain decimals vectorised, the rest by ``float``)."""
     n = len(starts)
     lengths = ends - starts
     # Two characters at a time: the block viewed as little-endian u16 from an even and from an odd
@@ -360,26 +366,26 @@ def _parse_numbers(
             idx[:k] += 1
     length = lengths[order]
     has_dot = scale > 0
-    np.copyto(scale, 1.0, where=~has_dot)
-    frac = np.rint(np.log10(scale, out=np.zeros_like(scale), where=scale > 0)).astype(np.int64)
-    # A plain decimal: no character outside [-.0-9] (NaN mantissa), one dot at most (the scale
-    # is a power of ten), at least one digit.
+    # A plain decimal: no character outside [-.0-9] (NaN mantissa), one dot at most, at least one digit.
     ok = ~np.isnan(mant) & (length <= _MAX_FAST) & (length - neg - has_dot.astype(np.int64) > 0)
-    frac = np.clip(frac, 0, _MAX_FAST)
-    ok &= scale == _POW10[frac]
+    if np.count_nonzero(a == 0x2E) != np.count_nonzero(has_dot):
+        # Some token (or word) has several dots: then its scale is not a power of ten.
+        frac = np.rint(np.log10(scale, out=np.zeros_like(scale), where=has_dot)).astype(np.int64)
+        ok &= ~has_dot | (scale == _POW10[np.clip(frac, 0, _MAX_FAST)])
+    np.copyto(scale, 1.0, where=~has_dot)
     values = mant / scale
     np.negative(values, out=values, where=neg)
-    out = np.empty(n, dtype=np.float64)
-    out[order] = values
+    with np.errstate(over="ignore"):  # beyond float32's range: infinite, rejected by the caller
+        out[order] = values
     slow = order[~ok]
     for i in slow.tolist():
         token = block[int(starts[i]) : int(ends[i])]
         try:
-            out[i] = float(token)
+            with np.errstate(over="ignore"):
+                out[i] = float(token)
         except ValueError:
             line = line0 + i // dims
             raise FormatError("not a number", offset=base + int(starts[i]), chunk=f"{fmt} line {line}", expected="a decimal number", found=token[:40]) from None
-    return out
 
 
 def write_text_dims(file: Any, embeddings: Embeddings, sep: str = " ", *, unnormalize: bool = True, fsync: bool = False) -> None:
