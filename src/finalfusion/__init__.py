@@ -14,8 +14,21 @@ Examples
 
 from __future__ import annotations
 
-from finalfusion import metadata, norms, similarity, storage, subword, vocab
+from finalfusion import compat, metadata, norms, similarity, storage, subword, vocab
 from finalfusion.chunks import ChunkIdentifier, TypeId
+from finalfusion.compat import (
+    load,
+    load_fasttext,
+    load_floret,
+    load_text,
+    load_text_dims,
+    load_word2vec,
+    write_fasttext,
+    write_floret,
+    write_text,
+    write_text_dims,
+    write_word2vec,
+)
 from finalfusion.embeddings import Embeddings, load_finalfusion
 from finalfusion.errors import (
     BadMagic,
@@ -73,6 +86,13 @@ __all__ = [
     "UnknownChunk",
     "UnsupportedVersion",
     "__version__",
+    "compat",
+    "load",
+    "load_fasttext",
+    "load_floret",
+    "load_text",
+    "load_text_dims",
+    "load_word2vec",
     "evaluate_analogies",
     "load_finalfusion",
     "load_metadata",
@@ -85,4 +105,9 @@ __all__ = [
     "storage",
     "subword",
     "vocab",
+    "write_fasttext",
+    "write_floret",
+    "write_text",
+    "write_text_dims",
+    "write_word2vec",
 ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -116,15 +115,16 @@ class Vocab(Chunk):
         return ()
 
     # -- on-disk helpers ------------------------------------------------------------
-    @cached_property
-    def _encoded(self) -> list[bytes]:
-        return [w.encode("utf-8") for w in self._words]
-
     def _words_len(self) -> int:
-        return 4 * len(self._words) + sum(map(len, self._encoded))
+        words = self._words
+        if all(map(str.isascii, words)):
+            return 4 * len(words) + sum(map(len, words))
+        return 4 * len(words) + sum(len(w.encode("utf-8")) for w in words)
 
     def _write_words(self, writer: ByteWriter) -> None:
-        writer.raw(_join_strings(self._encoded))
+        # In slices, so the temporaries stay small (a conversion's peak memory is the matrix plus little).
+        for start in range(0, len(self._words), _WRITE_WORDS):
+            writer.raw(_join_strings([w.encode("utf-8") for w in self._words[start : start + _WRITE_WORDS]]))
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -138,6 +138,10 @@ class Vocab(Chunk):
 
     def _repr_extra(self) -> str:
         return ""
+
+
+#: Words serialised at once by :meth:`Vocab._write_words`.
+_WRITE_WORDS = 1 << 16
 
 
 def _join_strings(encoded: list[bytes]) -> bytes:

@@ -1,0 +1,43 @@
+"""Reading and writing foreign embedding formats (FORMAT.md §13).
+
+One module per format: :mod:`~finalfusion.compat.word2vec`,
+:mod:`~finalfusion.compat.text`, :mod:`~finalfusion.compat.fasttext`,
+:mod:`~finalfusion.compat.floret`; :func:`load` recognises the format from
+the file's first bytes. Every loader accepts a path, ``bytes`` or a binary
+file object, decompresses gzip transparently, and returns
+:class:`~finalfusion.embeddings.Embeddings`; like finalfusion-python 0.7.1
+the word rows are l2-normalised and their norms kept (``normalize=False``
+keeps them as stored), and writers multiply the norms back.
+
+Examples
+--------
+>>> import io, numpy as np
+>>> from finalfusion.compat import load, load_text, write_word2vec
+>>> emb = load_text(b"Berlin 3 4\\nParis 0 2\\n")
+>>> buf = io.BytesIO(); write_word2vec(buf, emb)
+>>> load(buf.getvalue(), normalize=False)["Berlin"].tolist()
+[3.0, 4.0]
+"""
+
+from __future__ import annotations
+
+from finalfusion.compat.fasttext import load_fasttext, write_fasttext
+from finalfusion.compat.floret import load_floret, write_floret
+from finalfusion.compat.sniff import load, sniff_format
+from finalfusion.compat.text import load_text, load_text_dims, write_text, write_text_dims
+from finalfusion.compat.word2vec import load_word2vec, write_word2vec
+
+__all__ = [
+    "load",
+    "load_fasttext",
+    "load_floret",
+    "load_text",
+    "load_text_dims",
+    "load_word2vec",
+    "sniff_format",
+    "write_fasttext",
+    "write_floret",
+    "write_text",
+    "write_text_dims",
+    "write_word2vec",
+]

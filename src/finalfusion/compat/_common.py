@@ -1,0 +1,583 @@
+"""Helpers shared by the readers and writers of foreign formats (FORMAT.md §13).
+
+* :func:`open_input` opens a path or binary file object for reading and
+  transparently decompresses gzip (recognised by its magic bytes).
+* :func:`normalize_rows` l2-normalises a matrix in place and returns the
+  norms (zero rows stay zero).
+* :func:`decode_word` / :func:`check_writable_word` enforce what words a
+  format can carry, on read and before a write.
+* :func:`embeddings_from` builds :class:`~finalfusion.embeddings.Embeddings`
+  the way finalfusion-python 0.7.1 and Rust do after a conversion;
+  :func:`dense_matrix_with_norms` undoes the normalisation for writers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+from collections.abc import Iterator, Sequence
+from typing import IO, Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.embeddings import Embeddings
+from finalfusion.errors import FormatError
+from finalfusion.io import _is_bytes_path
+from finalfusion.metadata import Metadata
+from finalfusion.norms import Norms
+from finalfusion.storage.ndarray import NdArray
+from finalfusion.vocab.base import Vocab, build_index
+from finalfusion.vocab.simple import SimpleVocab
+
+__all__ = [
+    "GZIP_MAGIC",
+    "RowSink",
+    "check_finite",
+    "check_trailing",
+    "check_writable_words",
+    "read_dims_header",
+    "check_writable_word",
+    "decode_word",
+    "dense_matrix_with_norms",
+    "embeddings_from",
+    "input_size",
+    "normalize_rows",
+    "open_input",
+    "peek",
+    "reuse_freed_memory",
+    "simple_vocab",
+]
+
+#: First two bytes of every gzip stream.
+GZIP_MAGIC = b"\x1f\x8b"
+#: Rows normalised per block (bounds the temporaries of :func:`normalize_rows`).
+_NORM_BLOCK = 1 << 15
+
+
+class _Prefixed(io.RawIOBase):
+    """A non-seekable binary stream with some already-read bytes put back in front."""
+
+    def __init__(self, prefix: bytes, rest: IO[bytes]) -> None:
+        self._prefix = prefix
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        if self._prefix:
+            n = min(len(view), len(self._prefix))
+            view[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._rest.read(len(view))
+        if not data:
+            return 0
+        view[: len(data)] = data
+        return len(data)
+
+
+def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
+    """The first ``n`` bytes of ``f`` without consuming them, and the stream to read from.
+
+    Seekable files are rewound; other streams are wrapped so that the bytes
+    read are delivered again.
+
+    Examples
+    --------
+    >>> import io
+    >>> head, f = peek(io.BytesIO(b"FiFu..."), 4)
+    >>> head, f.read()
+    (b'FiFu', b'FiFu...')
+    """
+    try:
+        if f.seekable():
+            pos = f.tell()
+            head = f.read(n)
+            f.seek(pos)
+            return head, f
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        pass
+    peeker = getattr(f, "peek", None)
+    if peeker is not None:
+        head = peeker(n)[:n]
+        if len(head) >= n:
+            return head, f
+    head = f.read(n)
+    if not isinstance(head, bytes):
+        raise TypeError("the file object must be opened in binary mode")
+    return head, io.BufferedReader(_Prefixed(head, f))
+
+
+@contextlib.contextmanager
+def open_input(source: Any) -> Iterator[IO[bytes]]:
+    """Open ``source`` for binary reading, decompressing gzip transparently.
+
+    Parameters
+    ----------
+    source
+        A path (``str`` or ``os.PathLike``; a ``bytes`` value naming an
+        existing file is a path too, as in finalfusion-python 0.7), a file
+        descriptor, the file's contents as ``bytes``, or a binary file object
+        (read from its current position; it is not closed). Gzip data is recognised by its magic bytes
+        ``1f 8b``, whatever the file is called.
+
+    Yields
+    ------
+    IO[bytes]
+        A binary file object positioned at the start of the (decompressed) data.
+
+    Examples
+    --------
+    >>> import gzip, io
+    >>> with open_input(io.BytesIO(gzip.compress(b"2 3\\n"))) as f:
+    ...     f.read()
+    b'2 3\\n'
+    """
+    with contextlib.ExitStack() as stack:
+        f: IO[bytes]
+        if isinstance(source, (str, os.PathLike)) or (isinstance(source, bytes) and _is_bytes_path(source)):
+            f = stack.enter_context(open(source, "rb"))
+        elif isinstance(source, int) and not isinstance(source, bool):
+            f = stack.enter_context(open(source, "rb", closefd=False))
+        elif isinstance(source, (bytes, bytearray, memoryview)):
+            f = io.BytesIO(source)
+        elif hasattr(source, "read"):
+            f = source
+        else:
+            raise TypeError(f"expected a path, bytes or a binary file object, got {type(source).__name__}")
+        head, f = peek(f, 2)
+        if not isinstance(head, bytes):
+            raise TypeError("the file object must be opened in binary mode")
+        if head == GZIP_MAGIC:
+            f = cast(IO[bytes], stack.enter_context(gzip.GzipFile(fileobj=f, mode="rb")))
+        yield f
+
+
+def reuse_freed_memory() -> None:
+    """Let the C allocator keep freed block-sized buffers instead of returning them to the OS.
+
+    The block readers create a few MiB of temporary arrays per block. glibc's
+    malloc serves such sizes with fresh ``mmap`` calls (or trims them off the
+    heap) until it has seen a large block freed, so every block paid for
+    page faults again -- about 40 % of the time of a large text conversion.
+    Allocating and freeing one 16 MiB buffer raises glibc's dynamic
+    thresholds once for the process; elsewhere this is a no-op.
+
+    Examples
+    --------
+    >>> reuse_freed_memory()
+    """
+    global _THRESHOLD_RAISED
+    if not _THRESHOLD_RAISED:
+        scratch = np.empty(1 << 24, dtype=np.uint8)
+        del scratch
+        _THRESHOLD_RAISED = True
+
+
+_THRESHOLD_RAISED = False
+
+
+def input_size(f: IO[bytes]) -> int | None:
+    """Bytes left in ``f`` if that is known cheaply (a plain seekable file), else ``None``.
+
+    Readers use it to cap preallocations by what the file can hold.
+
+    Examples
+    --------
+    >>> import io
+    >>> f = io.BytesIO(b"12345"); _ = f.read(2)
+    >>> input_size(f)
+    3
+    """
+    if isinstance(f, gzip.GzipFile):
+        return None
+    try:
+        if not f.seekable():
+            return None
+        pos = f.tell()
+        try:
+            return os.fstat(f.fileno()).st_size - pos
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            end = f.seek(0, io.SEEK_END)
+            f.seek(pos)
+            return end - pos
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return None
+
+
+def normalize_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """l2-normalise the rows of ``matrix`` in place and return their norms.
+
+    Norms are ``sqrt(row · row)`` in float32, as finalfusion-rust and
+    finalfusion-python 0.7.1 compute them. A zero row keeps norm 0 and stays
+    zero (0.7.1 would turn it into NaNs). Works block by block, so the
+    temporary memory is small whatever the matrix size.
+
+    Parameters
+    ----------
+    matrix
+        Writable C-contiguous ``float32`` array of shape ``(n, d)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``float32`` norms of shape ``(n,)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = np.array([[3, 4], [0, 0]], dtype=np.float32)
+    >>> normalize_rows(m).tolist(), m.tolist()
+    ([5.0, 0.0], [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]])
+    """
+    if matrix.ndim != 2 or matrix.dtype != np.float32:
+        raise ValueError(f"expected a 2-D float32 matrix, got {matrix.ndim}-D {matrix.dtype}")
+    n = matrix.shape[0]
+    norms = np.empty(n, dtype=np.float32)
+    for start in range(0, n, _NORM_BLOCK):
+        block = matrix[start : start + _NORM_BLOCK]
+        nb = norms[start : start + _NORM_BLOCK]
+        np.einsum("ij,ij->i", block, block, out=nb)
+        np.sqrt(nb, out=nb)
+        over = np.isinf(nb)
+        if over.any():
+            # Squares of large finite components overflow float32: take those norms in float64.
+            nb[over] = np.sqrt(np.einsum("ij,ij->i", block[over], block[over], dtype=np.float64))
+        divisor = np.where(nb == 0, np.float32(1), nb)
+        block /= divisor[:, None]
+    return norms
+
+
+class RowSink:
+    """A growing ``float32`` matrix for readers that learn the row count as they go.
+
+    ``claimed`` rows are promised by a header; ``affordable`` is how many
+    rows the input can hold at most (from its size) or ``None`` if unknown.
+    Memory is preallocated for ``min(claimed, affordable)`` rows -- or a
+    modest number when the size is unknown -- and grows by doubling, so a
+    header claiming 2^40 rows never allocates more than the data needs.
+
+    Examples
+    --------
+    >>> sink = RowSink(2, claimed=2**40, affordable=1)
+    >>> sink.reserve(3)[:] = 1.0; sink.commit(3)
+    >>> sink.finish().shape
+    (3, 2)
+    """
+
+    def __init__(self, dims: int, claimed: int | None, affordable: int | None) -> None:
+        self.dims = dims
+        start = claimed if claimed is not None else 1 << 12
+        # Unknown input size: start with about 64 MiB and grow.
+        cap = affordable if affordable is not None else max(1, (1 << 26) // max(4 * dims, 1))
+        start = min(start, cap)
+        self.matrix = np.empty((max(start, 0), dims), dtype=np.float32)
+        self.rows = 0
+
+    def fits(self, k: int) -> bool:
+        """Whether ``k`` more rows fit without moving the matrix."""
+        return self.rows + k <= self.matrix.shape[0]
+
+    def reserve(self, k: int) -> npt.NDArray[np.float32]:
+        """The next ``k`` rows to fill (the caller then calls :meth:`commit`)."""
+        need = self.rows + k
+        if need > self.matrix.shape[0]:
+            grown = np.empty((max(need, 2 * self.matrix.shape[0]), self.dims), dtype=np.float32)
+            grown[: self.rows] = self.matrix[: self.rows]
+            self.matrix = grown
+        return self.matrix[self.rows : need]
+
+    def commit(self, k: int) -> None:
+        self.rows += k
+
+    def finish(self) -> npt.NDArray[np.float32]:
+        """The filled rows (a copy only if more were allocated than filled)."""
+        if self.rows == self.matrix.shape[0]:
+            return self.matrix
+        filled: npt.NDArray[np.float32] = self.matrix[: self.rows].copy()
+        return filled
+
+
+def check_finite(rows: npt.NDArray[np.float32], first: int, where: str) -> None:
+    """Raise :class:`FormatError` naming the first row (numbered from ``first``) with a NaN or infinity.
+
+    Examples
+    --------
+    >>> check_finite(np.array([[1.0], [np.nan]], dtype=np.float32), 5, "text line")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: text line 6: vector has a NaN or infinite component: expected finite numbers, found [nan]
+    """
+    if rows.size and not np.isfinite(rows).all():
+        bad = int(np.flatnonzero(~np.isfinite(rows).all(axis=1))[0])
+        raise FormatError(f"{where} {first + bad}: vector has a NaN or infinite component", expected="finite numbers", found=rows[bad].tolist()[:10])
+
+
+def decode_word(raw: bytes, lossy: bool, where: str, offset: int | None = None) -> str:
+    """Decode a word's UTF-8 bytes.
+
+    Parameters
+    ----------
+    raw
+        The word's bytes.
+    lossy
+        Replace invalid sequences with U+FFFD instead of failing.
+    where
+        The format and record or line, e.g. ``"word2vec record 2"``; named in the error.
+    offset
+        Absolute byte offset of ``raw`` in the (decompressed) input, if known.
+
+    Raises
+    ------
+    FormatError
+        On invalid UTF-8 unless ``lossy``.
+
+    Examples
+    --------
+    >>> decode_word(b"zee\\xbfn", True, "word2vec record 2")
+    'zee\\ufffdn'
+    >>> decode_word(b"zee\\xbfn", False, "word2vec record 2", offset=23)
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: word2vec record 2: invalid UTF-8 in word: expected UTF-8, found b'zee\\xbfn' (at byte offset 26)
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if lossy:
+            return raw.decode("utf-8", errors="replace")
+        at = None if offset is None else offset + exc.start
+        raise FormatError("invalid UTF-8 in word", offset=at, chunk=where, expected="UTF-8", found=raw) from None
+
+
+#: Characters that separate fields in the word2vec and text formats (Rust splits on these; words cannot contain them).
+_SEPARATORS = frozenset(" \t\n\r\f\v")
+
+
+def check_writable_word(word: str, fmt: str) -> None:
+    """Raise ``ValueError`` if ``word`` cannot be written in format ``fmt``.
+
+    The word2vec and text formats separate fields by whitespace, so a word
+    must be non-empty and contain no whitespace (ASCII or Unicode: Rust and
+    ``str.split`` would split it when reading back).
+
+    Examples
+    --------
+    >>> check_writable_word("Berlin", "word2vec")
+    >>> check_writable_word("New York", "text")
+    Traceback (most recent call last):
+    ...
+    ValueError: text cannot represent the word 'New York': it contains whitespace
+    """
+    if not isinstance(word, str):
+        raise TypeError(f"words must be str, got {type(word).__name__}: {word!r}")
+    if not word:
+        raise ValueError(f"{fmt} cannot represent the empty word")
+    if any(c.isspace() or c in _SEPARATORS for c in word):
+        raise ValueError(f"{fmt} cannot represent the word {word!r}: it contains whitespace")
+    if "\x00" in word:
+        raise ValueError(f"{fmt} cannot represent the word {word!r}: it contains a NUL character")
+
+
+def check_writable_words(words: Sequence[str], fmt: str) -> None:
+    """:func:`check_writable_word` for every word, fast for the common case of plain words.
+
+    Examples
+    --------
+    >>> check_writable_words(["Berlin", "Zürich"], "text")
+    >>> check_writable_words(["Berlin", ""], "text")
+    Traceback (most recent call last):
+    ...
+    ValueError: text cannot represent the empty word
+    """
+    joined = "".join(words)
+    if all(words) and joined.isprintable() and not any(c.isspace() for c in joined):
+        return
+    for w in words:
+        check_writable_word(w, fmt)
+
+
+def simple_vocab(words: list[str], where: str, first: int = 1) -> SimpleVocab:
+    """A :class:`SimpleVocab` of ``words``; a duplicate word is a :class:`FormatError`.
+
+    ``where`` names the unit of the input (e.g. ``"word2vec record"``) and
+    ``first`` the number of the first word's unit, so the error can say
+    which record or line repeats which.
+
+    Examples
+    --------
+    >>> simple_vocab(["a", "b", "a"], "text line")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: text: text line 3 repeats the word 'a' of line 1: expected unique words, found a
+    """
+    try:
+        index = build_index(words)
+    except ValueError:
+        seen: dict[str, int] = {}
+        for i, w in enumerate(words):
+            if w in seen:
+                raise FormatError(
+                    f"{where} {first + i} repeats the word {w!r} of {where.split()[-1]} {first + seen[w]}",
+                    chunk=where.split()[0],
+                    expected="unique words",
+                    found=w,
+                ) from None
+            seen[w] = i
+        raise
+    return SimpleVocab(words, index)
+
+
+def embeddings_from(
+    words: list[str],
+    matrix: npt.NDArray[np.float32],
+    normalize: bool,
+    metadata: Metadata | None = None,
+    vocab: Vocab | None = None,
+    where: str = "input word",
+    first: int = 1,
+) -> Embeddings:
+    """Embeddings from a word list and its matrix, normalised like the converters of 0.7.1 and Rust.
+
+    Parameters
+    ----------
+    words
+        The known words (ignored when ``vocab`` is given).
+    matrix
+        ``float32`` matrix; with ``normalize`` its first ``len(words)`` rows
+        are l2-normalised in place and their norms kept in an ``NdNorms`` chunk
+        (subword rows, if any, stay as they are).
+    normalize
+        Whether to normalise (the finalfusion-python 0.7.1 default) or keep the rows as read, without norms.
+    metadata, vocab
+        Optional metadata chunk and vocabulary (default: a :class:`SimpleVocab` of ``words``).
+    where, first
+        Unit of the input and number of the first word's unit, for errors
+        about duplicate words (see :func:`simple_vocab`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> emb = embeddings_from(["a", "b"], np.array([[3, 4], [0, 0]], dtype=np.float32), True)
+    >>> emb["a"].tolist(), emb.norms.norms.tolist()
+    ([0.6000000238418579, 0.800000011920929], [5.0, 0.0])
+    """
+    if vocab is None:
+        vocab = simple_vocab(words, where, first)
+    norms = None
+    if normalize:
+        n = len(vocab)
+        norms = Norms(normalize_rows(matrix[:n]) if matrix.shape[0] != n else normalize_rows(matrix))
+    return Embeddings(NdArray(matrix), vocab, norms=norms, metadata=metadata)
+
+
+def dense_matrix_with_norms(emb: Embeddings, unnormalize: bool = True, start: int = 0, stop: int | None = None) -> npt.NDArray[np.float32]:
+    """The word rows of ``emb`` as a dense ``float32`` matrix, norms multiplied back.
+
+    Only the ``len(emb.vocab)`` word rows are returned (subword rows are
+    dropped); works on dense and quantized storage. Without a norms chunk,
+    or with ``unnormalize=False``, the rows are returned as stored. The
+    result never shares memory with the embeddings. ``start`` and ``stop``
+    select a range of words (writers go block by block to bound memory).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> emb = embeddings_from(["a"], np.array([[3, 4]], dtype=np.float32), True)
+    >>> dense_matrix_with_norms(emb).tolist()
+    [[3.0, 4.0]]
+    """
+    n = len(emb.vocab)
+    stop = n if stop is None else min(stop, n)
+    storage = emb.storage
+    if isinstance(storage, NdArray):
+        matrix = np.array(storage.matrix[start:stop], dtype=np.float32, order="C")
+    else:
+        matrix = np.ascontiguousarray(storage.rows(np.arange(start, stop)), dtype=np.float32)
+    if unnormalize and emb.norms is not None:
+        matrix *= emb.norms.norms[start:stop, None]
+    return matrix
+
+
+#: Longest header line accepted (``"<rows> <dims>"`` is a few dozen bytes).
+_MAX_HEADER = 1 << 12
+
+
+def read_dims_header(f: IO[bytes], fmt: str) -> tuple[int, int, int]:
+    r"""Read and parse the ``"<rows> <dims>"`` first line of ``f``.
+
+    Returns
+    -------
+    rows, dims, length
+        The two counts and the length of the line in bytes, including its ``\n``.
+
+    Raises
+    ------
+    FormatError
+        If the line is missing, too long, or not two non-negative integers.
+
+    Examples
+    --------
+    >>> import io
+    >>> read_dims_header(io.BytesIO(b"41 100\nBerlin ..."), "word2vec")
+    (41, 100, 7)
+    >>> read_dims_header(io.BytesIO(b"Berlin 0.5 1.5\n"), "text-dims")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: text-dims line 1: the header must be two non-negative integers "<rows> <dims>": ... (at byte offset 0)
+    """
+    line = f.readline(_MAX_HEADER)
+    if not line:
+        raise FormatError("the input is empty", offset=0, chunk=f"{fmt} header", expected='"<rows> <dims>"', found="no data")
+    if not line.endswith(b"\n"):
+        raise FormatError("the header line is unterminated or too long", offset=0, chunk=f"{fmt} line 1", expected='"<rows> <dims>\\n"', found=line[:80])
+    parts = line.split()
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise FormatError(
+            'the header must be two non-negative integers "<rows> <dims>"', offset=0, chunk=f"{fmt} line 1", expected="2 integers", found=line[:80]
+        )
+    return int(parts[0]), int(parts[1]), len(line)
+
+
+def check_limit(limit: int | None) -> None:
+    """Validate a reader's ``limit`` argument.
+
+    Examples
+    --------
+    >>> check_limit(None); check_limit(10)
+    >>> check_limit(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: limit must be a non-negative int or None, got -1
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
+
+
+def check_trailing(f: IO[bytes], carry: bytes, base: int, message: str, where: str) -> None:
+    r"""Raise :class:`FormatError` if anything but whitespace follows in ``carry`` and the rest of ``f``.
+
+    ``base`` is the offset of ``carry[0]`` in the input.
+
+    Examples
+    --------
+    >>> import io
+    >>> check_trailing(io.BytesIO(b" \n"), b"\n", 10, "data after the records", "word2vec")
+    >>> check_trailing(io.BytesIO(b" x"), b"", 10, "data after the records", "word2vec")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: word2vec: data after the records: expected end of input, found b'x' (at byte offset 11)
+    """
+    while True:
+        stripped = carry.lstrip()
+        if stripped:
+            raise FormatError(message, offset=base + len(carry) - len(stripped), chunk=where, expected="end of input", found=stripped[:40])
+        base += len(carry)
+        carry = f.read(1 << 20)
+        if not carry:
+            return

@@ -1,0 +1,225 @@
+"""floret text vectors (``.floret``, FORMAT.md §13.4), as floret's ``save_floret_vectors`` and spaCy write them.
+
+::
+
+    <n_buckets> <dims> <min_n> <max_n> <n_hashes> <seed> <bow> <eow>\\n
+    <row index> <dims floats>\\n          (n_buckets lines; the index column is ignored)
+
+Fields are separated by ASCII whitespace (floret ends every row with a
+space). The vectors become a :class:`~finalfusion.vocab.FloretVocab`
+(no words: every word is embedded through its hashed n-grams) and an
+``NdArray`` of the rows as they are -- no normalisation, no norms, no
+metadata, as in finalfusion-rust.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.compat._common import decode_word, open_input
+from finalfusion.embeddings import Embeddings
+from finalfusion.errors import FormatError, Truncated
+from finalfusion.io import atomic_output
+from finalfusion.storage.ndarray import NdArray
+from finalfusion.subword.indexers import FloretIndexer
+from finalfusion.vocab.subword import FloretVocab
+
+__all__ = ["load_floret", "write_floret"]
+
+_WHERE: Final = "floret header"
+#: Rows parsed or formatted at a time; ``%.9g`` round-trips every float32 exactly.
+_WRITE_ROWS: Final = 4096
+
+
+def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
+    """Read floret text vectors into a :class:`~finalfusion.vocab.FloretVocab`.
+
+    Parameters
+    ----------
+    file
+        Path, the file's bytes, or a binary file object; gzip input is
+        recognised by its magic bytes.
+    lossy
+        Replace invalid UTF-8 in the begin/end-of-word markers with U+FFFD
+        instead of raising.
+
+    Returns
+    -------
+    Embeddings
+        Floret vocabulary and the bucket rows as stored (floret vectors are
+        never normalised: there are no word rows to normalise). There is
+        no ``limit`` option: every bucket is needed to embed any word.
+
+    Raises
+    ------
+    FormatError
+        For a malformed header (naming the field), a row with the wrong
+        number of values or a non-number (naming the line), or a row count
+        that differs from the header.
+
+    Examples
+    --------
+    >>> emb = load_floret(b"2 3 3 6 2 2166136261 < >\\n0 1 0 0 \\n1 0 2 0 \\n")
+    >>> emb.vocab.subword_indexer
+    FloretIndexer(n_buckets=2, min_n=3, max_n=6, n_hashes=2, seed=2166136261, bow='<', eow='>')
+    >>> emb.storage.matrix.tolist()
+    [[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
+    """
+    with open_input(file) as f:
+        head = f.readline()
+        data = f.read()
+    indexer, dims = _parse_header(head, lossy)
+    matrix = _parse_rows(data, len(head), indexer.n_buckets, dims)
+    return Embeddings(NdArray(matrix), FloretVocab(indexer))
+
+
+def _parse_header(head: bytes, lossy: bool) -> tuple[FloretIndexer, int]:
+    fields = head.split()
+    names = ("n_buckets", "dims", "min_n", "max_n", "n_hashes", "seed", "bow", "eow")
+    if len(fields) != 8 or not head.endswith(b"\n"):
+        raise FormatError(
+            "floret header must have 8 fields and end with a newline", offset=0, chunk=_WHERE, expected=" ".join(f"<{n}>" for n in names), found=head[:200]
+        )
+    values: list[int] = []
+    for name, raw in zip(names[:6], fields[:6], strict=True):
+        try:
+            values.append(int(raw))
+        except ValueError:
+            raise FormatError(f"{name} is not an integer", offset=head.find(raw), chunk=_WHERE, expected="a decimal integer", found=raw) from None
+    n_buckets, dims, min_n, max_n, n_hashes, seed = values
+    checks = (
+        (n_buckets >= 1, "n_buckets", "at least 1"),
+        (dims >= 1, "dims", "at least 1"),
+        (1 <= min_n <= max_n, "min_n/max_n", "1 <= min_n <= max_n"),
+        (1 <= n_hashes <= 4, "n_hashes", "1..4"),
+        (0 <= seed < 2**32, "seed", "0..2**32-1"),
+    )
+    for ok, name, expected in checks:
+        if not ok:
+            raise FormatError(f"invalid {name}", offset=0, chunk=_WHERE, expected=expected, found=dict(zip(names, values, strict=False)))
+    bow = decode_word(fields[6], lossy, f"{_WHERE} (bow)", head.find(fields[6]))
+    eow = decode_word(fields[7], lossy, f"{_WHERE} (eow)", head.rfind(fields[7]))
+    return FloretIndexer(n_buckets, min_n, max_n, n_hashes=n_hashes, seed=seed, bow=bow, eow=eow), dims
+
+
+def _parse_rows(data: bytes, base: int, n: int, dims: int) -> npt.NDArray[np.float32]:
+    # Fast path: numpy's C parser. It skips blank lines and parses the index column as a number, so it is
+    # trusted only when it returns exactly n rows of 1 + dims numbers from exactly n lines; anything else
+    # (a blank line, a word as index, a ragged row, a wrong count) goes through the exact checks below.
+    stripped = data.rstrip()
+    if stripped and stripped.count(b"\n") + 1 == n:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                table = np.loadtxt(io.BytesIO(data), dtype=np.float32, comments=None, ndmin=2)
+            if table.shape == (n, dims + 1):
+                return np.ascontiguousarray(table[:, 1:])
+        except ValueError:
+            pass
+    lines = data.split(b"\n")
+    if lines and not lines[-1].strip():
+        lines.pop()
+    if len(lines) != n:
+        error = Truncated if len(lines) < n else FormatError
+        raise error("number of rows differs from the header", offset=base + len(data), chunk="floret rows", expected=f"{n} rows", found=f"{len(lines)} lines")
+    matrix = np.empty((n, dims), dtype=np.float32)
+    # Block by block, so the temporary token lists stay small whatever the file size.
+    for lo in range(0, n, _WRITE_ROWS):
+        block = lines[lo : lo + _WRITE_ROWS]
+        tokens = b" ".join(block).split()
+        if len(tokens) != len(block) * (dims + 1):
+            _bad_line(lines, base, dims)
+        try:
+            matrix[lo : lo + len(block)] = np.array(tokens, dtype=object).reshape(len(block), dims + 1)[:, 1:].astype(np.float32)
+        except ValueError:
+            _bad_line(lines, base, dims)
+    return matrix
+
+
+def _bad_line(lines: list[bytes], base: int, dims: int) -> None:
+    """Raise a :class:`FormatError` for the first row that is not ``index`` + ``dims`` numbers."""
+    offset = base
+    for i, line in enumerate(lines):
+        parts = line.split()
+        if len(parts) != dims + 1:
+            raise FormatError(
+                f"line {i + 2}: wrong number of fields", offset=offset, chunk=f"floret row {i}", expected=f"1 index + {dims} values", found=len(parts)
+            )
+        try:
+            np.array(parts[1:], dtype=object).astype(np.float32)
+        except ValueError:
+            raise FormatError(f"line {i + 2}: not a number", offset=offset, chunk=f"floret row {i}", expected="decimal numbers", found=line[:200]) from None
+        offset += len(line) + 1
+    raise FormatError("rows are malformed", offset=base, chunk="floret rows")  # pragma: no cover - a bad line always exists
+
+
+def write_floret(file: Any, embeddings: Embeddings, *, fsync: bool = False) -> None:
+    """Write floret-vocabulary embeddings as floret text vectors.
+
+    The output is what floret's ``save_floret_vectors`` writes and spaCy's
+    ``init vectors --mode floret`` reads: the header line, then one line
+    per bucket with its index and values. Values are written with nine
+    significant digits, so every ``float32`` reads back exactly (floret
+    itself writes five).
+
+    Parameters
+    ----------
+    file
+        Path (written atomically) or binary file object.
+    embeddings
+        Embeddings with a :class:`~finalfusion.vocab.FloretVocab` (dense or
+        quantized storage).
+    fsync
+        Flush to disk before the atomic rename.
+
+    Raises
+    ------
+    ValueError
+        Before writing: for another vocabulary type, or if a
+        begin/end-of-word marker is empty or contains whitespace (the header
+        separates fields by whitespace).
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> from finalfusion import Embeddings, FloretVocab, NdArray
+    >>> from finalfusion.subword import FloretIndexer
+    >>> emb = Embeddings(NdArray(np.array([[0.1, -2], [0, 1e-10]], dtype=np.float32)), FloretVocab(FloretIndexer(2, 3, 6)))
+    >>> buf = io.BytesIO(); write_floret(buf, emb)
+    >>> print(buf.getvalue().decode())
+    2 2 3 6 2 2166136261 < >
+    0 0.100000001 -2
+    1 0 1.00000001e-10
+    <BLANKLINE>
+    >>> load_floret(buf.getvalue()).storage.matrix.tolist() == emb.storage.matrix.tolist()
+    True
+    """
+    vocab = embeddings.vocab
+    if not isinstance(vocab, FloretVocab):
+        raise ValueError(f"floret vectors need a FloretVocab, not {type(vocab).__name__}")
+    idx = vocab.subword_indexer
+    for name, marker in (("begin-of-word", idx.bow), ("end-of-word", idx.eow)):
+        if not marker or marker != "".join(marker.split()):
+            raise ValueError(f"floret cannot represent the {name} marker {marker!r}: it must be non-empty and contain no whitespace")
+        if "\x00" in marker or not marker.isprintable():
+            raise ValueError(f"floret cannot represent the {name} marker {marker!r}: it contains a control character")
+        try:
+            marker.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"floret cannot represent the {name} marker {marker!r}: it is not valid Unicode") from None
+    dims = embeddings.dims
+    rows = embeddings.storage.shape[0]
+    storage = embeddings.storage
+    fmt = "%d " + " ".join(["%.9g"] * dims) + "\n"
+    with atomic_output(file, fsync=fsync) as f:
+        f.write(f"{idx.n_buckets} {dims} {idx.min_n} {idx.max_n} {idx.n_hashes} {idx.seed} {idx.bow} {idx.eow}\n".encode())
+        for start in range(0, rows, _WRITE_ROWS):
+            stop = min(rows, start + _WRITE_ROWS)
+            block = storage.matrix[start:stop] if isinstance(storage, NdArray) else storage.rows(np.arange(start, stop))
+            text = "".join([fmt % (start + i, *row) for i, row in enumerate(np.asarray(block, dtype=np.float32).tolist())])
+            f.write(text.encode("ascii"))

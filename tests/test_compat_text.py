@@ -1,0 +1,213 @@
+"""Text and text-dims formats: real files, Rust-exact writing, round trips, malformed input (FORMAT.md §13.2)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import finalfusion
+from conftest import check_lookups
+from finalfusion import FormatError, Truncated, load_finalfusion
+from finalfusion.compat import load_text, load_text_dims, write_text, write_text_dims
+from finalfusion.compat._common import embeddings_from
+
+
+def load_fifu(path: Path) -> finalfusion.Embeddings:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", finalfusion.LegacyFormatWarning)
+        return load_finalfusion(path)
+
+
+# -- real files ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "loader"), [("rust-similarity.txt", load_text_dims), ("rust-similarity.nodims", load_text)])
+def test_rust_similarity_text_equals_fifu(testdata: Path, name: str, loader: Any) -> None:
+    raw = load_fifu(testdata / "rust-similarity.fifu")
+    plain = loader(testdata / name, normalize=False)
+    assert plain.vocab.words == raw.vocab.words
+    np.testing.assert_array_equal(plain.storage.matrix, raw.storage.matrix)  # shortest round-trip decimals: exact
+    emb = loader(testdata / name)
+    np.testing.assert_allclose(emb.storage.matrix, load_fifu(testdata / "python-similarity.fifu").storage.matrix, atol=1e-7, rtol=0)
+    np.testing.assert_allclose(emb.norms.norms, np.linalg.norm(raw.storage.matrix, axis=1), rtol=1e-6)
+
+
+@pytest.mark.parametrize(("name", "loader"), [("rust-similarity.txt", write_text_dims), ("rust-similarity.nodims", write_text)])
+def test_writer_is_byte_exact_with_rust(testdata: Path, tmp_path: Path, name: str, loader: Any) -> None:
+    out = tmp_path / name
+    loader(out, load_fifu(testdata / "rust-similarity.fifu"))
+    assert out.read_bytes() == (testdata / name).read_bytes()
+
+
+@pytest.mark.parametrize(("name", "loader"), [("python-embeddings.txt", load_text), ("python-embeddings.dims.txt", load_text_dims)])
+def test_python_embeddings_golden(testdata: Path, lookups: dict[str, Any], name: str, loader: Any) -> None:
+    emb = loader(testdata / name)
+    check_lookups(emb, lookups["python-embeddings.txt"]["lookups"], atol=1e-7)
+    ref = load_fifu(testdata / "python-embeddings.fifu")
+    assert emb.vocab.words == ref.vocab.words
+    np.testing.assert_array_equal(emb.storage.matrix, ref.storage.matrix)
+    np.testing.assert_array_equal(emb.norms.norms, ref.norms.norms)
+
+
+@pytest.mark.parametrize("who", ["rust", "python"])
+def test_utf8_incomplete(testdata: Path, who: str) -> None:
+    with pytest.raises(FormatError, match="text line 2: invalid UTF-8") as err:
+        load_text(testdata / f"{who}-utf8-incomplete.txt")
+    assert err.value.offset == 16
+    with pytest.raises(FormatError, match="text-dims line 3: invalid UTF-8") as err:
+        load_text_dims(testdata / f"{who}-utf8-incomplete.dims")
+    assert err.value.offset == 20
+    for emb in (load_text(testdata / f"{who}-utf8-incomplete.txt", lossy=True), load_text_dims(testdata / f"{who}-utf8-incomplete.dims", lossy=True)):
+        assert emb.vocab.words == ["meren", "zee\ufffdn", "rivieren"]
+        s = np.float32(np.sqrt(0.5))
+        np.testing.assert_allclose(emb.storage.matrix, [[-s, 0, s], [s, 0, -s], [0, -s, s]], atol=1e-7)
+        np.testing.assert_allclose(emb.norms.norms, np.sqrt(2), rtol=1e-6)
+
+
+# -- round trips ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dims", [1, 2, 50])
+@pytest.mark.parametrize(("writer", "loader"), [(write_text_dims, load_text_dims), (write_text, load_text)])
+def test_round_trip_exact(tmp_path: Path, dims: int, writer: Any, loader: Any) -> None:
+    rng = np.random.default_rng(dims)
+    words = ["Berlin", "Zürich", "東京", "naïve", "🙂", "über-long" * 40]
+    matrix = (rng.standard_normal((len(words), dims)) * 10.0 ** rng.integers(-12, 12, (len(words), dims))).astype(np.float32)
+    matrix[1] = 0
+    matrix[0, 0] = -0.0
+    emb = embeddings_from(words, matrix.copy(), normalize=False)
+    path = tmp_path / "rt.txt"
+    writer(path, emb)
+    back = loader(path, normalize=False)
+    assert back.vocab.words == words
+    np.testing.assert_array_equal(back.storage.matrix, matrix)  # the shortest decimals read back exactly
+    lines = path.read_bytes().splitlines()[1 if writer is write_text_dims else 0 :]
+    assert not any(b"e" in tok for line in lines for tok in line.split()[1:])  # no exponents (Rust formatting)
+    normed = loader(path)
+    np.testing.assert_array_equal(normed.storage.matrix[1], 0)
+    assert float(normed.norms[1]) == 0.0
+
+
+def test_norms_are_multiplied_back_and_sep() -> None:
+    emb = load_text(b"a 3 4\nb 0 1\n")
+    buf = io.BytesIO()
+    write_text(buf, emb)
+    assert buf.getvalue() == b"a 3 4\nb 0 1\n"
+    buf = io.BytesIO()
+    write_text_dims(buf, emb, "\t", unnormalize=False)
+    assert buf.getvalue() == b"2 2\na\t0.6 0.8\nb\t0 1\n"
+    with pytest.raises(ValueError, match="sep"):
+        write_text(io.BytesIO(), emb, sep=",")
+
+
+def test_empty_vocabulary() -> None:
+    emb = embeddings_from([], np.zeros((0, 3), dtype=np.float32), normalize=True)
+    buf = io.BytesIO()
+    write_text_dims(buf, emb)
+    assert buf.getvalue() == b"0 3\n"
+    assert len(load_text_dims(buf.getvalue()).vocab) == 0
+    with pytest.raises(FormatError, match="empty"):
+        load_text(b"")
+
+
+def test_whitespace_variants_limit_and_gzip(tmp_path: Path) -> None:
+    data = b"2 3\r\nfoo\t1  2 3\r\n bar 4 5\x0c6 \n"
+    emb = load_text_dims(data, normalize=False)
+    assert emb.vocab.words == ["foo", "bar"]
+    np.testing.assert_array_equal(emb.storage.matrix, [[1, 2, 3], [4, 5, 6]])
+    assert load_text_dims(data, limit=1).vocab.words == ["foo"]
+    assert load_text(b"a 1\nb 2\nc 3", limit=2, normalize=False).storage.matrix.tolist() == [[1], [2]]
+    assert load_text(b"a 1\nb 2\nc 3", normalize=False).vocab.words == ["a", "b", "c"]  # no final newline
+    (tmp_path / "v.txt.gz").write_bytes(gzip.compress(data))
+    assert load_text_dims(tmp_path / "v.txt.gz").vocab.words == ["foo", "bar"]
+    with open(tmp_path / "v.txt.gz", "rb") as f:
+        assert load_text_dims(f).vocab.words == ["foo", "bar"]
+
+
+def test_small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import finalfusion.compat.text as text
+
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(200)]
+    matrix = rng.standard_normal((200, 9)).astype(np.float32)
+    buf = io.BytesIO()
+    write_text_dims(buf, embeddings_from(words, matrix.copy(), normalize=False))
+    for block in (5, 100, 4096):
+        monkeypatch.setattr(text, "_BLOCK", block)
+        back = load_text_dims(buf.getvalue(), normalize=False)
+        assert back.vocab.words == words
+        np.testing.assert_array_equal(back.storage.matrix, matrix)
+
+
+numbers = st.floats(width=32, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(numbers, min_size=1, max_size=40), st.sampled_from(["{:.6f}", "{!r}", "{:.3e}", "{:g}", "{}"]))
+def test_number_parsing_matches_float(values: list[float], style: str) -> None:
+    tokens = [style.format(v) for v in values]
+    # Rounding to fewer digits can push float32's largest values out of range: those are rejected (tested below).
+    assume(np.isfinite(np.array([float(t) for t in tokens], dtype=np.float32)).all())
+    emb = load_text(("w " + " ".join(tokens) + "\n").encode(), normalize=False)
+    expected = np.array([float(t) for t in tokens], dtype=np.float32)
+    np.testing.assert_array_equal(emb.storage.matrix[0], expected)
+
+
+# -- malformed input -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "match", "offset"),
+    [
+        (b"2 2\nfoo 1 2\nbar 1\n", "text-dims line 3: wrong number of components: expected 2, found 1", 12),
+        (b"2 2\nfoo 1 2 3\nbar 1 2\n", "text-dims line 2: wrong number of components: expected 2, found 3", 4),
+        (b"2 2\nfoo 1 2\n\nbar 1 2\n", "text-dims line 3: spurious empty line", 12),
+        (b"2 2\nfoo 1 x2\nbar 1 2\n", "text-dims line 2: not a number", 10),
+        (b"2 2\nfoo 1 2\nbar 1,5 2\n", "text-dims line 3: not a number", 16),
+        (b"2 2\nfoo 1 2\n", "ends after 1 of the 2 lines", 12),
+        (b"1 2\nfoo 1 2\nbar 1 2\n", "more lines than the 1 the header announces", 12),
+        (b"2 2\nfoo 1 2\nfoo 3 4\n", "text-dims line 3 repeats the word 'foo' of line 2", None),
+        (b"2 2\nfoo 1 nan\nbar 1 2\n", "text-dims line 2: vector has a NaN or infinite component", None),
+        (b"2 2\nfoo 1 2\nbar -inf 2\n", "text-dims line 3: vector has a NaN", None),
+        (b"2 2\nfoo 1 2\nbar 3.5e38 2\n", "text-dims line 3: vector has a NaN or infinite", None),
+        (b"two 2\nfoo 1 2\n", "header must be two non-negative integers", 0),
+    ],
+)
+def test_malformed_text_dims(data: bytes, match: str, offset: int | None) -> None:
+    with pytest.raises(FormatError, match=match) as err:
+        load_text_dims(data)
+    assert err.value.offset == offset
+
+
+def test_malformed_text() -> None:
+    with pytest.raises(FormatError, match="text line 3: wrong number of components: expected 2, found 3"):
+        load_text(b"a 1 2\nb 1 2\nc 1 2 3\n")
+    with pytest.raises(FormatError, match="text line 1: spurious empty line"):
+        load_text(b"\na 1 2\n")
+
+
+def test_huge_header_fails_fast(tmp_path: Path) -> None:
+    path = tmp_path / "huge.txt"
+    path.write_bytes(b"1099511627776 300\nword" + b" 0" * 300 + b"\n")
+    with pytest.raises(Truncated, match="after 1 of the 1099511627776 lines"):
+        load_text_dims(path)
+    with pytest.raises(Truncated, match="after 1 of the 1099511627776 lines"):
+        load_text_dims(gzip.compress(path.read_bytes()))
+
+
+@pytest.mark.parametrize("word", ["New York", "tab\there", "", "\u2003em"])
+def test_unwritable_words(tmp_path: Path, word: str) -> None:
+    path = tmp_path / "out.txt"
+    emb = embeddings_from(["ok", word], np.ones((2, 2), dtype=np.float32), normalize=False)
+    for writer in (write_text, write_text_dims):
+        with pytest.raises(ValueError, match="cannot represent"):
+            writer(path, emb)
+        assert not path.exists()
