@@ -14,7 +14,7 @@ Examples
 
 from __future__ import annotations
 
-from finalfusion import metadata, norms, storage, subword, vocab
+from finalfusion import metadata, norms, quantize, storage, subword, vocab
 from finalfusion.chunks import ChunkIdentifier, TypeId
 from finalfusion.embeddings import Embeddings, load_finalfusion
 from finalfusion.errors import (
@@ -74,6 +74,7 @@ __all__ = [
     "load_vocab",
     "metadata",
     "norms",
+    "quantize",
     "storage",
     "subword",
     "vocab",

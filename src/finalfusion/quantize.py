@@ -264,7 +264,7 @@ def kmeans(
     >>> import numpy as np
     >>> x = np.array([[0.0], [0.1], [10.0], [10.2]])
     >>> c, labels, err = kmeans(x, 2, seed=0)
-    >>> sorted(np.round(c[:, 0], 2).tolist()), bool(labels[0] == labels[1] != labels[2] == labels[3]), round(err, 3)
+    >>> [round(float(v), 2) for v in sorted(c[:, 0])], bool(labels[0] == labels[1] != labels[2] == labels[3]), round(err, 3)
     ([0.05, 10.1], True, 0.025)
     """
     data = np.ascontiguousarray(x, dtype=np.float32)
