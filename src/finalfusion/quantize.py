@@ -72,6 +72,8 @@ QUANTIZERS: Final = ("pq", "opq", "gaussian_opq")
 _ENCODE_ROWS: Final = 16384
 #: Target number of distances (rows x centroids) per assignment block (16 MiB of float32).
 _DIST_BLOCK: Final = 1 << 22
+#: OPQ: Lloyd steps used to choose between the identity and the eigenvalue-allocation start.
+_OPQ_START_ITERATIONS: Final = 8
 #: k-means++ seeding runs on at most this many points per centroid.
 _SEED_POINTS_PER_CENTROID: Final = 16
 
@@ -279,26 +281,31 @@ def kmeans(
 
 
 def _kmeans(x: F32, xa: F32, k: int, n_iterations: int, n_attempts: int, rng: np.random.Generator) -> tuple[F32, npt.NDArray[np.intp], float]:
-    x2 = np.einsum("ij,ij->i", x, x, dtype=np.float64)
     best: tuple[F32, npt.NDArray[np.intp], float] | None = None
     for _ in range(n_attempts):
         centroids = _seed(x, k, rng)
-        labels = np.zeros(x.shape[0], dtype=np.intp)
-        prev = np.full(x.shape[0], -1, dtype=np.intp)
-        dist = np.empty(x.shape[0], dtype=np.float32)
-        for _it in range(n_iterations):
-            _assign(xa, centroids, labels, dist)
-            if np.array_equal(labels, prev):
-                break
-            _update(x, labels, dist, centroids)
-            prev, labels = labels, prev
-        else:
-            _assign(xa, centroids, labels, dist)
-        err = float(np.maximum(dist + x2, 0.0).sum())
+        labels, err = _lloyd(x, xa, centroids, n_iterations)
         if best is None or err < best[2]:
-            best = (centroids, labels.copy(), err)
+            best = (centroids, labels, err)
     assert best is not None  # n_attempts >= 1
     return best
+
+
+def _lloyd(x: F32, xa: F32, centroids: F32, n_iterations: int) -> tuple[npt.NDArray[np.intp], float]:
+    """Lloyd iterations from ``centroids`` (updated in place); the final labels and squared error."""
+    labels = np.zeros(x.shape[0], dtype=np.intp)
+    prev = np.full(x.shape[0], -1, dtype=np.intp)
+    dist = np.empty(x.shape[0], dtype=np.float32)
+    for _it in range(n_iterations):
+        _assign(xa, centroids, labels, dist)
+        if np.array_equal(labels, prev):
+            break
+        _update(x, labels, dist, centroids)
+        prev, labels = labels, prev
+    else:
+        _assign(xa, centroids, labels, dist)
+    x2 = np.einsum("ij,ij->i", x, x, dtype=np.float64)
+    return labels, float(np.maximum(dist + x2, 0.0).sum())
 
 
 # ----------------------------------------------------------------------------------
@@ -438,25 +445,52 @@ def train_pq(
 
 
 def _train_opq(x: F32, q: int, k: int, n_iterations: int, rng: np.random.Generator, progress: Progress | None) -> PQ:
-    """Non-parametric OPQ: alternate one Lloyd step per subspace and a Procrustes rotation."""
-    n, d = x.shape
+    """Non-parametric OPQ (Ge et al., 2013), a descent on ``|x R - PQ(x R)|^2``.
+
+    1. Start from the identity or the eigenvalue-allocation rotation,
+       whichever gives the lower error after a few k-means steps (the
+       Gaussian assumption behind the latter does not hold for every table).
+    2. ``n_iterations`` times: one Lloyd step in every subspace, then the
+       Procrustes rotation for the new reconstructions.
+    3. Finish the centroids with up to ``n_iterations`` Lloyd steps under
+       the final rotation.
+    """
+    d = x.shape[1]
     ds = d // q
-    rotation = eigenvalue_allocation(x, q)
-    xr = x @ rotation
-    centroids = np.stack([_seed(np.ascontiguousarray(xr[:, j * ds : (j + 1) * ds]), k, rng) for j in range(q)])
-    labels = np.empty(n, dtype=np.intp)
-    dist = np.empty(n, dtype=np.float32)
-    recon = np.empty_like(xr)
+    total = n_iterations + 2
+
+    def subspaces(xr: F32) -> list[tuple[F32, F32]]:
+        subs = [np.ascontiguousarray(xr[:, j * ds : (j + 1) * ds]) for j in range(q)]
+        return [(sub, _augment(sub)) for sub in subs]
+
+    best: tuple[float, F32, F32] | None = None
+    for rotation in (np.eye(d, dtype=np.float32), eigenvalue_allocation(x, q)):
+        centroids = np.empty((q, k, ds), dtype=np.float32)
+        err = 0.0
+        for j, (sub, aug) in enumerate(subspaces(x @ rotation)):
+            centroids[j] = _seed(sub, k, rng)
+            err += _lloyd(sub, aug, centroids[j], min(n_iterations, _OPQ_START_ITERATIONS))[1]
+        if best is None or err < best[0]:
+            best = (err, rotation, centroids)
+    assert best is not None
+    _, rotation, centroids = best
+    if progress is not None:
+        progress("train", 1, total)
+    labels = np.empty(x.shape[0], dtype=np.intp)
+    dist = np.empty(x.shape[0], dtype=np.float32)
+    recon = np.empty_like(x)
     for it in range(n_iterations):
-        for j in range(q):
-            sub = np.ascontiguousarray(xr[:, j * ds : (j + 1) * ds])
-            _assign(_augment(sub), centroids[j], labels, dist)
+        for j, (sub, aug) in enumerate(subspaces(x @ rotation)):
+            _assign(aug, centroids[j], labels, dist)
             _update(sub, labels, dist, centroids[j])
             recon[:, j * ds : (j + 1) * ds] = centroids[j][labels]
         rotation = _procrustes(x, recon)
-        np.matmul(x, rotation, out=xr)
         if progress is not None:
-            progress("train", it + 1, n_iterations)
+            progress("train", it + 2, total)
+    for j, (sub, aug) in enumerate(subspaces(x @ rotation)):
+        _lloyd(sub, aug, centroids[j], n_iterations)
+    if progress is not None:
+        progress("train", total, total)
     return PQ(centroids, rotation)
 
 
