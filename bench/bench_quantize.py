@@ -230,7 +230,7 @@ def main() -> int:
         np.save(os.path.join(tmp, "syn.npy"), x)
         np.save(os.path.join(tmp, "syn-train.npy"), x[np.sort(np.random.default_rng(2).choice(n, n_train, replace=False))])
         # iterations 0 = every library's defaults (ours 100, faiss 25 / OPQ 50 outer, nanopq 20 / OPQ 10 rotations)
-        syn_cfg = [(50, 8, 25)] if a.quick else [(50, 8, 25), (100, 8, 25), (50, 8, 0)]
+        syn_cfg = [(50, 8, 25)] if a.quick else [(50, 8, 25), (50, 8, 0)]
         datasets.append(("synthetic", "syn.npy", "syn-train.npy", 1, syn_cfg))
         real = [("rust-similarity", os.path.join(TESTDATA, "rust-similarity.fifu"), [(50, 5, 25), (25, 5, 25)])]
         vec = subprocess.run(
