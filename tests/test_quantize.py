@@ -309,3 +309,23 @@ def test_subword_embeddings_quantize_all_rows(tmp_path: Path, testdata: Path) ->
 
 def test_exported() -> None:
     assert finalfusion.quantize.quantize_storage is quantize_storage
+
+
+@pytest.mark.parametrize("quantizer", ["pq", "opq"])
+def test_requantizing_the_bare_reference_chunk(testdata: Path, quantizer: str) -> None:
+    from test_testdata import _wrapped_quantized
+
+    ref = finalfusion.storage.load_quantized_array(_wrapped_quantized(testdata))
+    dense = finalfusion.quantize.reconstruct_storage(ref).matrix
+    np.testing.assert_allclose(dense, np.asarray(ref), rtol=1e-6)
+    assert np.linalg.norm(dense, axis=1).min() > 100  # in-chunk norms 573.0, 1522.6, ...
+    again = quantize_storage(ref, n_subquantizers=10, n_bits=4, quantizer=quantizer, n_iterations=25, seed=0)
+    np.testing.assert_allclose(again.norms, np.linalg.norm(dense, axis=1), rtol=1e-5)  # type: ignore[arg-type]
+    assert mse(np.asarray(again), dense) < 0.1 * mse(np.zeros_like(dense), dense)
+
+
+def test_opq_progress_counts_iterations(data: np.ndarray) -> None:
+    calls: list[tuple[str, int, int]] = []
+    embeddings_of(data).quantize(n_subquantizers=4, n_bits=3, quantizer="opq", n_iterations=3, seed=0, progress=lambda *a: calls.append(a))
+    assert [c for c in calls if c[0] == "train"] == [("train", i, 5) for i in range(1, 6)]
+    assert calls[-1] == ("encode", len(data), len(data))
