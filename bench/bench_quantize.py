@@ -292,7 +292,7 @@ def print_ratios(runs: list[dict]) -> None:
             if p is None:
                 continue
             print(
-                f"{r['data']:17s} m={r['m']:3d} bits={r['bits']} {r['method']:4s} vs {peer:6s}: mse x{r['mse'] / p['mse']:.3f}  "
+                f"{r['data']:17s} m={r['m']:3d} bits={r['bits']} it={r['iters']:2d} {r['method']:4s} vs {peer:6s}: mse x{r['mse'] / p['mse']:.3f}  "
                 f"train x{r['train_med_s'] / p['train_med_s']:.2f}  encode x{r['encode_med_s'] / p['encode_med_s']:.2f}"
             )
 

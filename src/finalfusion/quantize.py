@@ -204,23 +204,32 @@ def _update(x: F32, labels: npt.NDArray[np.intp], dist: F32, centroids: F32) -> 
         centroids[empty[:n]] = x[worst]
 
 
-def _seed(x: F32, k: int, rng: np.random.Generator) -> F32:
-    """k-means++ seeding (Arthur & Vassilvitskii, 2007) on a random subsample of ``x``."""
-    n = x.shape[0]
+def _seed(x: F32, q: int, k: int, rng: np.random.Generator) -> F32:
+    """k-means++ seeding (Arthur & Vassilvitskii, 2007) of all ``q`` subspaces of ``x`` at once.
+
+    Runs on a random subsample of rows; returns ``(q, k, dims // q)`` centroids.
+    Vectorised over the subspaces, so there are ``k`` numpy steps, not ``q * k``.
+    """
+    n, d = x.shape
+    ds = d // q
     m = min(n, max(k * _SEED_POINTS_PER_CENTROID, 1024))
-    pts = x[np.sort(rng.choice(n, size=m, replace=False))] if m < n else x
-    pts = pts.astype(np.float64)
-    centroids = np.empty((k, x.shape[1]), dtype=np.float32)
-    first = int(rng.integers(m))
-    centroids[0] = pts[first]
-    d2 = ((pts - pts[first]) ** 2).sum(axis=1)
-    for i in range(1, k):
-        cum = np.cumsum(d2)
-        total = cum[-1]
-        j = int(np.searchsorted(cum, rng.random() * total, side="right")) if total > 0 else int(rng.integers(m))
-        j = min(j, m - 1)
-        centroids[i] = pts[j]
-        np.minimum(d2, ((pts - pts[j]) ** 2).sum(axis=1), out=d2)
+    rows = x[np.sort(rng.choice(n, size=m, replace=False))] if m < n else x
+    pts = np.ascontiguousarray(rows.reshape(m, q, ds).transpose(1, 0, 2), dtype=np.float64)  # (q, m, ds)
+    sq = np.arange(q)
+    centroids = np.empty((q, k, ds), dtype=np.float32)
+    pick = rng.integers(m, size=q)
+    d2 = np.full((q, m), np.inf)
+    for i in range(k):
+        chosen = pts[sq, pick]
+        centroids[:, i] = chosen
+        np.minimum(d2, ((pts - chosen[:, None, :]) ** 2).sum(axis=2), out=d2)
+        if i + 1 < k:
+            cum = np.cumsum(d2, axis=1)
+            total = cum[:, -1]
+            pick = np.minimum((cum <= (rng.random(q) * total)[:, None]).sum(axis=1), m - 1)
+            dead = total <= 0  # all points coincide with centroids: any point will do
+            if dead.any():
+                pick[dead] = rng.integers(m, size=int(dead.sum()))
     return centroids
 
 
@@ -277,17 +286,19 @@ def kmeans(
     if n_iterations < 1 or n_attempts < 1:
         raise ValueError(f"n_iterations and n_attempts must be >= 1, got {n_iterations} and {n_attempts}")
     rng = np.random.default_rng(seed)
-    return _kmeans(data, _augment(data), k, n_iterations, n_attempts, rng)
+    seeds = np.stack([_seed(data, 1, k, rng)[0] for _ in range(n_attempts)])
+    return _kmeans(data, _augment(data), seeds, n_iterations)
 
 
-def _kmeans(x: F32, xa: F32, k: int, n_iterations: int, n_attempts: int, rng: np.random.Generator) -> tuple[F32, npt.NDArray[np.intp], float]:
+def _kmeans(x: F32, xa: F32, seeds: F32, n_iterations: int) -> tuple[F32, npt.NDArray[np.intp], float]:
+    """Lloyd's k-means from each of the ``(attempts, k, dims)`` seeds; the best run."""
     best: tuple[F32, npt.NDArray[np.intp], float] | None = None
-    for _ in range(n_attempts):
-        centroids = _seed(x, k, rng)
+    for seed in seeds:
+        centroids = seed.copy()
         labels, err = _lloyd(x, xa, centroids, n_iterations)
         if best is None or err < best[2]:
             best = (centroids, labels, err)
-    assert best is not None  # n_attempts >= 1
+    assert best is not None  # at least one attempt
     return best
 
 
@@ -436,9 +447,10 @@ def train_pq(
         data = data @ projection
     ds = data.shape[1] // q
     centroids = np.empty((q, k, ds), dtype=np.float32)
+    seeds = np.stack([_seed(data, q, k, rng) for _ in range(n_attempts)], axis=1)  # (q, attempts, k, ds)
     for j in range(q):
         sub = np.ascontiguousarray(data[:, j * ds : (j + 1) * ds])
-        centroids[j] = _kmeans(sub, _augment(sub), k, n_iterations, n_attempts, rng)[0]
+        centroids[j] = _kmeans(sub, _augment(sub), seeds[j], n_iterations)[0]
         if progress is not None:
             progress("train", j + 1, q)
     return PQ(centroids, projection)
@@ -465,10 +477,10 @@ def _train_opq(x: F32, q: int, k: int, n_iterations: int, rng: np.random.Generat
 
     best: tuple[float, F32, F32] | None = None
     for rotation in (np.eye(d, dtype=np.float32), eigenvalue_allocation(x, q)):
-        centroids = np.empty((q, k, ds), dtype=np.float32)
+        xr = x @ rotation
+        centroids = _seed(xr, q, k, rng)
         err = 0.0
-        for j, (sub, aug) in enumerate(subspaces(x @ rotation)):
-            centroids[j] = _seed(sub, k, rng)
+        for j, (sub, aug) in enumerate(subspaces(xr)):
             err += _lloyd(sub, aug, centroids[j], min(n_iterations, _OPQ_START_ITERATIONS))[1]
         if best is None or err < best[0]:
             best = (err, rotation, centroids)
