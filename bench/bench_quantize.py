@@ -257,11 +257,11 @@ def main() -> int:
                         extra += ["--method", method, "--m", str(m), "--bits", str(bits), "--iters", str(iters), "--reps", str(reps)]
                         t = time.perf_counter()
                         r = run(lib, lib, extra)
+                        row = {"data": name, "shape": list(xd.shape), "m": m, "bits": bits, "iters": iters, "method": method, "lib": lib, **r}
                         if "error" in r:
                             print(f"{name:17s} m={m:3d} bits={bits} it={iters} {method:12s} {lib:6s} FAILED: {r['error']}", flush=True)
-                            results["runs"].append({"data": name, "m": m, "bits": bits, "method": method, "lib": lib, "error": r["error"]})
+                            results["runs"].append(row)
                             continue
-                        row = {"data": name, "shape": list(xd.shape), "m": m, "bits": bits, "iters": iters, "method": method, "lib": lib, **r}
                         row.update(metrics(xd, np.load(out)))
                         row["train_med_s"], row["encode_med_s"] = med(r["train_s"]), med(r["encode_s"])
                         results["runs"].append(row)
