@@ -82,6 +82,15 @@ def test_odd_dims_need_explicit_subquantizers() -> None:
     assert embeddings_of(correlated(300, 5)).quantize(n_subquantizers=5, n_bits=2, n_iterations=3).storage.quantized_len == 5
 
 
+@pytest.mark.parametrize("sample", [None, 700])
+def test_non_finite_rows_are_rejected(data: np.ndarray, sample: int | None) -> None:
+    x = data.copy()
+    x[1111, 3] = np.nan
+    x[1150, 0] = np.inf
+    with pytest.raises(ValueError, match=r"storage row 11(11|50) has non-finite values"):
+        embeddings_of(x).quantize(n_subquantizers=4, n_bits=2, n_iterations=2, seed=0, sample=sample)
+
+
 def test_defaults_follow_finalfusion_utils(data: np.ndarray) -> None:
     q = embeddings_of(data[:300]).quantize(n_iterations=2, seed=0).storage
     assert isinstance(q, QuantizedArray)

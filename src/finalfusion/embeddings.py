@@ -392,7 +392,8 @@ class Embeddings:
         Raises
         ------
         ValueError
-            For invalid parameters, before any work is done.
+            For invalid parameters, before any work is done; for rows with
+            NaN or infinite values.
 
         Examples
         --------

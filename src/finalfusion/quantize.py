@@ -543,6 +543,15 @@ def _block(storage: Storage, lo: int, hi: int) -> F32:
     return storage.rows(np.arange(lo, hi))
 
 
+def _check_finite(rows: F32, indices: npt.NDArray[np.int64] | None, offset: int) -> None:
+    """Reject NaN or infinite values: k-means would silently turn them into garbage codes."""
+    bad = ~np.isfinite(rows).all(axis=1)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        row = int(indices[first]) if indices is not None else offset + first
+        raise ValueError(f"cannot quantize: storage row {row} has non-finite values (NaN or infinity)")
+
+
 def _unit(rows: F32) -> tuple[F32, F32]:
     """Unit-length rows and their norms; zero rows stay zero with norm 0."""
     norms = np.sqrt(np.einsum("ij,ij->i", rows, rows)).astype(np.float32)
@@ -586,7 +595,8 @@ def quantize_storage(
     Raises
     ------
     ValueError
-        For invalid parameters, before any work.
+        For invalid parameters, before any work; for a row with NaN or
+        infinite values (training rows are checked before training).
 
     Examples
     --------
@@ -602,6 +612,7 @@ def quantize_storage(
     rng = np.random.default_rng(seed)
     picked = np.sort(rng.choice(rows, size=n_train, replace=False)) if n_train < rows else None
     train = np.asarray(_block(storage, 0, rows) if picked is None else storage.rows(picked), dtype=np.float32)
+    _check_finite(train, picked, 0)
     if normalize:
         train = _unit(train)[0]
     pq = train_pq(train, q, n_bits, quantizer, n_iterations, n_attempts, rng, progress)
@@ -611,6 +622,7 @@ def quantize_storage(
     for lo in range(0, rows, _ENCODE_ROWS):
         hi = min(lo + _ENCODE_ROWS, rows)
         block = _block(storage, lo, hi)
+        _check_finite(block, None, lo)
         if norms is not None:
             block, norms[lo:hi] = _unit(block)
         codes[lo:hi] = encode(pq, block)
