@@ -239,11 +239,10 @@ WORKERS = {"gen": worker_gen, "load": worker_load, "write": worker_write, "known
 # ----------------------------------------------------------------------------------
 # driver
 # ----------------------------------------------------------------------------------
-def run_worker(python: str, task: str, extra: list[str], timeout: float = 3600, script: str = SCRIPT, env_extra: dict[str, str] | None = None) -> dict:
+def run_worker(python: str, task: str, extra: list[str], timeout: float = 3600, script: str = SCRIPT) -> dict:
     cmd = [python, script, "--worker", task, *extra]
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
-    env.update(env_extra or {})
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tempfile.gettempdir())
     if p.returncode != 0:
         raise RuntimeError(f"worker {task} with {python} failed ({p.returncode}):\n{p.stderr[-4000:]}")

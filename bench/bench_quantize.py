@@ -211,7 +211,8 @@ def main() -> int:
     import numpy as np
 
     libs = {"ours": a.our_python, "faiss": a.peer_python, "nanopq": a.peer_python}
-    env = {v: str(a.threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    # Workers inherit os.environ (bench_core.run_worker): same thread count for every library.
+    os.environ.update({v: str(a.threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
     print(f"ours: {lib_version(a.our_python)}", flush=True)
     peer = subprocess.run(
         [a.peer_python, "-c", "import faiss, nanopq, numpy; print(faiss.__version__, nanopq.__version__, numpy.__version__)"], capture_output=True, text=True
@@ -219,7 +220,7 @@ def main() -> int:
     print(f"peers (faiss, nanopq, numpy): {peer.stdout.strip() or peer.stderr.strip()}", flush=True)
 
     def run(lib: str, task: str, extra: list[str]) -> dict:
-        return run_worker(libs.get(lib, a.our_python), task, extra, script=SCRIPT, env_extra=env)
+        return run_worker(libs.get(lib, a.our_python), task, extra, script=SCRIPT)
 
     tmp = tempfile.mkdtemp(prefix="ffbench-quant-")
     results: dict = {"platform": platform.platform(), "threads": a.threads, "peers": peer.stdout.strip(), "load_before": os.getloadavg(), "runs": []}
