@@ -14,7 +14,7 @@ Examples
 
 from __future__ import annotations
 
-from finalfusion import compat, metadata, norms, similarity, storage, subword, vocab
+from finalfusion import compat, metadata, norms, quantize, similarity, storage, subword, vocab
 from finalfusion.chunks import ChunkIdentifier, TypeId
 from finalfusion.compat import (
     load,
@@ -101,6 +101,7 @@ __all__ = [
     "load_vocab",
     "metadata",
     "norms",
+    "quantize",
     "similarity",
     "storage",
     "subword",

@@ -11,7 +11,7 @@ import copy
 import itertools
 import math
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -667,6 +667,98 @@ class Embeddings:
         return new
 
     # -- conversion and output -------------------------------------------------------
+    # -- quantization (quantize.py) --
+    def quantize(
+        self,
+        n_subquantizers: int | None = None,
+        n_bits: int = 8,
+        quantizer: str = "pq",
+        n_iterations: int = 100,
+        n_attempts: int = 1,
+        normalize: bool = True,
+        seed: int | np.random.Generator | None = None,
+        sample: int | float | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> Embeddings:
+        """Product-quantize the embeddings (all storage rows, subword rows included).
+
+        Defaults are those of finalfusion-utils ``quantize``. Vocabulary,
+        norms and metadata are carried over unchanged (the same objects).
+
+        Parameters
+        ----------
+        n_subquantizers
+            Bytes per row; must divide :attr:`dims`. Default ``dims // 2``.
+        n_bits
+            Bits per subquantizer code, 1..8 (``2 ** n_bits`` centroids).
+        quantizer
+            ``"pq"``, ``"opq"`` (rotation refined by Procrustes steps) or
+            ``"gaussian_opq"`` (eigenvalue-allocation rotation, then PQ).
+        n_iterations
+            k-means iterations per subquantizer (OPQ: alternating iterations).
+        n_attempts
+            k-means runs per subquantizer; the best is kept (not used by OPQ).
+        normalize
+            Quantize unit-length rows and store the norms in the chunk.
+        seed
+            Seed (or ``numpy.random.Generator``) for reproducible output.
+        sample
+            Train on a random sample of rows (count or fraction); every row
+            is still encoded. Useful for large or memory-mapped matrices.
+        progress
+            Callback ``progress(stage, done, total)`` with stage ``"train"``
+            or ``"encode"``.
+
+        Returns
+        -------
+        Embeddings
+            With :class:`~finalfusion.storage.QuantizedArray` storage.
+
+        Raises
+        ------
+        ValueError
+            For invalid parameters, before any work is done; for rows with
+            NaN or infinite values.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> m = np.random.default_rng(0).standard_normal((64, 8)).astype(np.float32)
+        >>> emb = Embeddings(NdArray(m), SimpleVocab([f"w{i}" for i in range(64)]))
+        >>> small = emb.quantize(n_subquantizers=4, n_bits=4, seed=0)
+        >>> small.storage
+        QuantizedArray(shape=(64, 8), subquantizers=4, centroids=16, projection=False, norms=True)
+        >>> bool(np.linalg.norm(small["w3"] - emb["w3"]) < np.linalg.norm(emb["w3"]))
+        True
+        """
+        from finalfusion.quantize import quantize_storage
+
+        storage = quantize_storage(self._storage, n_subquantizers, n_bits, quantizer, n_iterations, n_attempts, normalize, seed, sample, progress)
+        return Embeddings(storage, self._vocab, self._norms, self._metadata)
+
+    def reconstruct(self) -> Embeddings:
+        """Dense embeddings with every quantized row reconstructed (in-chunk norms applied).
+
+        Dense embeddings are returned as they are (same storage).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import PQ, QuantizedArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> pq = PQ(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
+        >>> emb = Embeddings(QuantizedArray(pq, np.array([[1, 0]], dtype=np.uint8)), SimpleVocab(["a"]))
+        >>> emb.reconstruct().storage.matrix.tolist()
+        [[2.0, 3.0, 4.0, 5.0]]
+        """
+        if isinstance(self._storage, NdArray):
+            return Embeddings(self._storage, self._vocab, self._norms, self._metadata)
+        from finalfusion.quantize import reconstruct_storage
+
+        return Embeddings(reconstruct_storage(self._storage), self._vocab, self._norms, self._metadata)
+
     def write(self, file: Any, *, fsync: bool = False) -> None:
         """Write the embeddings as a finalfusion file.
 
