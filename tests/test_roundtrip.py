@@ -168,3 +168,24 @@ def test_random_byte_flips(kind: str, flips: list[tuple[int, int]]) -> None:
     for pos, x in flips:
         data[pos % len(data)] ^= x
     _load_or_format_error(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["", "a", "ü", "語", "😀", "b"],  # an empty string before a separator
+        ["a\x00b", "\x00", "c"],  # NUL inside words: per-word fallback
+        [f"w{i}é" if i % 3 else f"w{i}" for i in range(70_000)],  # more than one write slice
+        ["only"],
+    ],
+    ids=["empty", "nul", "slices", "single"],
+)
+def test_word_list_serialisation_round_trips(words: list[str]) -> None:
+    from finalfusion.vocab.base import _join_strings, serialize_strings
+
+    assert serialize_strings(words) == _join_strings([w.encode("utf-8") for w in words])
+    assert serialize_strings(["", "", "x", ""]) == _join_strings([b"", b"", b"x", b""])
+    emb = Embeddings(NdArray(np.zeros((len(words), 2), np.float32)), SimpleVocab(words))
+    buf = io.BytesIO()
+    emb.write(buf)
+    assert load_finalfusion(buf.getvalue()).vocab.words == words

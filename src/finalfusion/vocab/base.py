@@ -116,15 +116,13 @@ class Vocab(Chunk):
 
     # -- on-disk helpers ------------------------------------------------------------
     def _words_len(self) -> int:
-        words = self._words
-        if all(map(str.isascii, words)):
-            return 4 * len(words) + sum(map(len, words))
-        return 4 * len(words) + sum(len(w.encode("utf-8")) for w in words)
+        # UTF-8 of a concatenation is the concatenation of the UTF-8s: one C-level encode.
+        return 4 * len(self._words) + len("".join(self._words).encode("utf-8"))
 
     def _write_words(self, writer: ByteWriter) -> None:
         # In slices, so the temporaries stay small (a conversion's peak memory is the matrix plus little).
         for start in range(0, len(self._words), _WRITE_WORDS):
-            writer.raw(_join_strings([w.encode("utf-8") for w in self._words[start : start + _WRITE_WORDS]]))
+            writer.raw(serialize_strings(self._words[start : start + _WRITE_WORDS]))
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -144,12 +142,41 @@ class Vocab(Chunk):
 _WRITE_WORDS = 1 << 16
 
 
-def _join_strings(encoded: list[bytes]) -> bytes:
-    """``u32`` length + bytes for every string, interleaved with numpy in one pass."""
-    n = len(encoded)
+def serialize_strings(strings: list[str]) -> bytes:
+    """``u32`` byte length + UTF-8 bytes for every string, as one ``bytes``.
+
+    The strings are encoded in one call, joined by NUL (which then marks
+    where each ends); strings containing NUL themselves are encoded one
+    by one.
+
+    Examples
+    --------
+    >>> serialize_strings(["ab", "é"])
+    b'\\x02\\x00\\x00\\x00ab\\x02\\x00\\x00\\x00\\xc3\\xa9'
+    """
+    n = len(strings)
     if n == 0:
         return b""
-    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
+    joined = "\0".join(strings)
+    if joined.count("\0") != n - 1:
+        return _join_strings([w.encode("utf-8") for w in strings])
+    data = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
+    ends = np.append(np.flatnonzero(data == 0), len(data))
+    lens = np.diff(ends, prepend=-1) - 1
+    return _join_strings_bytes(lens, data[data != 0] if n > 1 else data)
+
+
+def _join_strings(encoded: list[bytes]) -> bytes:
+    """``u32`` length + bytes for every string, interleaved with numpy in one pass."""
+    if not encoded:
+        return b""
+    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    return _join_strings_bytes(lens, np.frombuffer(b"".join(encoded), dtype=np.uint8))
+
+
+def _join_strings_bytes(lens: npt.NDArray[np.int64], text_bytes: npt.NDArray[np.uint8]) -> bytes:
+    """Interleave ``u32`` lengths with the concatenated string bytes."""
+    n = len(lens)
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(lens[:-1] + 4, out=starts[1:])
     out = np.empty(int(starts[-1] + lens[-1] + 4), dtype=np.uint8)
@@ -157,7 +184,7 @@ def _join_strings(encoded: list[bytes]) -> bytes:
     out[len_pos] = lens.astype("<u4").view(np.uint8)
     text = np.ones(len(out), dtype=bool)
     text[len_pos] = False
-    out[text] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    out[text] = text_bytes
     return out.tobytes()
 
 
