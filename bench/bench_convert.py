@@ -31,13 +31,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_core import REPO, _maxrss_mb, fmt, lib_version, med, run_worker, word
+from bench_core import REPO, _maxrss_mb, fmt, lib_version, med, remove_tmp, run_worker, save_results, word
 
 SCRIPT = os.path.abspath(__file__)
 
@@ -225,10 +224,7 @@ def main() -> int:
         raw["convert"] = conv
         results["raw"] = raw
     finally:
-        if a.keep:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_tmp(tmp, a.keep)
 
     def t(key: str) -> float | None:
         return med([r["times_s"][0] for r in raw[key]]) if key in raw else None
@@ -260,9 +256,7 @@ def main() -> int:
     load = os.getloadavg()
     results["config"]["load_end"] = load
     print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    if a.out:
-        with open(a.out, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+    save_results(results, a.out)
     return 0
 
 

@@ -272,6 +272,22 @@ def lib_version(python: str) -> str:
     return p.stdout.strip()
 
 
+def remove_tmp(tmp: str, keep: bool) -> None:
+    """Delete the benchmark's temporary directory, unless ``--keep`` asked to keep it."""
+    if keep:
+        print(f"kept {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def save_results(results: dict, out: str | None) -> None:
+    """Write the results as JSON when ``--out`` was given."""
+    if out:
+        with open(out, "w", encoding="utf-8") as fh:
+            json.dump(results, fh, indent=2)
+        print(f"results written to {out}")
+
+
 def med(xs: list[float]) -> float:
     return statistics.median(xs)
 
@@ -388,10 +404,7 @@ def main() -> int:
             print(f"{name}: unknown {raw[name]['unknown']}", flush=True)
         results["raw"] = raw
     finally:
-        if a.keep:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_tmp(tmp, a.keep)
 
     mat_mb = results["gen"]["simple_matrix_mb"]
 
@@ -452,10 +465,7 @@ def main() -> int:
         print(
             f"| {r['metric']:34s} | {fmt(r['ours'], r['unit']):>12s} | {fmt(r['peer'], r['unit']):>12s} | {r['ratio']:10.3f} | {r['target']} | {r['result']} |"
         )
-    if a.out:
-        with open(a.out, "w") as fh:
-            json.dump(results, fh, indent=2)
-        print(f"\nresults written to {a.out}")
+    save_results(results, a.out)
     return 0
 
 

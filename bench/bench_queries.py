@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_core import REPO, fmt, lib_version, med, run_worker, word
+from bench_core import REPO, fmt, lib_version, med, remove_tmp, run_worker, save_results, word
 
 SCRIPT = os.path.abspath(__file__)
 K = 10
@@ -288,10 +287,7 @@ def main() -> int:
                     raw.setdefault(label, {}).setdefault(key, []).extend(val if isinstance(val, list) else [val])
                 print(f"round {r + 1} {label}: {got}", flush=True)
     finally:
-        if a.keep:
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        remove_tmp(tmp, a.keep)
     results["raw"] = raw
     results["rounds"] = a.rounds or (1 if a.quick else 3)
     results["load_after"] = os.getloadavg()
@@ -321,10 +317,7 @@ def main() -> int:
     results["table"] = {"single_s": single, "batch64_per_query_s": b64, "batch_per_query_s": bn}
     results["checks"] = [{"check": c, "ratio": r, "pass": ok} for c, r, ok in checks]
     print(f"load average before {results['load_before']}, after {results['load_after']}")
-    if a.out:
-        with open(a.out, "w") as fh:
-            json.dump(results, fh, indent=2)
-        print(f"results written to {a.out}")
+    save_results(results, a.out)
     return 0
 
 
