@@ -36,6 +36,7 @@ __all__ = [
     "GZIP_MAGIC",
     "RowSink",
     "check_finite",
+    "check_header_int",
     "check_trailing",
     "check_writable_words",
     "read_dims_header",
@@ -258,9 +259,10 @@ class RowSink:
 
     ``claimed`` rows are promised by a header; ``affordable`` is how many
     rows the input can hold at most (from its size) or ``None`` if unknown.
-    Memory is preallocated for ``min(claimed, affordable)`` rows -- or a
-    modest number when the size is unknown -- and grows by doubling, so a
+    Memory is preallocated for ``min(claimed, affordable)`` rows -- or at
+    most about 64 MiB when the size is unknown -- and grows by doubling, so a
     header claiming 2^40 rows never allocates more than the data needs.
+    Callers reserve only rows whose bytes they have already read.
 
     Examples
     --------
@@ -273,8 +275,9 @@ class RowSink:
     def __init__(self, dims: int, claimed: int | None, affordable: int | None) -> None:
         self.dims = dims
         start = claimed if claimed is not None else 1 << 12
-        # Unknown input size: start with about 64 MiB and grow.
-        cap = affordable if affordable is not None else max(1, (1 << 26) // max(4 * dims, 1))
+        # Unknown input size: start with at most about 64 MiB (no row at all if one row is larger) and
+        # grow as rows are reserved, so a stream's header cannot make it allocate more than its data.
+        cap = affordable if affordable is not None else (1 << 26) // max(4 * dims, 1)
         start = min(start, cap)
         self.matrix = np.empty((max(start, 0), dims), dtype=np.float32)
         self.rows = 0
@@ -537,11 +540,32 @@ def read_dims_header(f: IO[bytes], fmt: str) -> tuple[int, int, int]:
     if not line.endswith(b"\n"):
         raise FormatError("the header line is unterminated or too long", offset=0, chunk=f"{fmt} line 1", expected='"<rows> <dims>\\n"', found=line[:80])
     parts = line.split()
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    if len(parts) != 2 or not all(p.isdigit() and p.isascii() for p in parts):
         raise FormatError(
             'the header must be two non-negative integers "<rows> <dims>"', offset=0, chunk=f"{fmt} line 1", expected="2 integers", found=line[:80]
         )
+    for raw, name, bits in ((parts[0], "rows", 64), (parts[1], "dims", 32)):
+        check_header_int(raw, name, bits, line.find(raw), f"{fmt} line 1")
     return int(parts[0]), int(parts[1]), len(line)
+
+
+def check_header_int(raw: bytes, name: str, bits: int, offset: int, where: str) -> None:
+    """Raise :class:`FormatError` if the decimal ``raw`` does not fit the ``bits``-bit unsigned field that stores it.
+
+    The finalfusion format keeps row counts in u64 and dimensions, n-gram
+    lengths and seeds in u32 fields; a header value beyond them could be
+    read but never written back.
+
+    Examples
+    --------
+    >>> check_header_int(b"300", "dims", 32, 3, "text-dims line 1")
+    >>> check_header_int(b"4294967296", "dims", 32, 3, "text-dims line 1")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: text-dims line 1: dims is out of range: expected at most 4294967295 (u32), found b'4294967296' (at byte offset 3)
+    """
+    if len(raw.lstrip(b"0")) > 20 or int(raw) >= 1 << bits:
+        raise FormatError(f"{name} is out of range", offset=offset, chunk=where, expected=f"at most {(1 << bits) - 1} (u{bits})", found=raw[:40])
 
 
 def check_limit(limit: int | None) -> None:
