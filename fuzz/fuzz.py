@@ -136,6 +136,7 @@ COMPAT_READERS = {
     "text_dims": "load_text_dims",
     "fasttext": "load_fasttext",
     "floret": "load_floret",
+    "load": "load",  # the format sniffer in front of all of them
 }
 
 
@@ -162,6 +163,7 @@ SEEDS: dict[str, list[str]] = {
     "floret": ["seeds/*.floret", "testdata/*floret*"],
 }
 SEEDS["finalfusion-mmap"] = SEEDS["finalfusion-file-mmap"] = SEEDS["finalfusion"]
+SEEDS["load"] = [g for r in ("word2vec", "text", "text_dims", "fasttext", "floret", "finalfusion") for g in SEEDS[r]]
 
 
 def seed_files(reader: str, shared: Path = SHARED) -> list[Path]:
