@@ -14,9 +14,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import io
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from typing import IO, Any, cast
 
@@ -24,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion.embeddings import Embeddings
-from finalfusion.errors import FormatError
+from finalfusion.errors import FormatError, Truncated
 from finalfusion.io import _is_bytes_path
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
@@ -80,6 +82,48 @@ class _Prefixed(io.RawIOBase):
             return 0
         view[: len(data)] = data
         return len(data)
+
+
+class _GzipInput(gzip.GzipFile):
+    """A :class:`gzip.GzipFile` whose reads raise :class:`FormatError` for corrupt or truncated data.
+
+    ``gzip`` reports a corrupt deflate stream as ``zlib.error`` and a stream
+    cut before its end marker as ``EOFError``; for a reader both are bad input.
+    The error's offset is how far the decompressor has read into the
+    *compressed* input (it reads ahead, so the damage is at or before it).
+    """
+
+
+def _translate_gzip_errors(name: str) -> None:
+    method = getattr(gzip.GzipFile, name)
+
+    @functools.wraps(method)
+    def guarded(self: _GzipInput, *args: Any) -> Any:
+        try:
+            return method(self, *args)
+        except EOFError as exc:
+            at = _compressed_offset(self)
+            raise Truncated(
+                "the gzip stream ends before its end-of-stream marker", offset=at, chunk="gzip", expected="more compressed data", found=str(exc)
+            ) from None
+        except zlib.error as exc:
+            at = _compressed_offset(self)
+            raise FormatError("corrupt gzip data", offset=at, chunk="gzip", expected="a valid deflate stream", found=str(exc)) from None
+
+    setattr(_GzipInput, name, guarded)
+
+
+def _compressed_offset(f: gzip.GzipFile) -> int | None:
+    """How far the decompressor has read into the compressed input, if it can tell."""
+    try:
+        return int(cast(IO[bytes], f.fileobj).tell())
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+for _name in ("read", "read1", "peek", "readline", "readinto", "readinto1"):
+    if _name in vars(gzip.GzipFile):
+        _translate_gzip_errors(_name)
 
 
 def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
@@ -155,7 +199,7 @@ def open_input(source: Any) -> Iterator[IO[bytes]]:
         if not isinstance(head, bytes):
             raise TypeError("the file object must be opened in binary mode")
         if head == GZIP_MAGIC:
-            f = cast(IO[bytes], stack.enter_context(gzip.GzipFile(fileobj=f, mode="rb")))
+            f = cast(IO[bytes], stack.enter_context(_GzipInput(fileobj=f, mode="rb")))
         yield f
 
 
