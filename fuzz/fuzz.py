@@ -471,8 +471,13 @@ def mutate(data: bytes, rng: random.Random, corpus: list[bytes]) -> bytes:
 
 
 def outcome_key(out: dict[str, Any]) -> str:
-    """Kind of outcome used as feedback: status, exception type, where it was raised and how the message starts."""
-    return f"{out['status']}|{out.get('type', '')}|{out.get('where', '')}|{re.sub(r'[0-9]+', 'N', out.get('msg', ''))[:40]}"
+    """Kind of outcome used as feedback: status, exception type, where it was raised and how the message starts.
+
+    The message is cut before a FormatError's ``expected ..., found ...`` part: the found bytes differ for
+    nearly every input, and counting each as new would fill the corpus with inputs that all fail alike.
+    """
+    msg = out.get("msg", "").split(": expected ", 1)[0]
+    return f"{out['status']}|{out.get('type', '')}|{out.get('where', '')}|{re.sub(r'[0-9]+', 'N', msg)[:60]}"
 
 
 def save_crasher(reader: str, data: bytes, out: dict[str, Any], directory: Path) -> Path:
