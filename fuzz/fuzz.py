@@ -137,7 +137,7 @@ COMPAT_READERS = {
     "text_dims": "load_text_dims",
     "fasttext": "load_fasttext",
     "floret": "load_floret",
-    "load": "load",  # the format sniffer in front of all of them
+    "load": "load",  # the format sniffer in front of all of them, and the one fuzzed with gzip input
 }
 
 
@@ -186,8 +186,8 @@ def seed_files(reader: str, shared: Path = SHARED) -> list[Path]:
 def seed_inputs(reader: str, shared: Path = SHARED) -> list[bytes]:
     """Seed inputs of ``reader``; finalfusion also gets the bare quantized chunk wrapped in a header."""
     data = [p.read_bytes() for p in seed_files(reader, shared)]
-    if reader in COMPAT_READERS:  # the compat readers decompress gzip transparently: corrupt and cut streams too
-        data += [gzip.compress(d[: 1 << 16], 1) for d in data[:2]]
+    if reader == "load":  # every compat reader decompresses gzip transparently (shared code): one compressed seed per format
+        data += [gzip.compress(seed_inputs(r, shared)[0][: 1 << 16], 1) for r in COMPAT_READERS if r != "load" and seed_files(r, shared)]
     if reader.startswith("finalfusion"):
         bare = shared / "testdata" / "rust-quantized_storage.bin"
         if bare.is_file():
@@ -476,8 +476,8 @@ def outcome_key(out: dict[str, Any]) -> str:
     The message is cut before a FormatError's ``expected ..., found ...`` part: the found bytes differ for
     nearly every input, and counting each as new would fill the corpus with inputs that all fail alike.
     """
-    msg = out.get("msg", "").split(": expected ", 1)[0]
-    return f"{out['status']}|{out.get('type', '')}|{out.get('where', '')}|{re.sub(r'[0-9]+', 'N', msg)[:60]}"
+    msg = out.get("msg", "").split(": expected ", 1)[0].split(" (b'", 1)[0]  # also gzip's "Not a gzipped file (b'..')"
+    return f"{out['status']}|{out.get('type', '')}|{out.get('where', '')}|{re.sub(r'0x[0-9a-f]+|[0-9]+', 'N', msg)[:60]}"
 
 
 def save_crasher(reader: str, data: bytes, out: dict[str, Any], directory: Path) -> Path:
