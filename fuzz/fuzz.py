@@ -44,6 +44,7 @@ import argparse
 import atexit
 import collections
 import contextlib
+import gzip
 import hashlib
 import io
 import json
@@ -136,6 +137,7 @@ COMPAT_READERS = {
     "text_dims": "load_text_dims",
     "fasttext": "load_fasttext",
     "floret": "load_floret",
+    "load": "load",  # the format sniffer in front of all of them, and the one fuzzed with gzip input
 }
 
 
@@ -162,6 +164,7 @@ SEEDS: dict[str, list[str]] = {
     "floret": ["seeds/*.floret", "testdata/*floret*"],
 }
 SEEDS["finalfusion-mmap"] = SEEDS["finalfusion-file-mmap"] = SEEDS["finalfusion"]
+SEEDS["load"] = [g for r in ("word2vec", "text", "text_dims", "fasttext", "floret", "finalfusion") for g in SEEDS[r]]
 
 
 def seed_files(reader: str, shared: Path = SHARED) -> list[Path]:
@@ -183,6 +186,8 @@ def seed_files(reader: str, shared: Path = SHARED) -> list[Path]:
 def seed_inputs(reader: str, shared: Path = SHARED) -> list[bytes]:
     """Seed inputs of ``reader``; finalfusion also gets the bare quantized chunk wrapped in a header."""
     data = [p.read_bytes() for p in seed_files(reader, shared)]
+    if reader == "load":  # every compat reader decompresses gzip transparently (shared code): one compressed seed per format
+        data += [gzip.compress(seed_inputs(r, shared)[0][: 1 << 16], 1) for r in COMPAT_READERS if r != "load" and seed_files(r, shared)]
     if reader.startswith("finalfusion"):
         bare = shared / "testdata" / "rust-quantized_storage.bin"
         if bare.is_file():
@@ -466,8 +471,13 @@ def mutate(data: bytes, rng: random.Random, corpus: list[bytes]) -> bytes:
 
 
 def outcome_key(out: dict[str, Any]) -> str:
-    """Kind of outcome used as feedback: status, exception type, where it was raised and how the message starts."""
-    return f"{out['status']}|{out.get('type', '')}|{out.get('where', '')}|{re.sub(r'[0-9]+', 'N', out.get('msg', ''))[:40]}"
+    """Kind of outcome used as feedback: status, exception type, where it was raised and how the message starts.
+
+    The message is cut before a FormatError's ``expected ..., found ...`` part: the found bytes differ for
+    nearly every input, and counting each as new would fill the corpus with inputs that all fail alike.
+    """
+    msg = out.get("msg", "").split(": expected ", 1)[0].split(" (b'", 1)[0]  # also gzip's "Not a gzipped file (b'..')"
+    return f"{out['status']}|{out.get('type', '')}|{out.get('where', '')}|{re.sub(r'0x[0-9a-f]+|[0-9]+', 'N', msg)[:60]}"
 
 
 def save_crasher(reader: str, data: bytes, out: dict[str, Any], directory: Path) -> Path:

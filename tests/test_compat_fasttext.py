@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import struct
+import tracemalloc
 import warnings
 from pathlib import Path
 from typing import Any
@@ -393,6 +394,30 @@ def test_huge_counts_fail_fast() -> None:
         load_fasttext(many_rows)
     with pytest.raises(Truncated):  # compressed: size unknown, read in bounded blocks
         load_fasttext(gzip.compress(many_rows))
+
+
+@pytest.mark.parametrize("dim", [2**31 - 1, 2**24 + 3])
+def test_compressed_model_with_huge_dim_reads_rows_in_bounded_parts(dim: int) -> None:
+    # With the size unknown (gzip), one row of a 2**31 - 1 dim claim is 8 GiB: the matrix is read in blocks of at
+    # most 64 MiB, parts of a row if need be, so the truncation is found after allocating what the data holds.
+    head = struct.pack("<ii", 793712314, 12) + ARGS.pack(dim, 5, 5, 1, 5, 1, 2, 2, 0, 0, 0, 100, 1e-4)
+    data = head + struct.pack("<iiiqq", 1, 1, 0, 0, -1) + b"a\x00" + bytes(9) + struct.pack("<?qq", False, 1, dim) + bytes(400)
+    tracemalloc.start()
+    try:
+        with pytest.raises(Truncated, match=r"input matrix \(row 0\)") as exc:
+            load_fasttext(io.BytesIO(gzip.compress(data)))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert exc.value.offset == len(data) - 400
+    assert peak < 160 << 20, peak  # one 64 MiB block, plus the same again that GzipFile.readinto allocates for a read
+
+
+def test_compressed_rows_longer_than_a_read_block_round_trip() -> None:
+    # Rows of more than 64 MiB / 4 floats are read in parts: the parts must join into the same matrix.
+    matrix = np.arange(2 * (2**24 + 3), dtype=np.float32).reshape(2, -1)
+    data = build_bin([b"a", b"b"], matrix)
+    np.testing.assert_array_equal(load_fasttext(io.BytesIO(gzip.compress(data, 1)), normalize=False).storage.matrix, matrix)
 
 
 def test_invalid_utf8_word() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import random
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,11 @@ def test_sources(tmp_path: Path) -> None:
     [
         ("4 2 3 6 2 2166136261 <", "8 fields"),
         ("4 2 3 6 2 2166136261 < > extra", "8 fields"),
-        ("four 2 3 6 2 2166136261 < >", "n_buckets is not an integer"),
+        ("four 2 3 6 2 2166136261 < >", "n_buckets is not a non-negative integer"),
+        ("4 2 3 99999999999999999999 2 2166136261 < >", "max_n is out of range"),
+        ("4 2 3 4294967296 2 2166136261 < >", "max_n is out of range"),
+        ("18446744073709551616 2 3 6 2 2166136261 < >", "n_buckets is out of range"),
+        ("4 4294967296 3 6 2 2166136261 < >", "dims is out of range"),
         ("0 2 3 6 2 2166136261 < >", "n_buckets"),
         ("4 0 3 6 2 2166136261 < >", "dims"),
         ("4 2 6 3 2 2166136261 < >", "min_n"),
@@ -119,6 +124,39 @@ def test_bad_headers(header: str, match: str) -> None:
     data, _ = floret_text(4, 2, header=header)
     with pytest.raises(FormatError, match=match):
         load_floret(data)
+
+
+def test_out_of_range_header_value_names_field_line_and_offset() -> None:
+    # Found by the fuzzer: max_n = 10**20 was accepted and only writing the result back failed (u32 field).
+    data, _ = floret_text(4, 2, header="4 2 3 99999999999999999999 2 2166136261 < >")
+    with pytest.raises(FormatError) as info:
+        load_floret(data)
+    err = info.value
+    assert err.chunk == "floret header (line 1)"
+    assert err.offset == 6
+    assert err.expected == "at most 4294967295 (u32)"
+    assert err.found == b"99999999999999999999"
+
+
+@pytest.mark.parametrize("dims", [2**40, 2**32 - 1, 10**6])
+@pytest.mark.parametrize("gz", [False, True])
+def test_header_claiming_more_than_the_input_holds_fails_before_allocating(dims: int, gz: bool) -> None:
+    # Found by the fuzzer: a 300-byte file claiming 12 rows of 2**40 values tried to allocate 48 TiB.
+    data, _ = floret_text(12, 4)
+    data = data.replace(b"12 4 ", f"12 {dims} ".encode(), 1)
+    match = "dims is out of range" if dims >= 2**32 else "too short"
+    tracemalloc.start()
+    try:
+        with pytest.raises(FormatError, match=match) as info:
+            load_floret(gzip.compress(data) if gz else data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * len(data) + (1 << 20), peak
+    if match == "too short":
+        assert isinstance(info.value, Truncated)
+        assert info.value.chunk == "floret rows"
+        assert info.value.offset == data.index(b"\n") + 1
 
 
 def test_bad_rows() -> None:

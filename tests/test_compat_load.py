@@ -109,3 +109,30 @@ def test_bytes_paths_and_file_descriptors_as_in_071(testdata: Path) -> None:
         same(load(fd), expected)
     finally:
         os.close(fd)
+
+
+GZIP_READERS = {
+    "rust-similarity.txt": load_text_dims,
+    "python-embeddings.txt": load_text,
+    "python-embeddings.w2v": load_word2vec,
+    "python-fasttext.bin": load_fasttext,
+    "python-embeddings.dims.txt": load,
+}
+
+
+@pytest.mark.parametrize("name", sorted(GZIP_READERS))
+def test_corrupt_or_cut_gzip_is_a_format_error(testdata: Path, name: str) -> None:
+    # zlib.error (corrupt deflate data) and EOFError (stream cut before its end marker) escaped every reader.
+    reader = GZIP_READERS[name]
+    packed = gzip.compress((testdata / name).read_bytes())
+    reader(packed)
+    corrupt = bytearray(packed)
+    corrupt[30] ^= 0xFF
+    corrupt[31] ^= 0x55
+    with pytest.raises(FormatError, match="gzip: corrupt gzip data: expected a valid deflate stream") as err:
+        reader(bytes(corrupt))
+    assert err.value.chunk == "gzip"
+    assert err.value.offset is not None
+    assert 0 < err.value.offset <= len(packed)  # in the compressed input
+    with pytest.raises(finalfusion.Truncated, match="gzip: the gzip stream ends before its end-of-stream marker"):
+        reader(packed[: len(packed) - 20])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
+import tracemalloc
 import warnings
 from pathlib import Path
 from typing import Any
@@ -201,6 +203,59 @@ def test_huge_header_fails_fast(tmp_path: Path) -> None:
         load_text_dims(path)
     with pytest.raises(Truncated, match="after 1 of the 1099511627776 lines"):
         load_text_dims(gzip.compress(path.read_bytes()))
+
+
+@pytest.mark.parametrize(
+    ("header", "match", "offset"),
+    [
+        (b"7 4294967296", "text-dims line 1: dims is out of range: expected at most 4294967295 (u32), found b'4294967296'", 2),
+        (b"3 99999999999999999999", "text-dims line 1: dims is out of range", 2),
+        (b"18446744073709551616 2", "text-dims line 1: rows is out of range: expected at most 18446744073709551615 (u64)", 0),
+    ],
+)
+def test_header_values_beyond_the_format_fields(header: bytes, match: str, offset: int) -> None:
+    # Found by the fuzzer: dims of 2**32 allocated 16 GiB, dims of 10**20 leaked numpy's ValueError.
+    with pytest.raises(FormatError, match=re.escape(match)) as err:
+        load_text_dims(header + b"\none 3.0 1.")
+    assert err.value.offset == offset
+
+
+@pytest.mark.parametrize("dims", [2**32 - 1, 2**24, 300])
+@pytest.mark.parametrize("source", ["bytes", "path", "gzip"])
+def test_dims_the_lines_cannot_hold_fail_before_allocating(tmp_path: Path, dims: int, source: str) -> None:
+    # Each line needs 2 * dims + 2 bytes; a short line is reported before rows of the header's width are reserved,
+    # whether the input size is known (file, bytes) or not (gzip stream).
+    data = f"2 {dims}\none 3.0 1.5\ntwo 1 2\n".encode()
+    path = tmp_path / "short.txt"
+    path.write_bytes(data)
+    inputs = {"bytes": data, "path": path, "gzip": io.BytesIO(gzip.compress(data))}
+    tracemalloc.start()
+    try:
+        with pytest.raises(FormatError, match=f"text-dims line 2: wrong number of components: expected {dims}, found 2") as err:
+            load_text_dims(inputs[source])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert err.value.offset == len(f"2 {dims}\n")
+    assert peak < 16 << 20, peak
+
+
+def test_honest_header_still_preallocates_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fast path for honest headers: one matrix of exactly the announced rows, never grown or copied.
+    from finalfusion.compat import _common
+
+    sizes = []
+    real = _common.RowSink.reserve
+
+    def spy(self: _common.RowSink, k: int) -> np.ndarray:
+        sizes.append(self.matrix.shape[0])
+        return real(self, k)
+
+    monkeypatch.setattr(_common.RowSink, "reserve", spy)
+    data = b"3 2\na 1 2\nb 3 4\nc 5 6\n"
+    emb = load_text_dims(data, normalize=False)
+    assert sizes == [3]
+    assert emb.storage.matrix.tolist() == [[1, 2], [3, 4], [5, 6]]
 
 
 @pytest.mark.parametrize("word", ["New York", "tab\there", "", "\u2003em"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import tracemalloc
 import warnings
 from pathlib import Path
 from typing import Any
@@ -250,6 +251,27 @@ def test_huge_header_fails_fast(tmp_path: Path) -> None:
     # Unknown size (gzip): memory grows with the data instead of the header's claim.
     with pytest.raises(Truncated, match="after 1 of the 1099511627776 records"):
         load_word2vec(gzip.compress(path.read_bytes()))
+
+
+def test_stream_with_huge_dims_allocates_only_what_it_read() -> None:
+    # With the size unknown (gzip), rows are reserved only once their bytes are read, so a header claiming
+    # 10**8 dims in a tiny stream fails on the data instead of preallocating 400 MB for the first row.
+    data = gzip.compress(b"2 100000000\nfoo " + b"\x00" * 40)
+    tracemalloc.start()
+    try:
+        with pytest.raises(Truncated, match="record 1: the input ends inside a vector"):
+            load_word2vec(io.BytesIO(data))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20, peak
+
+
+@pytest.mark.parametrize(("header", "name"), [(b"2 4294967296", "dims"), (b"18446744073709551616 3", "rows")])
+def test_header_values_beyond_the_format_fields(header: bytes, name: str) -> None:
+    with pytest.raises(FormatError, match=f"word2vec line 1: {name} is out of range") as err:
+        load_word2vec(header + b"\na " + b"\x00" * 12)
+    assert err.value.found == header.split()[name == "dims"]
 
 
 @pytest.mark.parametrize(

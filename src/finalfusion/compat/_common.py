@@ -14,9 +14,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import io
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from typing import IO, Any, cast
 
@@ -24,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion.embeddings import Embeddings
-from finalfusion.errors import FormatError
+from finalfusion.errors import FormatError, Truncated
 from finalfusion.io import _is_bytes_path
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
@@ -36,6 +38,7 @@ __all__ = [
     "GZIP_MAGIC",
     "RowSink",
     "check_finite",
+    "check_header_int",
     "check_trailing",
     "check_writable_words",
     "read_dims_header",
@@ -79,6 +82,48 @@ class _Prefixed(io.RawIOBase):
             return 0
         view[: len(data)] = data
         return len(data)
+
+
+class _GzipInput(gzip.GzipFile):
+    """A :class:`gzip.GzipFile` whose reads raise :class:`FormatError` for corrupt or truncated data.
+
+    ``gzip`` reports a corrupt deflate stream as ``zlib.error`` and a stream
+    cut before its end marker as ``EOFError``; for a reader both are bad input.
+    The error's offset is how far the decompressor has read into the
+    *compressed* input (it reads ahead, so the damage is at or before it).
+    """
+
+
+def _translate_gzip_errors(name: str) -> None:
+    method = getattr(gzip.GzipFile, name)
+
+    @functools.wraps(method)
+    def guarded(self: _GzipInput, *args: Any) -> Any:
+        try:
+            return method(self, *args)
+        except EOFError as exc:
+            at = _compressed_offset(self)
+            raise Truncated(
+                "the gzip stream ends before its end-of-stream marker", offset=at, chunk="gzip", expected="more compressed data", found=str(exc)
+            ) from None
+        except zlib.error as exc:
+            at = _compressed_offset(self)
+            raise FormatError("corrupt gzip data", offset=at, chunk="gzip", expected="a valid deflate stream", found=str(exc)) from None
+
+    setattr(_GzipInput, name, guarded)
+
+
+def _compressed_offset(f: gzip.GzipFile) -> int | None:
+    """How far the decompressor has read into the compressed input, if it can tell."""
+    try:
+        return int(cast(IO[bytes], f.fileobj).tell())
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+for _name in ("read", "read1", "peek", "readline", "readinto", "readinto1"):
+    if _name in vars(gzip.GzipFile):
+        _translate_gzip_errors(_name)
 
 
 def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
@@ -154,7 +199,7 @@ def open_input(source: Any) -> Iterator[IO[bytes]]:
         if not isinstance(head, bytes):
             raise TypeError("the file object must be opened in binary mode")
         if head == GZIP_MAGIC:
-            f = cast(IO[bytes], stack.enter_context(gzip.GzipFile(fileobj=f, mode="rb")))
+            f = cast(IO[bytes], stack.enter_context(_GzipInput(fileobj=f, mode="rb")))
         yield f
 
 
@@ -258,9 +303,10 @@ class RowSink:
 
     ``claimed`` rows are promised by a header; ``affordable`` is how many
     rows the input can hold at most (from its size) or ``None`` if unknown.
-    Memory is preallocated for ``min(claimed, affordable)`` rows -- or a
-    modest number when the size is unknown -- and grows by doubling, so a
+    Memory is preallocated for ``min(claimed, affordable)`` rows -- or at
+    most about 64 MiB when the size is unknown -- and grows by doubling, so a
     header claiming 2^40 rows never allocates more than the data needs.
+    Callers reserve only rows whose bytes they have already read.
 
     Examples
     --------
@@ -273,8 +319,9 @@ class RowSink:
     def __init__(self, dims: int, claimed: int | None, affordable: int | None) -> None:
         self.dims = dims
         start = claimed if claimed is not None else 1 << 12
-        # Unknown input size: start with about 64 MiB and grow.
-        cap = affordable if affordable is not None else max(1, (1 << 26) // max(4 * dims, 1))
+        # Unknown input size: start with at most about 64 MiB (no row at all if one row is larger) and
+        # grow as rows are reserved, so a stream's header cannot make it allocate more than its data.
+        cap = affordable if affordable is not None else (1 << 26) // max(4 * dims, 1)
         start = min(start, cap)
         self.matrix = np.empty((max(start, 0), dims), dtype=np.float32)
         self.rows = 0
@@ -537,11 +584,32 @@ def read_dims_header(f: IO[bytes], fmt: str) -> tuple[int, int, int]:
     if not line.endswith(b"\n"):
         raise FormatError("the header line is unterminated or too long", offset=0, chunk=f"{fmt} line 1", expected='"<rows> <dims>\\n"', found=line[:80])
     parts = line.split()
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    if len(parts) != 2 or not all(p.isdigit() and p.isascii() for p in parts):
         raise FormatError(
             'the header must be two non-negative integers "<rows> <dims>"', offset=0, chunk=f"{fmt} line 1", expected="2 integers", found=line[:80]
         )
+    for raw, name, bits in ((parts[0], "rows", 64), (parts[1], "dims", 32)):
+        check_header_int(raw, name, bits, line.find(raw), f"{fmt} line 1")
     return int(parts[0]), int(parts[1]), len(line)
+
+
+def check_header_int(raw: bytes, name: str, bits: int, offset: int, where: str) -> None:
+    """Raise :class:`FormatError` if the decimal ``raw`` does not fit the ``bits``-bit unsigned field that stores it.
+
+    The finalfusion format keeps row counts in u64 and dimensions, n-gram
+    lengths and seeds in u32 fields; a header value beyond them could be
+    read but never written back.
+
+    Examples
+    --------
+    >>> check_header_int(b"300", "dims", 32, 3, "text-dims line 1")
+    >>> check_header_int(b"4294967296", "dims", 32, 3, "text-dims line 1")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: text-dims line 1: dims is out of range: expected at most 4294967295 (u32), found b'4294967296' (at byte offset 3)
+    """
+    if len(raw.lstrip(b"0")) > 20 or int(raw) >= 1 << bits:
+        raise FormatError(f"{name} is out of range", offset=offset, chunk=where, expected=f"at most {(1 << bits) - 1} (u{bits})", found=raw[:40])
 
 
 def check_limit(limit: int | None) -> None:

@@ -394,14 +394,17 @@ def _read_input_matrix(stream: _Stream, nwords: int, args: tuple[Any, ...]) -> n
         matrix = np.empty((rows, cols), dtype="<f4")
         stream.into(matrix, "the input matrix", where)
     else:
-        # Size unknown (compressed input): read in bounded blocks so a lying header cannot make us allocate.
+        # Size unknown (compressed input): read in blocks of at most _MATRIX_READ bytes -- whole rows or, for
+        # rows longer than that, parts of a row -- so a lying header cannot make us allocate more than we read.
         blocks = []
-        step = max(1, _MATRIX_READ // (4 * cols))
-        for lo in range(0, rows, step):
-            block = np.empty((min(step, rows - lo), cols), dtype="<f4")
-            stream.into(block, f"the input matrix (row {lo})", where)
+        total = rows * cols
+        step = max(1, _MATRIX_READ // (4 * cols)) * cols if 4 * cols <= _MATRIX_READ else _MATRIX_READ // 4
+        for lo in range(0, total, step):
+            block = np.empty(min(step, total - lo), dtype="<f4")
+            stream.into(block, f"the input matrix (row {lo // cols})", where)
             blocks.append(block)
-        matrix = blocks[0] if len(blocks) == 1 else np.concatenate(blocks) if blocks else np.empty((0, cols), dtype="<f4")
+        flat = blocks[0] if len(blocks) == 1 else np.concatenate(blocks) if blocks else np.empty(0, dtype="<f4")
+        matrix = flat.reshape(rows, cols)
     if matrix.dtype != np.float32:  # big-endian host
         matrix = matrix.astype(np.float32)
     return matrix

@@ -21,7 +21,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion.compat._common import decode_word, open_input
+from finalfusion.compat._common import check_header_int, decode_word, open_input
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
 from finalfusion.io import atomic_output
@@ -74,7 +74,17 @@ def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
         head = f.readline()
         data = f.read()
     indexer, dims = _parse_header(head, lossy)
-    matrix = _parse_rows(data, len(head), indexer.n_buckets, dims)
+    n = indexer.n_buckets
+    # A row is an index and dims values, each at least one character and a separator (the last newline may be missing).
+    if len(data) < n * (2 * dims + 2) - 1:
+        raise Truncated(
+            f"the header announces {n} rows of {dims} values, but the rest of the input is too short for them",
+            offset=len(head),
+            chunk="floret rows",
+            expected=f"at least {n * (2 * dims + 2) - 1} bytes",
+            found=f"{len(data)} bytes",
+        )
+    matrix = _parse_rows(data, len(head), n, dims)
     return Embeddings(NdArray(matrix), FloretVocab(indexer))
 
 
@@ -86,11 +96,15 @@ def _parse_header(head: bytes, lossy: bool) -> tuple[FloretIndexer, int]:
             "floret header must have 8 fields and end with a newline", offset=0, chunk=_WHERE, expected=" ".join(f"<{n}>" for n in names), found=head[:200]
         )
     values: list[int] = []
-    for name, raw in zip(names[:6], fields[:6], strict=True):
-        try:
-            values.append(int(raw))
-        except ValueError:
-            raise FormatError(f"{name} is not an integer", offset=head.find(raw), chunk=_WHERE, expected="a decimal integer", found=raw) from None
+    at = 0
+    # Widths of the finalfusion fields that store them: n_buckets is the u64 row count, the rest are u32.
+    for name, raw, bits in zip(names[:6], fields[:6], (64, 32, 32, 32, 32, 32), strict=True):
+        at = head.find(raw, at)
+        if not raw.isdigit():
+            raise FormatError(f"{name} is not a non-negative integer", offset=at, chunk=f"{_WHERE} (line 1)", expected="a decimal integer", found=raw[:40])
+        check_header_int(raw, name, bits, at, f"{_WHERE} (line 1)")
+        values.append(int(raw))
+        at += len(raw)
     n_buckets, dims, min_n, max_n, n_hashes, seed = values
     checks = (
         (n_buckets >= 1, "n_buckets", "at least 1"),

@@ -216,6 +216,11 @@ def _read(f: IO[bytes], fmt: str, n: int | None, dims: int | None, pos: int, los
                     block, carry = block[:end], block[end:] + carry
                 if dims is None:
                     dims = _first_line_dims(block, base, fmt)
+                if len(block) < count * (2 * dims + 2):
+                    # A line of a word and dims components takes at least 2 * dims + 2 bytes, so some line of
+                    # this block is short: report it before reserving rows for a header's (huge) dims.
+                    _collect(pending, words, 0)
+                    _tokenize(block, base, fmt, first_line + lines, dims)
                 if sink is None:
                     # Each line holds at least a word, a separator and per component a digit and a separator.
                     affordable = None if size is None else size // (2 * dims + 2) + 1
@@ -271,8 +276,14 @@ def _first_line_dims(block: bytes, base: int, fmt: str) -> int:
     return len(tokens) - 1
 
 
-def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, rows: npt.NDArray[np.float32], lossy: bool) -> list[str]:
-    """Parse the lines of ``block`` (ending with ``\\n``) into ``rows``; return their words."""
+_Tokens = tuple[npt.NDArray[np.uint8], npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.intp]]
+
+
+def _tokenize(block: bytes, base: int, fmt: str, line0: int, dims: int) -> _Tokens:
+    """The bytes of ``block``, the starts and ends of its tokens and the index of each line's first token.
+
+    Raises a :class:`FormatError` naming the first line that is empty or does not have ``dims`` components.
+    """
     a = np.frombuffer(block, dtype=np.uint8)
     ws = a <= 0x20
     controls = np.flatnonzero(a < 0x20)  # newlines, tabs, ... (a few per line)
@@ -299,8 +310,13 @@ def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, rows:
             )
         raise FormatError("wrong number of components", offset=base + line_start, chunk=where, expected=dims, found=int(counts[i]) - 1)
     n_tok = int(tok_end[-1]) if n_lines else 0
-    starts, ends = starts[:n_tok], ends[:n_tok]
-    word_tok = tok_end - counts
+    return a, starts[:n_tok], ends[:n_tok], tok_end - counts
+
+
+def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, rows: npt.NDArray[np.float32], lossy: bool) -> list[str]:
+    """Parse the lines of ``block`` (ending with ``\\n``) into ``rows``; return their words."""
+    a, starts, ends, word_tok = _tokenize(block, base, fmt, line0, dims)
+    n_tok = len(starts)
     is_num = np.ones(n_tok, dtype=bool)
     is_num[word_tok] = False
     _parse_numbers(a, starts[is_num], ends[is_num], rows.reshape(-1), block, base, fmt, line0, dims)
@@ -315,7 +331,7 @@ def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, rows:
             for j, w in enumerate(raw):
                 decode_word(w, False, f"{fmt} line {line0 + j}", base + w_starts[j])
         text = joined.decode("utf-8", errors="replace")
-    return text.split("\n") if n_lines else []
+    return text.split("\n") if len(word_tok) else []
 
 
 def _parse_numbers(
