@@ -346,6 +346,10 @@ class Worker:
             with contextlib.suppress(OSError):
                 self.proc.kill()
             self.proc.wait()
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()
             _remove(scratch_path(self.proc.pid))
             self.proc = None
 

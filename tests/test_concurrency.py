@@ -126,6 +126,7 @@ def test_saving_over_a_file_mapped_here_and_in_another_process(tmp_path: Path) -
     finally:
         proc.stdin.close()
         proc.wait()
+        proc.stdout.close()
     assert still == digest(first)  # the other process's view is unchanged and whole
     assert fresh == digest(second)
     assert digest(mine) == digest(first)

@@ -247,7 +247,8 @@ def atomic_output(file: Source, *, fsync: bool = False) -> Iterator[IO[bytes]]:
     >>> path = os.path.join(tempfile.mkdtemp(), "out.bin")
     >>> with atomic_output(path) as f:
     ...     _ = f.write(b"complete")
-    >>> open(path, "rb").read()
+    >>> with open(path, "rb") as f:
+    ...     f.read()
     b'complete'
     """
     if isinstance(file, (bytes, bytearray, memoryview, int)):
