@@ -345,14 +345,15 @@ class Embeddings:
 
     def _batch_unknown(self, words: Sequence[str], positions: npt.NDArray[np.int64], out: npt.NDArray[np.float32], found: npt.NDArray[np.bool_]) -> None:
         """Fill ``out[positions]`` (unknown words) with normalised subword sums; zeros where no n-gram exists."""
-        distinct: dict[str, int] = {}
-        slot = np.fromiter((distinct.setdefault(words[p], len(distinct)) for p in positions.tolist()), dtype=np.int64, count=len(positions))
-        uniq = list(distinct)
+        unknown = [words[p] for p in positions.tolist()]
+        uniq = list(dict.fromkeys(unknown))
         # Without repeated words each distinct word has one output row: write
         # there directly instead of through a (words, dims) temporary.
         if len(uniq) == len(positions):
-            target, dest = out, positions  # slot is then 0, 1, 2, ...
+            target, dest, slot = out, positions, None
         else:
+            first = {w: i for i, w in enumerate(uniq)}
+            slot = np.fromiter(map(first.__getitem__, unknown), dtype=np.int64, count=len(unknown))
             target, dest = np.zeros((len(uniq), self.dims), dtype=np.float32), np.arange(len(uniq))
         has = np.zeros(len(uniq), dtype=bool)
         for pos, rows in self._vocab.batch_subword_rows(uniq):  # type: ignore[attr-defined]
@@ -372,7 +373,7 @@ class Embeddings:
                 for k in range(1, block.shape[1]):
                     acc += matrix[block[:, k]]
                 _store_normalized(acc, target, dest[pos[lo : lo + _ACC_WORDS]])
-        if target is out:
+        if slot is None:
             out[dest[~has]] = 0
             found[dest[has]] = True
         else:
