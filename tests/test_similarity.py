@@ -442,3 +442,20 @@ def test_embeddings_stay_picklable_after_queries(sim_emb: Embeddings) -> None:
     assert pairs(clone.word_similarity("Berlin", k=5)) == before
     shallow = copy.copy(sim_emb)
     assert similarity.query_index(shallow) is not similarity.query_index(sim_emb)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_adc_split_over_threads_gives_identical_scores(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    """Splitting an ADC scan over threads must not change a single bit of any score."""
+    rng = np.random.default_rng(threads)
+    n, m, ds = 1000, 7, 2  # odd subquantizer count: the unpaired last code too
+    emb = Embeddings(synthetic_pq(rng, n, m, ds, 256, True, True), SimpleVocab([f"w{i}" for i in range(n)]))
+    qs = rng.standard_normal((4, m * ds)).astype(np.float32)
+    monkeypatch.setattr(similarity, "ADC_THREADS", 1)
+    serial = [emb.embedding_similarity(q, k=n) for q in qs]
+    index = similarity.query_index(emb)
+    serial_raw = index.adc_scores(qs[0] / np.linalg.norm(qs[0]), 0, n)
+    monkeypatch.setattr(similarity, "ADC_THREADS", threads)
+    monkeypatch.setattr(similarity, "ADC_THREAD_ROWS", 100)
+    np.testing.assert_array_equal(index.adc_scores(qs[0] / np.linalg.norm(qs[0]), 0, n), serial_raw)
+    assert [emb.embedding_similarity(q, k=n) for q in qs] == serial

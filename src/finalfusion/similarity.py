@@ -38,6 +38,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -68,6 +69,9 @@ SCAN_BLOCK_BYTES: Final = 1 << 30
 BATCH_SCORE_ELEMENTS: Final = 1 << 23
 #: Quantized codes up to this size get a cached column-major copy for fast ADC.
 ADC_CACHE_BYTES: Final = 1 << 30
+#: Threads for one ADC scan (numpy releases the GIL in take/add), and the fewest rows worth a thread.
+ADC_THREADS: Final = min(4, os.cpu_count() or 1)
+ADC_THREAD_ROWS: Final = 1 << 16
 #: Relative tolerance under which stored rows count as unit length.
 UNIT_TOLERANCE: Final = 1e-5
 #: Batches of at least this many queries on quantized storage reconstruct
@@ -248,23 +252,22 @@ class QueryIndex:
         return table
 
     def adc_scores(self, q: F32, lo: int, hi: int) -> F32:
-        """Dot products of ``q`` with the reconstructed rows ``lo:hi`` by ADC."""
+        """Dot products of ``q`` with the reconstructed rows ``lo:hi`` by ADC.
+
+        Large ranges are split over threads (numpy releases the GIL in
+        ``take`` and ``add``); every row's sum runs in the same order either
+        way, so the scores do not depend on the split.
+        """
         table = self.adc_table(q)
-        m = table.shape[0]
         layout = self._codes_layout(lo, hi)
         out = np.zeros(hi - lo, dtype=np.float32)
-        tmp = np.empty(hi - lo, dtype=np.float32)
-        pair = np.empty((256, 256), dtype=np.float32)
-        flat = pair.reshape(-1)
-        for p in range(m // 2):
-            # one 256 KiB table per pair of subquantizers, built just before use so it is cache-hot:
-            # pair[b, a] = table[2p, a] + table[2p + 1, b], indexed by the uint16 a + 256 b
-            np.add(table[2 * p + 1][:, None], table[2 * p][None, :], out=pair)
-            np.take(flat, layout[p], out=tmp, mode="clip")
-            out += tmp
-        if m % 2:
-            np.take(table[m - 1], layout[-1], out=tmp, mode="clip")
-            out += tmp
+        parts = min(ADC_THREADS, (hi - lo) // ADC_THREAD_ROWS)
+        if parts <= 1:
+            _adc_accumulate(table, layout, out)
+            return out
+        bounds = np.linspace(0, hi - lo, parts + 1).astype(int).tolist()
+        with ThreadPoolExecutor(parts) as pool:
+            list(pool.map(lambda a, b: _adc_accumulate(table, layout[:, a:b], out[a:b]), bounds[:-1], bounds[1:]))
         return out
 
     def reconstruct_raw(self, lo: int, hi: int) -> F32:
@@ -325,6 +328,23 @@ class QueryIndex:
         dots = rows @ q.astype(np.float64)
         out: npt.NDArray[np.float64] = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
         return out
+
+
+def _adc_accumulate(table: F32, layout: npt.NDArray[Any], out: F32) -> None:
+    """Add the ADC table entries of the codes in ``layout`` (see :func:`pair_codes`) to ``out``."""
+    m = table.shape[0]
+    tmp = np.empty(len(out), dtype=np.float32)
+    pair = np.empty((256, 256), dtype=np.float32)
+    flat = pair.reshape(-1)
+    for p in range(m // 2):
+        # one 256 KiB table per pair of subquantizers, built just before use so it is cache-hot:
+        # pair[b, a] = table[2p, a] + table[2p + 1, b], indexed by the uint16 a + 256 b
+        np.add(table[2 * p + 1][:, None], table[2 * p][None, :], out=pair)
+        np.take(flat, layout[p], out=tmp, mode="clip")
+        out += tmp
+    if m % 2:
+        np.take(table[m - 1], layout[-1], out=tmp, mode="clip")
+        out += tmp
 
 
 def pair_codes(codes: npt.NDArray[np.uint8]) -> npt.NDArray[Any]:
