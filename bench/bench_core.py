@@ -163,17 +163,22 @@ def worker_known(a: argparse.Namespace) -> dict:
     res["single_s"] = per_call
     # individually timed calls, median (includes ~timer overhead on both sides)
     words = [word(int(i)) for i in rng.choice(n_vocab, size=a.n_single, replace=False)]
+    res["single_indiv_median_s"] = _median_call_s(f, words)
+    # batched
+    batches = [[word(int(i)) for i in rng.integers(0, n_vocab, size=a.n_batch)] for _r in range(a.reps)]
+    res["batch_s"], res["batch_variant"] = _time_batches(emb, batches, _is_ours(finalfusion), np)
+    return res
+
+
+def _median_call_s(f, words) -> float:
+    """Median of individually timed calls ``f(w)`` (includes ~timer overhead on both sides)."""
     pc = time.perf_counter_ns
     ind = []
     for w in words:
         t0 = pc()
         f(w)
         ind.append(pc() - t0)
-    res["single_indiv_median_s"] = statistics.median(ind) / 1e9
-    # batched
-    batches = [[word(int(i)) for i in rng.integers(0, n_vocab, size=a.n_batch)] for _r in range(a.reps)]
-    res["batch_s"], res["batch_variant"] = _time_batches(emb, batches, _is_ours(finalfusion), np)
-    return res
+    return statistics.median(ind) / 1e9
 
 
 def _time_batches(emb, batches, ours: bool, np) -> tuple[list[float], str]:
@@ -224,13 +229,7 @@ def worker_unknown(a: argparse.Namespace) -> dict:
         assert v is not None
     res["single_s"] = per_call
     words = [unknown_word(i, "ind") for i in range(a.n_single)]
-    pc = time.perf_counter_ns
-    ind = []
-    for w in words:
-        t0 = pc()
-        f(w)
-        ind.append(pc() - t0)
-    res["single_indiv_median_s"] = statistics.median(ind) / 1e9
+    res["single_indiv_median_s"] = _median_call_s(f, words)
     # same word over and over (caches may help here)
     rep = []
     w = unknown_word(1, "rep")

@@ -124,11 +124,6 @@ class Vocab(Chunk):
         for start in range(0, len(self._words), _WRITE_WORDS):
             writer.raw(serialize_strings(self._words[start : start + _WRITE_WORDS]))
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state.pop("_encoded", None)
-        return state
-
     def __repr__(self) -> str:
         shown = ", ".join(repr(w) for w in self._words[:3])
         more = ", ..." if len(self._words) > 3 else ""
@@ -163,7 +158,7 @@ def serialize_strings(strings: list[str]) -> bytes:
     data = np.frombuffer(joined.encode("utf-8"), dtype=np.uint8)
     ends = np.append(np.flatnonzero(data == 0), len(data))
     lens = np.diff(ends, prepend=-1) - 1
-    return _join_strings_bytes(lens, data[data != 0] if n > 1 else data)
+    return _join_strings_bytes(lens, data[data != 0])
 
 
 def _join_strings(encoded: list[bytes]) -> bytes:
