@@ -85,6 +85,11 @@ def test_write_back(testdata: Path, name: str, mmap: bool, tmp_path: Path) -> No
     path = tmp_path / name
     emb.write(path)
     assert path.read_bytes() == written
+    # Storage and norms on the second thread, as large files are written.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(finalfusion.io, "PARALLEL_TAIL_BYTES", 0)
+        emb.write(path)
+    assert path.read_bytes() == written
 
 
 def test_header_omitting_norms_still_has_norms(testdata: Path) -> None:

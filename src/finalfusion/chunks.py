@@ -238,10 +238,11 @@ def read_chunk(reader: ByteReader) -> Chunk:
     return chunk
 
 
-def write_chunk(writer: ByteWriter, chunk: Chunk) -> None:
-    """Write ``chunk`` framed with its id and correct length."""
+def write_chunk(writer: ByteWriter, chunk: Chunk, declared: int | None = None) -> None:
+    """Write ``chunk`` framed with its id and correct length (``declared``, if already computed)."""
     writer.u32(int(chunk.chunk_id))
-    declared = chunk.payload_len(writer.pos + 8)
+    if declared is None:
+        declared = chunk.payload_len(writer.pos + 8)
     writer.u64(declared)
     start = writer.pos
     chunk.write_payload(writer)

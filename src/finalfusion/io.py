@@ -11,10 +11,13 @@ explicit-vocabulary length of finalfusion-python 0.7), each reported with a
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import mmap as _mmap
 import os
+import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import IO, Any, BinaryIO, TypeVar, cast
@@ -23,7 +26,7 @@ import numpy as np
 
 from finalfusion._binary import ByteReader, ByteWriter
 from finalfusion._types import Source
-from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, check_order, read_chunk, write_chunk
+from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, check_order, read_chunk, role_of, write_chunk
 from finalfusion.errors import ChunkOrder, FormatError, LegacyFormatWarning, Truncated
 from finalfusion.header import MAGIC, Header
 
@@ -188,6 +191,12 @@ def write_chunks(chunks: Sequence[Chunk], file: Source, *, fsync: bool = False) 
     any) untouched, and a file that is memory-mapped can be overwritten
     safely (existing maps keep the old contents).
 
+    Writing to a path also reserves the file's full size up front (so a
+    full disk fails before anything is written) and, for large files,
+    writes the storage and norms on a second thread with ``os.pwrite`` while
+    this thread serialises the vocabulary: the layout (every chunk's offset)
+    is computed first, so the two parts never overlap.
+
     Parameters
     ----------
     chunks
@@ -203,30 +212,170 @@ def write_chunks(chunks: Sequence[Chunk], file: Source, *, fsync: bool = False) 
         If the chunks are not in a valid order.
     TypeError, ValueError
         If a chunk cannot be represented (e.g. metadata values TOML cannot hold).
+    OSError
+        If the disk is full (before the target is touched).
+
+    Examples
+    --------
+    >>> import io
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> from finalfusion.storage import NdArray
+    >>> out = io.BytesIO()
+    >>> write_chunks([SimpleVocab(["a"]), NdArray(np.ones((1, 2), dtype=np.float32))], out)
+    >>> read_chunks(out.getvalue())[1][0][1].words
+    ['a']
     """
     ids = [c.chunk_id for c in chunks]
     check_order(ids, offset=None, where="chunks to write")
     header = Header(tuple(ids))
-    # Serialise metadata before touching the disk so TOML errors lose nothing.
-    for c in chunks:
-        c.payload_len(0)
-    with atomic_output(file, fsync=fsync) as f:
-        try:
-            pos = f.tell()
-        except (OSError, AttributeError, io.UnsupportedOperation):
-            pos = 0
-        _write_to(f, header, chunks, pos)
+    to_path = isinstance(file, (str, os.PathLike))
+    # For a path the layout is computed before touching the disk, so TOML errors lose nothing.
+    layout = _layout(header, chunks, 0) if to_path else None
+    with atomic_output(file, fsync=fsync, size=layout[-1] if layout else None) as f:
+        if layout is None:
+            try:
+                pos = f.tell()
+            except (OSError, AttributeError, io.UnsupportedOperation):
+                pos = 0
+            layout = _layout(header, chunks, pos)
+        _write_to(f, header, chunks, layout, parallel=to_path)
 
 
-def _write_to(f: IO[bytes], header: Header, chunks: Sequence[Chunk], pos: int) -> None:
-    writer = ByteWriter(cast(BinaryIO, f), pos)
-    header.write(writer)
+def _layout(header: Header, chunks: Sequence[Chunk], pos: int) -> list[int]:
+    """Absolute offset of every chunk's frame written after ``header`` at ``pos``, plus the end offset."""
+    offsets = [pos + header.nbytes]
     for chunk in chunks:
-        write_chunk(writer, chunk)
+        frame = offsets[-1]
+        offsets.append(frame + 12 + chunk.payload_len(frame + 12))
+    return offsets
+
+
+#: Bytes after the vocabulary from which they are written on a second thread.
+PARALLEL_TAIL_BYTES = 8 << 20
+
+
+def _write_to(f: IO[bytes], header: Header, chunks: Sequence[Chunk], layout: list[int], *, parallel: bool) -> None:
+    writer = ByteWriter(cast(BinaryIO, f), layout[0] - header.nbytes)
+    header.write(writer)
+    split = next((i for i, c in enumerate(chunks) if role_of(c.chunk_id) in ("storage", "norms")), len(chunks))
+    tail: _TailWriter | None = None
+    if parallel and hasattr(os, "pwrite") and layout[-1] - layout[split] >= PARALLEL_TAIL_BYTES:
+        tail = _TailWriter(os.dup(f.fileno()), chunks[split:], layout[split:])
+        tail.start()
+    else:
+        split = len(chunks)
+    try:
+        _write_laid_out(writer, chunks[:split], layout[: split + 1])
+        f.flush()
+    finally:
+        if tail is not None:
+            tail.join()
+    if tail is not None and tail.error is not None:
+        raise tail.error
+
+
+def _write_laid_out(writer: ByteWriter, chunks: Sequence[Chunk], layout: list[int]) -> None:
+    """Write ``chunks`` whose frames start at ``layout[:-1]`` (``layout[-1]``: where the last ends)."""
+    for chunk, frame, end in zip(chunks, layout[:-1], layout[1:], strict=True):
+        write_chunk(writer, chunk, end - frame - 12)
+
+
+class _PositionalFile:
+    """The ``write`` of a binary file, done with ``os.pwrite`` at a running offset (releases the GIL)."""
+
+    def __init__(self, fd: int, pos: int) -> None:
+        self.fd = fd
+        self.pos = pos
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            done += os.pwrite(self.fd, view[done:], self.pos + done)
+        self.pos += done
+        return done
+
+
+class _TailWriter(threading.Thread):
+    """Writes the chunks after the vocabulary at their precomputed offsets on its own descriptor."""
+
+    def __init__(self, fd: int, chunks: Sequence[Chunk], layout: list[int]) -> None:
+        super().__init__(name="finalfusion-write", daemon=True)
+        self.fd = fd
+        self.chunks = chunks
+        self.layout = layout
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            writer = ByteWriter(cast(BinaryIO, _PositionalFile(self.fd, self.layout[0])), self.layout[0])
+            _write_laid_out(writer, self.chunks, self.layout)
+        except BaseException as exc:  # re-raised by the thread that started this one
+            self.error = exc
+        finally:
+            os.close(self.fd)
+
+
+#: Files smaller than this are not preallocated (nothing to gain).
+_PREALLOCATE_MIN = 1 << 20
+
+
+def _load_fallocate() -> Any:
+    """The C library's ``fallocate64`` (Linux), or ``None`` elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        func = ctypes.CDLL(None, use_errno=True).fallocate64
+    except (OSError, AttributeError, ImportError):  # pragma: no cover - non-glibc/musl libc
+        return None
+    func.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    func.restype = ctypes.c_int
+    return func
+
+
+_FALLOCATE = _load_fallocate()
+
+
+def preallocate(fd: int, size: int, name: str = "file") -> None:
+    """Reserve ``size`` bytes of disk for the open file ``fd`` (which grows to that size).
+
+    Uses Linux ``fallocate`` directly -- not ``os.posix_fallocate``, whose
+    glibc fallback writes every block when the filesystem cannot
+    preallocate (NFSv3, some FUSE filesystems); there this does nothing.
+    Small sizes and other platforms are a no-op too.
+
+    Raises
+    ------
+    OSError
+        ``ENOSPC`` (or ``EFBIG``/``EDQUOT``): the file cannot grow that much.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryFile() as f:
+    ...     preallocate(f.fileno(), 4 << 20)
+    ...     os.fstat(f.fileno()).st_size in (0, 4 << 20)
+    True
+    """
+    if _FALLOCATE is None or size < _PREALLOCATE_MIN:
+        return
+    if _FALLOCATE(fd, 0, 0, size) != 0:
+        err = ctypes_errno()
+        if err in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            raise OSError(err, f"cannot reserve {size} bytes for the output ({os.strerror(err)})", name)
+
+
+def ctypes_errno() -> int:
+    """``errno`` of the last ctypes call of this thread."""
+    import ctypes
+
+    return ctypes.get_errno()
 
 
 @contextlib.contextmanager
-def atomic_output(file: Source, *, fsync: bool = False) -> Iterator[IO[bytes]]:
+def atomic_output(file: Source, *, fsync: bool = False, size: int | None = None) -> Iterator[IO[bytes]]:
     """Open ``file`` for binary writing so that a path is replaced atomically.
 
     For a path, the data goes to a temporary file in the same directory that
@@ -240,6 +389,13 @@ def atomic_output(file: Source, *, fsync: bool = False) -> Iterator[IO[bytes]]:
         Path (str or os.PathLike) or binary file object.
     fsync
         Flush the data to disk before the rename.
+    size
+        The exact number of bytes the ``with`` block writes, if known: the
+        temporary file reserves that much disk space first (``fallocate``
+        on Linux), so a full disk raises ``OSError`` before anything is
+        written, and the kernel writes into preallocated extents (about a
+        third faster for large files on ext4). The file has this size
+        from the start, so the block must write all of it.
 
     Examples
     --------
@@ -261,6 +417,8 @@ def atomic_output(file: Source, *, fsync: bool = False) -> Iterator[IO[bytes]]:
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
+            if size is not None:
+                preallocate(fd, size, tmp)
             yield f
             f.flush()
             if fsync:

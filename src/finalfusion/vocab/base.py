@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +16,8 @@ from finalfusion.subword.ngrams import ngrams
 
 __all__ = ["SubwordVocab", "Vocab"]
 
+_V = TypeVar("_V", bound="Vocab")
+
 
 def build_index(words: Sequence[str]) -> dict[str, int]:
     """Map each word to its position; duplicates raise ``ValueError``."""
@@ -27,15 +29,19 @@ def build_index(words: Sequence[str]) -> dict[str, int]:
     return index
 
 
-def read_words(reader: ByteReader, count: int, what: str = "word") -> tuple[list[str], dict[str, int]]:
-    """Read ``count`` words and index them; duplicates are a :class:`FormatError`."""
+def read_words(reader: ByteReader, count: int, what: str = "word") -> tuple[list[str], dict[str, int], int]:
+    """Read ``count`` words and index them; duplicates are a :class:`FormatError`.
+
+    Also returns the bytes the words took on disk, which the vocabulary
+    keeps so that writing it back need not encode every word twice.
+    """
     start = reader.pos
     words = reader.strings(count, what)
     try:
         index = build_index(words)
     except ValueError as exc:
         raise FormatError(str(exc), offset=start, chunk=reader.chunk) from None
-    return words, index
+    return words, index, reader.pos - start
 
 
 class Vocab(Chunk):
@@ -47,6 +53,8 @@ class Vocab(Chunk):
 
     _words: list[str]
     _index: dict[str, int]
+    #: On-disk size of the words (u32 length + UTF-8 each), once known.
+    _words_nbytes: int | None = None
     role: ClassVar[str] = "vocab"
 
     def _init_words(self, words: Sequence[str], index: dict[str, int] | None = None) -> None:
@@ -116,8 +124,16 @@ class Vocab(Chunk):
 
     # -- on-disk helpers ------------------------------------------------------------
     def _words_len(self) -> int:
-        # UTF-8 of a concatenation is the concatenation of the UTF-8s: one C-level encode.
-        return 4 * len(self._words) + len("".join(self._words).encode("utf-8"))
+        # Vocabularies are immutable, so the size is computed (or read) once.
+        if self._words_nbytes is None:
+            # UTF-8 of a concatenation is the concatenation of the UTF-8s: one C-level encode.
+            self._words_nbytes = 4 * len(self._words) + len("".join(self._words).encode("utf-8"))
+        return self._words_nbytes
+
+    def _set_words_nbytes(self: _V, nbytes: int) -> _V:
+        """Record the words' on-disk size measured while reading; returns ``self``."""
+        self._words_nbytes = nbytes
+        return self
 
     def _write_words(self, writer: ByteWriter) -> None:
         # In slices, so the temporaries stay small (a conversion's peak memory is the matrix plus little).

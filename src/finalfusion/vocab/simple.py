@@ -49,8 +49,8 @@ class SimpleVocab(Vocab):
     @classmethod
     def read_payload(cls, reader: ByteReader) -> SimpleVocab:
         n = reader.u64("number of words")
-        words, index = read_words(reader, n)
-        return cls(words, index)
+        words, index, nbytes = read_words(reader, n)
+        return cls(words, index)._set_words_nbytes(nbytes)
 
     def write_payload(self, writer: ByteWriter) -> None:
         writer.u64(len(self._words))

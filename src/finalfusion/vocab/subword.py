@@ -90,8 +90,8 @@ class FinalfusionBucketVocab(SubwordVocab):
         exp = reader.u32("bucket exponent")
         if exp > 63:
             raise FormatError("bucket exponent out of range", offset=at + 8, chunk=reader.chunk, expected="0..63", found=exp)
-        words, index = read_words(reader, n)
-        return cls(words, FinalfusionHashIndexer(exp, min_n, max_n), _index=index)
+        words, index, nbytes = read_words(reader, n)
+        return cls(words, FinalfusionHashIndexer(exp, min_n, max_n), _index=index)._set_words_nbytes(nbytes)
 
     def write_payload(self, writer: ByteWriter) -> None:
         writer.u64(len(self._words))
@@ -154,8 +154,8 @@ class FastTextVocab(SubwordVocab):
         buckets = reader.u32("number of buckets")
         if not 1 <= buckets <= 2**31 - 1:
             raise FormatError("number of buckets out of range", offset=at + 8, chunk=reader.chunk, expected="1..2**31-1", found=buckets)
-        words, index = read_words(reader, n)
-        return cls(words, FastTextIndexer(buckets, min_n, max_n), _index=index)
+        words, index, nbytes = read_words(reader, n)
+        return cls(words, FastTextIndexer(buckets, min_n, max_n), _index=index)._set_words_nbytes(nbytes)
 
     def write_payload(self, writer: ByteWriter) -> None:
         writer.u64(len(self._words))
@@ -211,7 +211,7 @@ class ExplicitVocab(SubwordVocab):
         at = reader.pos
         min_n, max_n = reader.u32("min_n"), reader.u32("max_n")
         check_range_field(reader, min_n, max_n, at)
-        words, index = read_words(reader, n_words)
+        words, index, nbytes = read_words(reader, n_words)
         table_at = reader.pos
         if n_ngrams > reader.remaining // 12:
             raise Truncated(
@@ -242,8 +242,7 @@ class ExplicitVocab(SubwordVocab):
                 )
             ngrams.append(ngram)
             ngram_index[ngram] = i
-        vocab = cls(words, ExplicitIndexer(ngrams, min_n, max_n, ngram_index), _index=index)
-        return vocab
+        return cls(words, ExplicitIndexer(ngrams, min_n, max_n, ngram_index), _index=index)._set_words_nbytes(nbytes)
 
     def legacy_length(self, declared: int, consumed: int) -> str | None:
         """Accept the length finalfusion-python 0.7 writes: 8 bytes short per n-gram (FORMAT.md §5.8)."""
