@@ -8,7 +8,6 @@ its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -314,12 +313,9 @@ class Embeddings:
         dims = self.dims
         if out is not None and out.shape != (n, dims):
             raise ValueError(f"out must have shape ({n}, {dims}), got {out.shape}")
-        try:
-            # Fast path, all words known: dict.__getitem__ mapped in C, then one gather.
-            idx = np.fromiter(map(self._index.__getitem__, words), dtype=np.int64, count=n)
-        except (KeyError, TypeError):
-            idx = np.fromiter(map(self._index.get, words, itertools.repeat(-1)), dtype=np.int64, count=n)
-        else:
+        # All words hashed and probed at once (-1: unknown); all known: one gather.
+        idx = self._index.lookup(words)
+        if n == 0 or idx.min() >= 0:
             if self._matrix is None:
                 rows = self._storage.rows(idx)
                 if out is None:

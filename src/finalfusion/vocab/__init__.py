@@ -3,8 +3,8 @@
 Examples
 --------
 >>> from finalfusion.vocab import SimpleVocab
->>> SimpleVocab(["a", "b"]).word_index
-{'a': 0, 'b': 1}
+>>> SimpleVocab(["a", "b"]).word_index["b"]
+1
 """
 
 from __future__ import annotations
