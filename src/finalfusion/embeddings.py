@@ -836,16 +836,16 @@ def load_finalfusion(file: Any, mmap: bool = False) -> Embeddings:
     [1.0, 0.0]
     """
     from finalfusion._fileref import map_with_ref, path_of
-    from finalfusion.io import open_buffer, read_chunks
+    from finalfusion.io import read_chunks, read_source
 
     path = path_of(file) if mmap else None
     ref = None
     if path is None:
-        buf, name = open_buffer(file, mmap)
+        name, chunks = read_source(file, mmap)
     else:
         buf, ref = map_with_ref(path)
         name = os.fsdecode(file)
-    _, chunks = read_chunks(buf)
+        _, chunks = read_chunks(buf)
     emb = _assemble(chunks, name)
     emb._file_ref = ref
     return emb

@@ -85,26 +85,35 @@ class WordIndex(Mapping[str, int]):
     def __init__(self, words: list[str], *, bits: int | None = None) -> None:
         n = len(words)
         bits = _bits_for(n) if bits is None else bits
-        if not 1 <= bits <= 62:
-            raise ValueError(f"bits must be in 1..62, got {bits}")
+        if not 1 <= bits <= 32:
+            raise ValueError(f"bits must be in 1..32, got {bits}")
         shift = 64 - bits
-        hashes = np.fromiter(map(hash, words), dtype=np.int64, count=n).view(np.uint64)
-        order = np.argsort(hashes, kind="stable")
-        hashes = hashes[order]
+        # One uint64 per word, sorted in place: the hash's top 64 - k bits, and
+        # the word's index in the low k bits. Sorting these sorts by home slot
+        # (the top bits); equal words (equal hashes) end up adjacent, in index
+        # order. Few, small temporaries: they would stay in the C heap.
+        k = max(1, (n - 1).bit_length())  # <= 32: the home bits and the index bits never overlap
+        keys = np.fromiter(map(hash, words), dtype=np.int64, count=n).view(np.uint64)
+        keys &= np.uint64(((1 << 64) - 1) ^ ((1 << k) - 1))
+        keys |= np.arange(n, dtype=np.uint64)
+        keys.sort()
         if n > 1:
-            _check_unique(words, hashes, order)
-        slots = (hashes >> np.uint64(shift)).astype(np.int64)
-        del hashes
-        ramp = np.arange(n, dtype=np.int64)
-        slots -= ramp
+            _check_unique(words, keys, k)
+        itype = np.dtype("i4") if n < 2**31 and bits < 31 else np.dtype("i8")
+        order = (keys & np.uint64((1 << k) - 1)).astype(itype)
+        keys >>= np.uint64(shift)
+        slots = keys.astype(itype)
+        del keys
+        ramp = np.arange(n, dtype=itype)
+        np.subtract(slots, ramp, out=slots)
         np.maximum.accumulate(slots, out=slots)
-        slots += ramp
+        np.add(slots, ramp, out=slots)
         del ramp
         size = (1 << bits) if n == 0 else max(1 << bits, int(slots[-1]) + 1)
         table = array.array("i" if n < 2**31 else "q", [-1]) * (size + 1)
         view = np.frombuffer(table, dtype=np.dtype(f"i{table.itemsize}"))
         view[slots] = order
-        del view
+        del view, slots, order
         self._words = words
         self._table = table
         self._shift = shift
@@ -245,27 +254,35 @@ def _rebuild(words: list[str]) -> WordIndex:
     return WordIndex(words)
 
 
-def _check_unique(words: Sequence[str], sorted_hashes: npt.NDArray[np.uint64], order: npt.NDArray[np.intp]) -> None:
+def _check_unique(words: Sequence[str], keys: npt.NDArray[np.uint64], k: int) -> None:
     """Raise ``ValueError`` naming the first word (in index order) that repeats an earlier one.
 
-    Equal words have equal hashes, so after the (stable) sort by hash they
-    sit in one run of equal hashes; only such runs are compared.
+    ``keys`` are the sorted ``hash bits | index`` keys built by :class:`WordIndex`:
+    equal words sit in one run of equal hash bits, in index order, so only
+    such runs are compared.
     """
-    same = sorted_hashes[1:] == sorted_hashes[:-1]
+    top = keys >> np.uint64(k)
+    same = top[1:] == top[:-1]
+    del top
     if not same.any():
         return
-    starts = np.flatnonzero(same & ~np.concatenate(([False], same[:-1])))
+    mask = (1 << k) - 1
     first_dup: int | None = None
-    for s in starts.tolist():
+    at = np.flatnonzero(same).tolist()
+    for i, s in enumerate(at):
+        if i and at[i - 1] == s - 1:
+            continue  # inside a run already checked
         e = s + 1
         while e < len(same) and same[e]:
             e += 1
         seen: set[str] = set()
-        for k in order[s : e + 1].tolist():  # ascending indices: the sort is stable
-            if words[k] in seen:
-                first_dup = k if first_dup is None else min(first_dup, k)
+        for key in keys[s : e + 1].tolist():  # ascending indices within the run
+            w = words[key & mask]
+            if w in seen:
+                j = key & mask
+                first_dup = j if first_dup is None else min(first_dup, j)
                 break
-            seen.add(words[k])
+            seen.add(w)
     if first_dup is not None:
         raise ValueError(f"duplicate word in vocabulary: {words[first_dup]!r}")
 
