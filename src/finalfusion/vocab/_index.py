@@ -33,8 +33,6 @@ import numpy.typing as npt
 
 __all__ = ["WordIndex"]
 
-_M64: Final = (1 << 64) - 1
-
 
 def _bits_for(n: int) -> int:
     """Home-slot bits: at least ``2 n`` home slots (load factor <= 0.5)."""
@@ -121,7 +119,7 @@ class WordIndex(Mapping[str, int]):
     # -- lookups: the probe loop is inlined in each, for speed -------------------------
     def get(self, key: Any, default: Any = None) -> Any:
         """The index of ``key``, or ``default`` if it is not a word."""
-        i = (hash(key) & _M64) >> self._shift
+        i = (hash(key) & 0xFFFF_FFFF_FFFF_FFFF) >> self._shift
         table = self._table
         words = self._words
         j = table[i]
@@ -133,7 +131,7 @@ class WordIndex(Mapping[str, int]):
         return default
 
     def __getitem__(self, key: Any) -> int:
-        i = (hash(key) & _M64) >> self._shift
+        i = (hash(key) & 0xFFFF_FFFF_FFFF_FFFF) >> self._shift
         table = self._table
         words = self._words
         j = table[i]
