@@ -61,6 +61,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5, help="fresh subprocesses per variant and mode")
     ap.add_argument("--n-words", type=int, default=400_000)
     ap.add_argument("--dims", type=int, default=300)
+    ap.add_argument("--modes", default="eager,mmap", help="comma-separated: eager, mmap")
     ap.add_argument("--out", help="write the results as JSON")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--mmap", action="store_true", help=argparse.SUPPRESS)
@@ -87,7 +88,7 @@ def main() -> int:
         runs: dict[tuple[str, str], list[dict]] = {}
         for _ in range(a.reps):
             for name, python, src in variants:
-                for mode in ("eager", "mmap"):
+                for mode in a.modes.split(","):
                     extra = ["--path", path, *(["--mmap"] if mode == "mmap" else []), *(["--worker-src", src] if src else [])]
                     runs.setdefault((name, mode), []).append(bench_core.run_worker(python, "load", extra, script=SCRIPT))
         rows = []

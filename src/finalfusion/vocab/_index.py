@@ -26,7 +26,7 @@ from __future__ import annotations
 import array
 import operator
 from collections.abc import ItemsView, Iterator, Mapping, Sequence, ValuesView
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
