@@ -7,15 +7,18 @@ of the words themselves. :class:`WordIndex` keeps only the word list
 open-addressing hash table of about ``2 n`` slots, each holding the index
 of a word or ``-1``.
 
-Layout: a word's home slot is the top ``bits`` bits of its 64-bit Python
-hash; it sits in the first free slot at or after its home, *without
-wrapping around* (the table has a few overflow slots after the ``2**bits``
-home slots and always ends with a ``-1``). There is therefore never an
-empty slot between a word's home and its slot, so a lookup probes from
-the home slot until it finds the word or ``-1``. Because positions only
-move forward, the whole table is built with numpy: sort the hashes, and
-the slot of the ``k``-th key in hash order is
-``max(home[k], slot[k - 1] + 1)`` -- a running maximum.
+Layout: a word's home slot is ``hash(word) >> (64 - bits)``, the top
+``bits`` bits of its signed 64-bit Python hash, in ``-2**(bits-1) ..
+2**(bits-1) - 1``. It sits in the first free slot at or after its home in
+that order, *without wrapping around*: the table holds homes ``0 ..`` first,
+then a few overflow slots and a ``-1`` sentinel, then homes ``.. -1`` at the
+end, where negative indices reach them (and a probe from ``-1`` goes on at
+``0``). There is therefore never an empty slot between a word's home and
+its slot, so a lookup probes from the home slot until it finds the word or
+``-1`` -- and the home slot costs one shift. Because positions only move
+forward, the whole table is built with numpy: sort the hashes, and the
+slot of the ``k``-th key in hash order is ``max(home[k], slot[k - 1] + 1)``
+-- a running maximum.
 
 Python's ``str`` hash is randomised per process, so the table is never
 pickled: unpickling rebuilds it from the words.
@@ -86,20 +89,21 @@ class WordIndex(Mapping[str, int]):
         if not 1 <= bits <= 32:
             raise ValueError(f"bits must be in 1..32, got {bits}")
         shift = 64 - bits
-        # One uint64 per word, sorted in place: the hash's top 64 - k bits, and
+        half = 1 << (bits - 1)
+        # One int64 per word, sorted in place: the hash's top 64 - k bits, and
         # the word's index in the low k bits. Sorting these sorts by home slot
         # (the top bits); equal words (equal hashes) end up adjacent, in index
         # order. Few, small temporaries: they would stay in the C heap.
         k = max(1, (n - 1).bit_length())  # <= 32: the home bits and the index bits never overlap
-        keys = np.fromiter(map(hash, words), dtype=np.int64, count=n).view(np.uint64)
-        keys &= np.uint64(((1 << 64) - 1) ^ ((1 << k) - 1))
-        keys |= np.arange(n, dtype=np.uint64)
+        keys = np.fromiter(map(hash, words), dtype=np.int64, count=n)
+        keys &= np.int64(-(1 << k))
+        keys |= np.arange(n, dtype=np.int64)
         keys.sort()
         if n > 1:
             _check_unique(words, keys, k)
-        itype = np.dtype("i4") if n < 2**31 and bits < 31 else np.dtype("i8")
-        order = (keys & np.uint64((1 << k) - 1)).astype(itype)
-        keys >>= np.uint64(shift)
+        itype = np.dtype("i4") if n < 2**30 and bits <= 30 else np.dtype("i8")
+        order = (keys & np.int64((1 << k) - 1)).astype(itype)
+        keys >>= np.int64(shift)
         slots = keys.astype(itype)
         del keys
         ramp = np.arange(n, dtype=itype)
@@ -107,8 +111,10 @@ class WordIndex(Mapping[str, int]):
         np.maximum.accumulate(slots, out=slots)
         np.add(slots, ramp, out=slots)
         del ramp
-        size = (1 << bits) if n == 0 else max(1 << bits, int(slots[-1]) + 1)
-        table = array.array("i" if n < 2**31 else "q", [-1]) * (size + 1)
+        overflow = max(0, int(slots[-1]) - (half - 1)) if n else 0
+        # Homes 0 .. half - 1, the overflow slots, a -1 sentinel, then homes -half .. -1
+        # (Python and numpy index those from the end, and a probe from -1 goes on at 0).
+        table = array.array("i" if n < 2**31 else "q", [-1]) * (2 * half + overflow + 1)
         view = np.frombuffer(table, dtype=np.dtype(f"i{table.itemsize}"))
         view[slots] = order
         del view, slots, order
@@ -119,7 +125,7 @@ class WordIndex(Mapping[str, int]):
     # -- lookups: the probe loop is inlined in each, for speed -------------------------
     def get(self, key: Any, default: Any = None) -> Any:
         """The index of ``key``, or ``default`` if it is not a word."""
-        i = (hash(key) & 0xFFFF_FFFF_FFFF_FFFF) >> self._shift
+        i = hash(key) >> self._shift
         table = self._table
         words = self._words
         j = table[i]
@@ -131,7 +137,7 @@ class WordIndex(Mapping[str, int]):
         return default
 
     def __getitem__(self, key: Any) -> int:
-        i = (hash(key) & 0xFFFF_FFFF_FFFF_FFFF) >> self._shift
+        i = hash(key) >> self._shift
         table = self._table
         words = self._words
         j = table[i]
@@ -167,9 +173,8 @@ class WordIndex(Mapping[str, int]):
         out = np.full(n, -1, dtype=np.int64)
         if n == 0:
             return out
-        hashes = np.fromiter(map(hash, keys), dtype=np.int64, count=n).view(np.uint64)
-        slot = (hashes >> np.uint64(self._shift)).astype(np.intp)
-        del hashes
+        slot = np.fromiter(map(hash, keys), dtype=np.int64, count=n)
+        slot >>= np.int64(self._shift)
         table = np.frombuffer(self._table, dtype=np.dtype(f"i{self._table.itemsize}"))
         words = self._words
         pending: npt.NDArray[np.intp] | None = None  # None: still every key, in order
@@ -252,14 +257,14 @@ def _rebuild(words: list[str]) -> WordIndex:
     return WordIndex(words)
 
 
-def _check_unique(words: Sequence[str], keys: npt.NDArray[np.uint64], k: int) -> None:
+def _check_unique(words: Sequence[str], keys: npt.NDArray[np.int64], k: int) -> None:
     """Raise ``ValueError`` naming the first word (in index order) that repeats an earlier one.
 
     ``keys`` are the sorted ``hash bits | index`` keys built by :class:`WordIndex`:
     equal words sit in one run of equal hash bits, in index order, so only
     such runs are compared.
     """
-    top = keys >> np.uint64(k)
+    top = keys >> np.int64(k)
     same = top[1:] == top[:-1]
     del top
     if not same.any():
