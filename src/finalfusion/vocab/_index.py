@@ -122,7 +122,7 @@ class WordIndex(Mapping[str, int]):
         self._table = table
         self._shift = shift
 
-    # -- lookups: the probe loop is inlined in each, for speed -------------------------
+    # -- lookups --------------------------------------------------------------------------
     def get(self, key: Any, default: Any = None) -> Any:
         """The index of ``key``, or ``default`` if it is not a word."""
         i = hash(key) >> self._shift
@@ -137,16 +137,10 @@ class WordIndex(Mapping[str, int]):
         return default
 
     def __getitem__(self, key: Any) -> int:
-        i = hash(key) >> self._shift
-        table = self._table
-        words = self._words
-        j = table[i]
-        while j >= 0:
-            if words[j] == key:
-                return j
-            i += 1
-            j = table[i]
-        raise KeyError(key)
+        i: int = self.get(key, -1)
+        if i < 0:
+            raise KeyError(key)
+        return i
 
     def __contains__(self, key: object) -> bool:
         return self.get(key, -1) >= 0  # type: ignore[no-any-return]
