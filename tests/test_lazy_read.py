@@ -9,6 +9,7 @@ must raise exactly the error the bytes raise.
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import warnings
@@ -153,3 +154,16 @@ def test_small_files_and_pipes_are_read_in_one_go(tmp_path: Path) -> None:
     finally:
         os.close(w)
     assert_same_chunks(load_finalfusion(path), emb)
+
+
+def test_gzip_file_objects_are_read_as_a_stream(tmp_path: Path) -> None:
+    emb = big_embeddings()
+    emb.write(tmp_path / "big.fifu")
+    with gzip.open(tmp_path / "big.fifu.gz", "wb") as g:
+        g.write((tmp_path / "big.fifu").read_bytes())
+    with gzip.open(tmp_path / "big.fifu.gz", "rb") as g:
+        assert _lazyread.LazyFill.for_file(g) is None  # its fileno() is the compressed file's
+        assert_same_chunks(load_finalfusion(g), emb)
+    with open(tmp_path / "big.fifu", "rb", buffering=0) as raw:
+        assert _lazyread.LazyFill.for_file(raw) is not None
+        assert_same_chunks(load_finalfusion(raw), emb)

@@ -66,7 +66,15 @@ class LazyFill:
 
     @classmethod
     def for_file(cls, f: IO[bytes]) -> LazyFill | None:
-        """A :class:`LazyFill` for the rest of a seekable regular file of at least ``MIN_SIZE`` bytes, else ``None``."""
+        """A :class:`LazyFill` for the rest of a regular file of at least ``MIN_SIZE`` bytes, else ``None``.
+
+        Only plain binary files qualify (``open(path, "rb")``, also unbuffered):
+        wrappers such as ``gzip.GzipFile`` report the descriptor of the file
+        they decode, whose size is not the size of what they return.
+        """
+        raw = f.raw if isinstance(f, io.BufferedReader) else f
+        if not isinstance(raw, io.FileIO):
+            return None
         try:
             st = os.fstat(f.fileno())
             base = f.tell()
