@@ -31,13 +31,24 @@ from typing import IO, Any, Final
 from finalfusion.chunks import ChunkIdentifier, chunk_class
 from finalfusion.errors import UnknownChunk
 
-__all__ = ["LazyFill"]
+__all__ = ["LazyFill", "read_into"]
 
 _FRAME: Final = struct.Struct("<IQ")
 #: Bytes of an NdArray payload before its data that are read with the frame: rows u64, cols u32, type u32, <= 4 padding.
 _NDARRAY_HEAD: Final = 20
 #: Files smaller than this are read in one go.
 MIN_SIZE: Final = 1 << 20
+
+
+def read_into(f: IO[bytes], view: memoryview) -> int:
+    """Fill ``view`` from ``f`` (several ``readinto`` calls if needed); the number of bytes read (fewer at the end of the file)."""
+    got = 0
+    while got < len(view):
+        n = f.readinto(view[got:])  # type: ignore[attr-defined]
+        if not n:
+            break
+        got += n
+    return got
 
 
 class LazyFill:
@@ -86,15 +97,10 @@ class LazyFill:
         return cls(f, base, size)
 
     def _read(self, start: int, stop: int) -> None:
-        f = self.f
-        f.seek(self.base + start)
-        view = self.buf[start:stop]
-        got = 0
-        while got < len(view):
-            n = f.readinto(view[got:])  # type: ignore[attr-defined]
-            if not n:
-                raise OSError(f"the file ended after {start + got} of {self.size} bytes while it was read (was it truncated meanwhile?)")
-            got += n
+        self.f.seek(self.base + start)
+        got = read_into(self.f, self.buf[start:stop])
+        if got < stop - start:
+            raise OSError(f"the file ended after {start + got} of {self.size} bytes while it was read (was it truncated meanwhile?)")
 
     def ensure(self, stop: int) -> None:
         """Read everything before ``stop`` (clamped to the size) that is not read yet, except the holes."""

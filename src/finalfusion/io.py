@@ -22,7 +22,7 @@ from typing import IO, Any, BinaryIO, TypeVar, cast
 import numpy as np
 
 from finalfusion._binary import ByteReader, ByteWriter
-from finalfusion._lazyread import LazyFill
+from finalfusion._lazyread import LazyFill, read_into
 from finalfusion._types import Source
 from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, check_order, read_chunk, write_chunk
 from finalfusion.errors import ChunkOrder, FormatError, LegacyFormatWarning, Truncated
@@ -96,12 +96,7 @@ def _from_file(f: IO[bytes], mmap: bool) -> Any:
         # touched once, by the copy). The memoryview is writable, so eager
         # arrays viewing it are too.
         view = memoryview(np.empty(max(size, 0), dtype=np.uint8))  # type: ignore[arg-type]
-        got = 0
-        while got < len(view):
-            n = f.readinto(view[got:])  # type: ignore[attr-defined]
-            if not n:
-                break
-            got += n
+        got = read_into(f, view)
         rest = f.read()
         if got < len(view) or rest:
             return bytearray(bytes(view[:got]) + rest)

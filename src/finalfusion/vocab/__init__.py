@@ -10,6 +10,7 @@ Examples
 from __future__ import annotations
 
 from finalfusion._types import Source
+from finalfusion.vocab._index import WordIndex
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.simple import SimpleVocab
 from finalfusion.vocab.subword import ExplicitVocab, FastTextVocab, FinalfusionBucketVocab, FloretVocab
@@ -22,6 +23,7 @@ __all__ = [
     "SimpleVocab",
     "SubwordVocab",
     "Vocab",
+    "WordIndex",
     "load_explicit_vocab",
     "load_fasttext_vocab",
     "load_finalfusion_bucket_vocab",
