@@ -199,52 +199,45 @@ class ByteReader:
         return words
 
     def _strings_fast(self, count: int) -> list[str] | None:
-        """Decode ``count`` length-prefixed strings with one decode and one split.
+        """Decode ``count`` length-prefixed strings, a slice of them at a time.
 
-        A Python loop only chains the ``u32`` lengths into offsets. numpy then
-        replaces each 4-byte length by a single ASCII separator byte that no
-        string contains, so one strict UTF-8 decode of the whole region (an
-        ASCII separator also stops a multi-byte sequence from straddling two
-        strings) and one ``str.split`` produce every string. Returns ``None``
-        when anything is off (truncation, bad UTF-8, no free separator): the
-        caller's per-string loop then reports the precise error.
+        A Python loop only chains the ``u32`` lengths into offsets. For each
+        slice of :data:`_DECODE_WORDS` strings, numpy then replaces each
+        4-byte length by a single ASCII separator byte that no string in the
+        slice contains, so one strict UTF-8 decode (an ASCII separator also
+        stops a multi-byte sequence from straddling two strings) and one
+        ``str.split`` produce the slice's strings. Slicing keeps the
+        temporaries small: they would otherwise stay in the process's heap
+        next to the words and count towards the peak memory of a load.
+        Returns ``None`` when anything is off (truncation, bad UTF-8, no free
+        separator): the caller's per-string loop then reports the precise
+        error.
         """
         if count < 64:
             return None
-        buf, start, end = self.buf, self.pos, self.end
+        buf, end = self.buf, self.end
         unpack = _U32.unpack_from
-        # array('q'): the offsets are stored as C integers, not 400k int objects.
-        offsets = array.array("q", bytes(8 * count))
-        pos = start
-        try:
-            for i in range(count):
-                offsets[i] = pos
-                pos += 4 + unpack(buf, pos)[0]
-        except struct.error:
-            return None
-        if pos > end:
-            return None
-        region = np.frombuffer(buf, dtype=np.uint8, count=pos - start, offset=start)
-        prefix = np.frombuffer(offsets, dtype=np.int64) - start
-        keep = np.ones(len(region), dtype=bool)
-        for k in (1, 2, 3):
-            keep[prefix + k] = False
-        keep[prefix] = False
-        used = np.bincount(region[keep], minlength=256)[:128]
-        free = np.flatnonzero(used == 0)
-        if len(free) == 0:
-            return None
-        sep = int(free[0])
-        out = region.copy()
-        out[prefix] = sep
-        keep[prefix] = True
-        try:
-            text = out[keep].tobytes().decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        words: list[str] = text.split(chr(sep))
+        # The result is allocated once, at its final size, before any temporary.
+        words: list[str] = [""] * count
+        # array('q'): the offsets are stored as C integers, not int objects.
+        offsets = array.array("q", bytes(8 * min(count, _DECODE_WORDS)))
+        pos = self.pos
+        for lo in range(0, count, _DECODE_WORDS):
+            m = min(_DECODE_WORDS, count - lo)
+            first = pos
+            try:
+                for i in range(m):
+                    offsets[i] = pos
+                    pos += 4 + unpack(buf, pos)[0]
+            except struct.error:
+                return None
+            if pos > end:
+                return None
+            part = _split_strings(buf, first, pos, offsets, m)
+            if part is None:
+                return None
+            words[lo : lo + m] = part
         self.pos = pos
-        del words[0]
         return words
 
     def _locate_bad_utf8(self, raw: list[Any], what: str) -> None:
@@ -282,6 +275,37 @@ class ByteReader:
         arr = np.frombuffer(self.buf, dtype=dt, count=count, offset=self.pos).reshape(shape)
         self.pos += nbytes
         return arr
+
+
+#: Strings decoded at once by :meth:`ByteReader.strings` (a few hundred KiB of temporaries).
+_DECODE_WORDS: Final = 1 << 15
+
+
+def _split_strings(buf: Any, first: int, last: int, offsets: array.array[int], m: int) -> list[str] | None:
+    """The ``m`` length-prefixed strings in ``buf[first:last]`` whose prefixes start at ``offsets[:m]``."""
+    region = np.frombuffer(buf, dtype=np.uint8, count=last - first, offset=first)
+    prefix = np.frombuffer(offsets, dtype=np.int64, count=m) - first
+    keep = np.ones(len(region), dtype=bool)
+    for k in (1, 2, 3):
+        keep[prefix + k] = False
+    keep[prefix] = False
+    used = np.bincount(region[keep], minlength=256)[:128]
+    free = np.flatnonzero(used == 0)
+    if len(free) == 0:
+        return None
+    sep = int(free[0])
+    out = region.copy()
+    out[prefix] = sep
+    keep[prefix] = True
+    del region, prefix
+    try:
+        text = out[keep].tobytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    del out, keep
+    words: list[str] = text.split(chr(sep))
+    del words[0]
+    return words
 
 
 class ByteWriter:

@@ -8,7 +8,6 @@ its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -314,12 +313,9 @@ class Embeddings:
         dims = self.dims
         if out is not None and out.shape != (n, dims):
             raise ValueError(f"out must have shape ({n}, {dims}), got {out.shape}")
-        try:
-            # Fast path, all words known: dict.__getitem__ mapped in C, then one gather.
-            idx = np.fromiter(map(self._index.__getitem__, words), dtype=np.int64, count=n)
-        except (KeyError, TypeError):
-            idx = np.fromiter(map(self._index.get, words, itertools.repeat(-1)), dtype=np.int64, count=n)
-        else:
+        # All words hashed and probed at once (-1: unknown); all known: one gather.
+        idx = self._index.lookup(words)
+        if n == 0 or idx.min() >= 0:
             if self._matrix is None:
                 rows = self._storage.rows(idx)
                 if out is None:
@@ -840,16 +836,16 @@ def load_finalfusion(file: Any, mmap: bool = False) -> Embeddings:
     [1.0, 0.0]
     """
     from finalfusion._fileref import map_with_ref, path_of
-    from finalfusion.io import open_buffer, read_chunks
+    from finalfusion.io import read_chunks, read_source
 
     path = path_of(file) if mmap else None
     ref = None
     if path is None:
-        buf, name = open_buffer(file, mmap)
+        name, chunks = read_source(file, mmap)
     else:
         buf, ref = map_with_ref(path)
         name = os.fsdecode(file)
-    _, chunks = read_chunks(buf)
+        _, chunks = read_chunks(buf)
     emb = _assemble(chunks, name)
     emb._file_ref = ref
     return emb

@@ -25,6 +25,7 @@ from typing import IO, Any, BinaryIO, TypeVar, cast
 import numpy as np
 
 from finalfusion._binary import ByteReader, ByteWriter
+from finalfusion._lazyread import LazyFill, read_into
 from finalfusion._types import Source
 from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, check_order, read_chunk, role_of, write_chunk
 from finalfusion.errors import ChunkOrder, FormatError, LegacyFormatWarning, Truncated
@@ -98,12 +99,7 @@ def _from_file(f: IO[bytes], mmap: bool) -> Any:
         # touched once, by the copy). The memoryview is writable, so eager
         # arrays viewing it are too.
         view = memoryview(np.empty(max(size, 0), dtype=np.uint8))  # type: ignore[arg-type]
-        got = 0
-        while got < len(view):
-            n = f.readinto(view[got:])  # type: ignore[attr-defined]
-            if not n:
-                break
-            got += n
+        got = read_into(f, view)
         rest = f.read()
         if got < len(view) or rest:
             return bytearray(bytes(view[:got]) + rest)
@@ -114,8 +110,46 @@ def _from_file(f: IO[bytes], mmap: bool) -> Any:
     return data if mmap else bytearray(data)
 
 
-def read_chunks(buf: Any) -> tuple[Header, list[tuple[int, Chunk]]]:
+def read_source(file: Source, mmap: bool = False) -> tuple[str, list[tuple[int, Chunk]]]:
+    """Open ``file`` as :func:`open_buffer` does and parse its chunks.
+
+    Eagerly read files (paths, descriptors, seekable file objects) are read
+    chunk by chunk as the parse goes, the matrix of an ``NdArray`` chunk
+    last (see :mod:`finalfusion._lazyread`): the vocabulary's temporaries
+    are freed before the matrix takes memory, which lowers the peak.
+
+    Returns
+    -------
+    name, chunks
+        A name for messages and ``(offset, chunk)`` for every chunk.
+    """
+    if not mmap:
+        if isinstance(file, bytes) and _is_bytes_path(file):
+            file = os.fsdecode(file)
+        if isinstance(file, (str, os.PathLike)):
+            with open(file, "rb") as f:
+                return os.fsdecode(file), _read_file_chunks(f)
+        if isinstance(file, int):
+            with open(file, "rb", closefd=False) as f:
+                return f"<fd {file}>", _read_file_chunks(f)
+        if not isinstance(file, (bytes, bytearray, memoryview)) and hasattr(file, "read"):
+            return getattr(file, "name", "<file object>"), _read_file_chunks(file)
+    buf, name = open_buffer(file, mmap)
+    return name, read_chunks(buf)[1]
+
+
+def _read_file_chunks(f: IO[bytes]) -> list[tuple[int, Chunk]]:
+    lazy = LazyFill.for_file(f)
+    if lazy is None:
+        return read_chunks(_from_file(f, False))[1]
+    return read_chunks(lazy.buf, lazy)[1]
+
+
+def read_chunks(buf: Any, lazy: LazyFill | None = None) -> tuple[Header, list[tuple[int, Chunk]]]:
     """Parse a whole finalfusion file held in ``buf``.
+
+    With ``lazy``, ``buf`` is ``lazy.buf``, which is filled as the parse
+    reaches each chunk.
 
     Returns
     -------
@@ -128,11 +162,15 @@ def read_chunks(buf: Any) -> tuple[Header, list[tuple[int, Chunk]]]:
         (or a subclass) for any malformed input.
     """
     reader = ByteReader(buf)
+    if lazy is not None:
+        lazy.before_header()
     header = Header.read(reader)
     chunks: list[tuple[int, Chunk]] = []
     listed = list(header.chunk_ids)
     while reader.remaining > 0:
         at = reader.pos
+        if lazy is not None:
+            lazy.before_chunk(at)
         chunks.append((at, read_chunk(reader)))
     found = [c.chunk_id for _, c in chunks]
     if found != listed:
@@ -160,6 +198,8 @@ def read_chunks(buf: Any) -> tuple[Header, list[tuple[int, Chunk]]]:
                 found=[c.name for c in found],
             )
     check_order(found, offset=chunks[0][0] if chunks else 12, where="chunk stream")
+    if lazy is not None:
+        lazy.finish()
     return header, chunks
 
 
@@ -174,8 +214,7 @@ def load_chunk(file: Source, cls: type[_C], mmap: bool = False) -> _C:
     FormatError
         If the file is malformed or holds no such chunk.
     """
-    buf, name = open_buffer(file, mmap)
-    _, chunks = read_chunks(buf)
+    name, chunks = read_source(file, mmap)
     for _, chunk in chunks:
         if isinstance(chunk, cls):
             return chunk

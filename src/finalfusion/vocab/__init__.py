@@ -3,13 +3,14 @@
 Examples
 --------
 >>> from finalfusion.vocab import SimpleVocab
->>> SimpleVocab(["a", "b"]).word_index
-{'a': 0, 'b': 1}
+>>> SimpleVocab(["a", "b"]).word_index["b"]
+1
 """
 
 from __future__ import annotations
 
 from finalfusion._types import Source
+from finalfusion.vocab._index import WordIndex
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.simple import SimpleVocab
 from finalfusion.vocab.subword import ExplicitVocab, FastTextVocab, FinalfusionBucketVocab, FloretVocab
@@ -22,6 +23,7 @@ __all__ = [
     "SimpleVocab",
     "SubwordVocab",
     "Vocab",
+    "WordIndex",
     "load_explicit_vocab",
     "load_fasttext_vocab",
     "load_finalfusion_bucket_vocab",

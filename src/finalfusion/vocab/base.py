@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -13,23 +13,29 @@ from finalfusion.chunks import Chunk
 from finalfusion.errors import FormatError
 from finalfusion.subword.indexers import SubwordIndexer
 from finalfusion.subword.ngrams import ngrams
+from finalfusion.vocab._index import WordIndex
 
 __all__ = ["SubwordVocab", "Vocab"]
 
 _V = TypeVar("_V", bound="Vocab")
 
 
-def build_index(words: Sequence[str]) -> dict[str, int]:
-    """Map each word to its position; duplicates raise ``ValueError``."""
-    index = dict(zip(words, range(len(words)), strict=True))
-    if len(index) != len(words):
-        seen: set[str] = set()
-        dup = next(w for w in words if w in seen or seen.add(w))  # type: ignore[func-returns-value]
-        raise ValueError(f"duplicate word in vocabulary: {dup!r}")
-    return index
+def build_index(words: list[str]) -> WordIndex:
+    """Map each word to its position; duplicates raise ``ValueError``.
+
+    Examples
+    --------
+    >>> build_index(["a", "b"]) == {"a": 0, "b": 1}
+    True
+    >>> build_index(["a", "b", "a"])
+    Traceback (most recent call last):
+    ...
+    ValueError: duplicate word in vocabulary: 'a'
+    """
+    return WordIndex(words)
 
 
-def read_words(reader: ByteReader, count: int, what: str = "word") -> tuple[list[str], dict[str, int], int]:
+def read_words(reader: ByteReader, count: int, what: str = "word") -> tuple[list[str], WordIndex, int]:
     """Read ``count`` words and index them; duplicates are a :class:`FormatError`.
 
     Also returns the bytes the words took on disk, which the vocabulary
@@ -38,7 +44,7 @@ def read_words(reader: ByteReader, count: int, what: str = "word") -> tuple[list
     start = reader.pos
     words = reader.strings(count, what)
     try:
-        index = build_index(words)
+        index = WordIndex(words)
     except ValueError as exc:
         raise FormatError(str(exc), offset=start, chunk=reader.chunk) from None
     return words, index, reader.pos - start
@@ -52,19 +58,23 @@ class Vocab(Chunk):
     """
 
     _words: list[str]
-    _index: dict[str, int]
+    _index: WordIndex
     #: On-disk size of the words (u32 length + UTF-8 each), once known.
     _words_nbytes: int | None = None
     role: ClassVar[str] = "vocab"
 
-    def _init_words(self, words: Sequence[str], index: dict[str, int] | None = None) -> None:
+    def _init_words(self, words: Sequence[str], index: Mapping[str, int] | None = None) -> None:
+        if isinstance(index, WordIndex) and index.words is words:
+            # Built by a reader (or build_index) over this very list: no copy, no second table.
+            self._words = index.words
+            self._index = index
+            return
         word_list = list(words)
-        if index is None:
-            bad = next((w for w in word_list if not isinstance(w, str)), None)
-            if bad is not None:
-                raise TypeError(f"vocabulary words must be str, got {type(bad).__name__}: {bad!r}")
+        bad = next((w for w in word_list if not isinstance(w, str)), None)
+        if bad is not None:
+            raise TypeError(f"vocabulary words must be str, got {type(bad).__name__}: {bad!r}")
         self._words = word_list
-        self._index = build_index(word_list) if index is None else index
+        self._index = WordIndex(word_list)
 
     @property
     def words(self) -> list[str]:
@@ -72,8 +82,16 @@ class Vocab(Chunk):
         return self._words
 
     @property
-    def word_index(self) -> dict[str, int]:
-        """Word to index mapping."""
+    def word_index(self) -> WordIndex:
+        """Word to index mapping: a read-only :class:`~collections.abc.Mapping` (0.7.1: a ``dict``).
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> index = SimpleVocab(["a", "b"]).word_index
+        >>> index["b"], index.get("c", -1), dict(index)
+        (1, -1, {'a': 0, 'b': 1})
+        """
         return self._index
 
     @property

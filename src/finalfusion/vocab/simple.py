@@ -10,7 +10,7 @@ body offset  type       field
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from finalfusion._binary import ByteReader, ByteWriter
@@ -43,7 +43,7 @@ class SimpleVocab(Vocab):
 
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.SimpleVocab
 
-    def __init__(self, words: Sequence[str], index: dict[str, int] | None = None) -> None:
+    def __init__(self, words: Sequence[str], index: Mapping[str, int] | None = None) -> None:
         self._init_words(words, index)
 
     @classmethod

@@ -30,7 +30,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -69,7 +69,7 @@ class FinalfusionBucketVocab(SubwordVocab):
 
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.BucketSubwordVocab
 
-    def __init__(self, words: Sequence[str], indexer: FinalfusionHashIndexer | None = None, *, _index: dict[str, int] | None = None) -> None:
+    def __init__(self, words: Sequence[str], indexer: FinalfusionHashIndexer | None = None, *, _index: Mapping[str, int] | None = None) -> None:
         if indexer is None:
             indexer = FinalfusionHashIndexer(21)
         if not isinstance(indexer, FinalfusionHashIndexer):
@@ -133,7 +133,7 @@ class FastTextVocab(SubwordVocab):
 
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.FastTextSubwordVocab
 
-    def __init__(self, words: Sequence[str], indexer: FastTextIndexer | None = None, *, _index: dict[str, int] | None = None) -> None:
+    def __init__(self, words: Sequence[str], indexer: FastTextIndexer | None = None, *, _index: Mapping[str, int] | None = None) -> None:
         if indexer is None:
             indexer = FastTextIndexer(2_000_000)
         if not isinstance(indexer, FastTextIndexer):
@@ -194,7 +194,7 @@ class ExplicitVocab(SubwordVocab):
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.ExplicitSubwordVocab
     length_may_be_short: ClassVar[bool] = True
 
-    def __init__(self, words: Sequence[str], indexer: ExplicitIndexer, *, _index: dict[str, int] | None = None) -> None:
+    def __init__(self, words: Sequence[str], indexer: ExplicitIndexer, *, _index: Mapping[str, int] | None = None) -> None:
         if not isinstance(indexer, ExplicitIndexer):
             raise TypeError(f"indexer must be an ExplicitIndexer, got {type(indexer).__name__}")
         self._init_words(words, _index)
