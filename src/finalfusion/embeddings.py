@@ -59,8 +59,9 @@ def compatibility_problem(storage: Storage, vocab: Vocab, norms: Norms | None) -
 
 def _store_normalized(acc: npt.NDArray[np.float32], target: npt.NDArray[np.float32], rows: npt.NDArray[np.int64]) -> None:
     """l2-normalise the rows of ``acc`` in place (zero rows stay zero) and store them at ``target[rows]``."""
-    norms = np.sqrt(np.einsum("ij,ij->i", acc, acc))[:, None]
-    np.divide(acc, norms, out=acc, where=norms > 0)
+    norms = np.sqrt(np.einsum("ij,ij->i", acc, acc))
+    norms[norms == 0] = 1  # x / 1 == x: cheaper than a masked divide
+    acc /= norms[:, None]
     target[rows] = acc
 
 
@@ -372,7 +373,7 @@ class Embeddings:
         self, words: Sequence[str], positions: npt.NDArray[np.int64], out: npt.NDArray[np.float32], found: npt.NDArray[np.bool_], threads: int
     ) -> None:
         """Fill ``out[positions]`` (unknown words) with normalised subword sums; zeros where no n-gram exists."""
-        unknown = [words[p] for p in positions.tolist()]
+        unknown = list(words) if len(positions) == len(words) else [words[p] for p in positions.tolist()]
         uniq = list(dict.fromkeys(unknown))
         # Without repeated words each distinct word has one output row: write
         # there directly instead of through a (words, dims) temporary.
