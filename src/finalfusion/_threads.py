@@ -10,10 +10,15 @@ would: results never depend on the thread count.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Final
 
-__all__ = ["run_tasks"]
+__all__ = ["CPUS", "run_tasks"]
+
+#: CPUs this process may run on (its affinity mask where the OS has one).
+CPUS: Final = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def run_tasks(tasks: Iterable[Callable[[], object]], threads: int) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion import similarity
-from finalfusion._threads import run_tasks
+from finalfusion._threads import CPUS, run_tasks
 from finalfusion.chunks import Chunk
 from finalfusion.errors import FormatError
 from finalfusion.metadata import Metadata
@@ -44,7 +44,7 @@ _TASK_WORDS = 2048
 #: of unknown words in :meth:`Embeddings.embedding_batch` (numpy releases the
 #: GIL while it does); batches below ``2 * _TASK_WORDS`` distinct unknown
 #: words stay on the calling thread. Results do not depend on it.
-BATCH_THREADS = min(4, os.cpu_count() or 1)
+BATCH_THREADS = min(4, CPUS)
 
 
 def compatibility_problem(storage: Storage, vocab: Vocab, norms: Norms | None) -> str | None:

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._threads import run_tasks
+from finalfusion._threads import CPUS, run_tasks
 from finalfusion.errors import FormatError
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.storage.quantized import QuantizedArray
@@ -72,7 +72,7 @@ BATCH_SCORE_ELEMENTS: Final = 1 << 23
 #: Quantized codes up to this size get a cached column-major copy for fast ADC.
 ADC_CACHE_BYTES: Final = 1 << 30
 #: Threads for one ADC scan (numpy releases the GIL in take/add), and the fewest rows worth a thread.
-ADC_THREADS: Final = min(4, os.cpu_count() or 1)
+ADC_THREADS: Final = min(4, CPUS)
 ADC_THREAD_ROWS: Final = 1 << 16
 #: Relative tolerance under which stored rows count as unit length.
 UNIT_TOLERANCE: Final = 1e-5
