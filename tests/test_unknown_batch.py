@@ -97,19 +97,27 @@ def test_default_sizes_run_on_threads(testdata: Path) -> None:
     """A batch above two default tasks is split over threads and equals the serial batch and the single lookups."""
     emb = load_fasttext(testdata / "rust-fasttext.bin")
     words = batch_words(emb, 3 * embeddings_module._TASK_WORDS, seed=3)
-    started: set[int] = set()
+    caller = threading.get_ident()
+    ran_on: set[int] = set()
+    worker_ran = threading.Event()
     store = Embeddings._store_subword_sums
 
     def spy(self: Embeddings, *args: Any) -> None:
-        started.add(threading.get_ident())
+        ran_on.add(threading.get_ident())
+        if threading.get_ident() == caller:
+            # The calling thread helps only once every task is queued: hold it
+            # until the worker has run one (a guard against hanging, not a timing).
+            worker_ran.wait(60)
+        else:
+            worker_ran.set()
         store(self, *args)
 
     serial, serial_found = emb.embedding_batch(words, threads=1)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(Embeddings, "_store_subword_sums", spy)
         threaded, found = emb.embedding_batch(words, threads=2)
-    assert threading.get_ident() not in started  # the sums ran on worker threads ...
-    assert started  # ... at least one
+    assert worker_ran.is_set()  # a worker thread summed some of the words
+    assert ran_on - {caller}
     np.testing.assert_array_equal(found, serial_found)
     np.testing.assert_array_equal(threaded, serial)
     for i in range(0, len(words), 97):

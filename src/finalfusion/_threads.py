@@ -11,8 +11,9 @@ would: results never depend on the thread count.
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Final
 
 __all__ = ["CPUS", "run_tasks"]
@@ -22,25 +23,28 @@ CPUS: Final = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") e
 
 
 def run_tasks(tasks: Iterable[Callable[[], object]], threads: int) -> None:
-    """Run every task, on ``threads`` worker threads while ``tasks`` is still producing them.
+    """Run every task on ``threads`` threads: the calling one and ``threads - 1`` workers.
 
     The iterable is consumed in the calling thread, so a generator can
-    prepare task ``k + 1`` (e.g. hash the next words) while workers run
-    the earlier ones. With ``threads <= 1`` every task runs in the calling
-    thread as soon as it is produced, and no thread is started.
+    prepare task ``k + 1`` (e.g. hash the next words) while the workers run
+    the earlier ones; once it is exhausted, the calling thread runs queued
+    tasks too. So no more than ``threads`` threads ever compete for the
+    CPUs, and a busy machine that starves the workers still makes progress
+    on the calling thread. With ``threads <= 1`` every task runs in the
+    calling thread as soon as it is produced, and no thread is started.
 
     Parameters
     ----------
     tasks
         Callables without arguments; their return values are ignored.
     threads
-        Number of worker threads.
+        Number of threads, the calling one included.
 
     Raises
     ------
     Exception
         The first exception raised by producing or running a task, after
-        every task already submitted has finished.
+        every task already produced has finished.
 
     Examples
     --------
@@ -56,9 +60,38 @@ def run_tasks(tasks: Iterable[Callable[[], object]], threads: int) -> None:
         for task in tasks:
             task()
         return
-    futures: list[Future[object]] = []
-    with ThreadPoolExecutor(threads) as pool:
+    pending: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+    errors: list[BaseException] = []
+
+    def run(task: Callable[[], object]) -> None:
+        try:
+            task()
+        except BaseException as exc:  # re-raised in the calling thread
+            errors.append(exc)
+
+    def work() -> None:
+        while (task := pending.get()) is not None:
+            run(task)
+
+    workers = [threading.Thread(target=work, name=f"finalfusion-worker-{k}", daemon=True) for k in range(threads - 1)]
+    for worker in workers:
+        worker.start()
+    try:
         for task in tasks:
-            futures.append(pool.submit(task))
-    for future in futures:
-        future.result()
+            pending.put(task)
+    except BaseException as exc:
+        errors.append(exc)
+    # Help with what is left, then stop the workers (each finishes its current task first).
+    while True:
+        try:
+            left = pending.get_nowait()
+        except queue.Empty:
+            break
+        if left is not None:
+            run(left)
+    for _ in workers:
+        pending.put(None)
+    for worker in workers:
+        worker.join()
+    if errors:
+        raise errors[0]

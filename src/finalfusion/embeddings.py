@@ -40,10 +40,11 @@ _GATHER_ROWS = 1 << 16
 _ACC_WORDS = 256
 #: Words per task in batch lookups of unknown words (a multiple of ``_ACC_WORDS``).
 _TASK_WORDS = 2048
-#: Default number of threads that gather and sum the subword rows of a batch
-#: of unknown words in :meth:`Embeddings.embedding_batch` (numpy releases the
-#: GIL while it does); batches below ``2 * _TASK_WORDS`` distinct unknown
-#: words stay on the calling thread. Results do not depend on it.
+#: Default number of threads (the calling one included) that gather and sum
+#: the subword rows of a batch of unknown words in
+#: :meth:`Embeddings.embedding_batch` (numpy releases the GIL while it does);
+#: batches below ``2 * _TASK_WORDS`` distinct unknown words stay on the
+#: calling thread. Results do not depend on it.
 BATCH_THREADS = min(4, CPUS)
 
 
@@ -307,11 +308,12 @@ class Embeddings:
         out
             Optional ``(len(words), dims)`` ``float32`` array to fill.
         threads
-            Worker threads for the subword sums of unknown words (default
-            ``finalfusion.embeddings.BATCH_THREADS``: the number of CPUs,
-            at most 4). ``1`` keeps all work on the calling thread. Batches
-            of fewer than 4096 distinct unknown words are never split. The
-            result is bit-identical for every thread count.
+            Threads that sum the subword rows of unknown words, the calling
+            one included (default ``finalfusion.embeddings.BATCH_THREADS``:
+            the CPUs this process may use, at most 4). ``1`` keeps all work
+            on the calling thread. Batches of fewer than 4096 distinct
+            unknown words are never split. The result is bit-identical for
+            every thread count.
 
         Returns
         -------
