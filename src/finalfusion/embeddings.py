@@ -198,7 +198,7 @@ class Embeddings:
         rows = self._vocab.subword_rows(word)  # type: ignore[attr-defined]
         if not len(rows):
             return None
-        gathered = self._matrix[rows] if self._matrix is not None else self._storage.rows(rows)
+        gathered = self._matrix.take(rows, axis=0) if self._matrix is not None else self._storage.rows(rows)
         v = np.add.reduce(gathered, axis=0, dtype=np.float32)
         # float32 dot and sqrt as before, with Python scalars (cheaper than numpy ones).
         norm = float(np.float32(math.sqrt(v.dot(v))))
