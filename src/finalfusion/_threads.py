@@ -43,8 +43,9 @@ def run_tasks(tasks: Iterable[Callable[[], object]], threads: int) -> None:
     Raises
     ------
     Exception
-        The first exception raised by producing or running a task, after
-        every task already produced has finished.
+        The first exception raised by producing or running a task. After
+        it, no further task is produced or started; the call returns once
+        the tasks already running have finished.
 
     Examples
     --------
@@ -64,6 +65,8 @@ def run_tasks(tasks: Iterable[Callable[[], object]], threads: int) -> None:
     errors: list[BaseException] = []
 
     def run(task: Callable[[], object]) -> None:
+        if errors:
+            return  # a task or the producer failed: the result is lost anyway
         try:
             task()
         except BaseException as exc:  # re-raised in the calling thread
@@ -78,8 +81,10 @@ def run_tasks(tasks: Iterable[Callable[[], object]], threads: int) -> None:
         worker.start()
     try:
         for task in tasks:
+            if errors:
+                break
             pending.put(task)
-    except BaseException as exc:
+    except BaseException as exc:  # includes KeyboardInterrupt: stop the workers, then re-raise
         errors.append(exc)
     # Help with what is left, then stop the workers (each finishes its current task first).
     while True:
