@@ -10,9 +10,11 @@ threads run such batches at once.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -102,32 +104,43 @@ def test_threads_and_boundaries_do_not_change_results(emb: Embeddings, distinct:
     assert expected_found[words.index("")] == isinstance(emb.vocab, FloretVocab)
 
 
+@contextlib.contextmanager
+def sum_threads(hook: Callable[[int], None] = lambda ident: None) -> Iterator[set[int]]:
+    """Record the threads that run ``Embeddings._store_subword_sums`` (calling ``hook(thread id)`` first)."""
+    seen: set[int] = set()
+    store = Embeddings._store_subword_sums
+
+    def spy(self: Embeddings, *args: Any) -> None:
+        seen.add(threading.get_ident())
+        hook(threading.get_ident())
+        store(self, *args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Embeddings, "_store_subword_sums", spy)
+        yield seen
+
+
 @pytest.mark.filterwarnings("ignore::finalfusion.LegacyFormatWarning")
 def test_default_sizes_run_on_threads(testdata: Path) -> None:
     """A batch above two default tasks is split over threads and equals the serial batch and the single lookups."""
     emb = load_fasttext(testdata / "rust-fasttext.bin")
     words = batch_words(emb, 3 * embeddings_module._TASK_WORDS, seed=3)
     caller = threading.get_ident()
-    ran_on: set[int] = set()
     worker_ran = threading.Event()
-    store = Embeddings._store_subword_sums
 
-    def spy(self: Embeddings, *args: Any) -> None:
-        ran_on.add(threading.get_ident())
-        if threading.get_ident() == caller:
+    def hold_caller(ident: int) -> None:
+        if ident == caller:
             # The calling thread helps only once every task is queued: hold it
             # until the worker has run one (a guard against hanging, not a timing).
             worker_ran.wait(60)
         else:
             worker_ran.set()
-        store(self, *args)
 
     serial, serial_found = emb.embedding_batch(words, threads=1)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Embeddings, "_store_subword_sums", spy)
+    with sum_threads(hold_caller) as seen:
         threaded, found = emb.embedding_batch(words, threads=2)
     assert worker_ran.is_set()  # a worker thread summed some of the words
-    assert ran_on - {caller}
+    assert seen - {caller}
     np.testing.assert_array_equal(found, serial_found)
     np.testing.assert_array_equal(threaded, serial)
     for i in range(0, len(words), 97):
@@ -139,18 +152,9 @@ def test_default_sizes_run_on_threads(testdata: Path) -> None:
 @pytest.mark.filterwarnings("ignore::finalfusion.LegacyFormatWarning")
 def test_small_batches_stay_on_the_calling_thread(testdata: Path) -> None:
     emb = load_finalfusion(testdata / "python-ff_buckets.fifu")
-    words = batch_words(emb, 300, seed=5)
-    threads_seen: set[int] = set()
-    store = Embeddings._store_subword_sums
-
-    def spy(self: Embeddings, *args: Any) -> None:
-        threads_seen.add(threading.get_ident())
-        store(self, *args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Embeddings, "_store_subword_sums", spy)
-        emb.embedding_batch(words, threads=4)
-    assert threads_seen == {threading.get_ident()}
+    with sum_threads() as seen:
+        emb.embedding_batch(batch_words(emb, 300, seed=5), threads=4)
+    assert seen == {threading.get_ident()}
 
 
 @pytest.mark.parametrize("threads", [0, -1, 1.5, "2"])
@@ -167,23 +171,13 @@ def test_threaded_batches_from_several_user_threads(emb: Embeddings, monkeypatch
     orders = [batch_words(emb, 300, seed=k) for k in range(4)]
     expected = [emb.embedding_batch(words, threads=1) for words in orders]
     barrier = threading.Barrier(len(orders))
-    results: list[Any] = [None] * len(orders)
-    errors: list[BaseException] = []
 
-    def work(k: int) -> None:
-        try:
-            barrier.wait()
-            results[k] = [emb.embedding_batch(orders[k], threads=3) for _ in range(3)]
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+    def work(words: list[str]) -> list[Any]:
+        barrier.wait()  # all user threads start together
+        return [emb.embedding_batch(words, threads=3) for _ in range(3)]
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(orders))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    with ThreadPoolExecutor(len(orders)) as pool:
+        results = list(pool.map(work, orders))
     for k, runs in enumerate(results):
         for matrix, found in runs:
             np.testing.assert_array_equal(found, expected[k][1])
