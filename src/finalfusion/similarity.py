@@ -33,18 +33,20 @@ safe. It assumes the matrix is not modified in place afterwards; call
 
 from __future__ import annotations
 
+import functools
+import itertools
 import operator
 import os
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._threads import CPUS, run_tasks
 from finalfusion.errors import FormatError
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.storage.quantized import QuantizedArray
@@ -70,7 +72,7 @@ BATCH_SCORE_ELEMENTS: Final = 1 << 23
 #: Quantized codes up to this size get a cached column-major copy for fast ADC.
 ADC_CACHE_BYTES: Final = 1 << 30
 #: Threads for one ADC scan (numpy releases the GIL in take/add), and the fewest rows worth a thread.
-ADC_THREADS: Final = min(4, os.cpu_count() or 1)
+ADC_THREADS: Final = min(4, CPUS)
 ADC_THREAD_ROWS: Final = 1 << 16
 #: Relative tolerance under which stored rows count as unit length.
 UNIT_TOLERANCE: Final = 1e-5
@@ -261,13 +263,9 @@ class QueryIndex:
         table = self.adc_table(q)
         layout = self._codes_layout(lo, hi)
         out = np.zeros(hi - lo, dtype=np.float32)
-        parts = min(ADC_THREADS, (hi - lo) // ADC_THREAD_ROWS)
-        if parts <= 1:
-            _adc_accumulate(table, layout, out)
-            return out
+        parts = max(1, min(ADC_THREADS, (hi - lo) // ADC_THREAD_ROWS))
         bounds = np.linspace(0, hi - lo, parts + 1).astype(int).tolist()
-        with ThreadPoolExecutor(parts) as pool:
-            list(pool.map(lambda a, b: _adc_accumulate(table, layout[:, a:b], out[a:b]), bounds[:-1], bounds[1:]))
+        run_tasks((functools.partial(_adc_accumulate, table, layout[:, a:b], out[a:b]) for a, b in itertools.pairwise(bounds)), parts)
         return out
 
     def reconstruct_raw(self, lo: int, hi: int) -> F32:

@@ -61,7 +61,7 @@ def fnv1a64_finalfusion(ngram: str) -> int:
     '0x932dd5e499e84c39'
     """
     n = len(ngram)
-    state = _LEN_STATE[n] if n < len(_LEN_STATE) else _fnv64_bytes(_FNV64_OFFSET, n.to_bytes(8, "little"))
+    state = _LEN_STATE[n] if n < len(_LEN_STATE) else _len_state(n)
     p, p4, m = _FNV64_PRIME, _FNV64_PRIME4, _M64
     for c in map(ord, ngram):
         if c < 256:
@@ -176,38 +176,45 @@ def ngram_columns(length: int, min_n: int, max_n: int) -> tuple[tuple[int, ...],
     return lengths, np.asarray(order, dtype=np.intp)
 
 
+def _len_state(n: int) -> int:
+    """FNV-64 state after hashing ``u64_le(n)`` (the first eight bytes of every n-gram's hash)."""
+    return _LEN_STATE[n] if n < len(_LEN_STATE) else _fnv64_bytes(_FNV64_OFFSET, n.to_bytes(8, "little"))
+
+
 def fnv1a64_finalfusion_matrix(cps: npt.NDArray[np.uint32], min_n: int, max_n: int) -> npt.NDArray[np.uint64]:
     """:func:`fnv1a64_finalfusion` of every n-gram of every row of ``cps``.
 
     ``cps`` holds ``G`` strings of equal length ``L`` as code points; the
-    result has one row per string and its n-grams in finalfusion order.
-    All arithmetic is on whole columns, so there is no per-n-gram work in
-    Python.
+    result has one row per string and its n-grams in finalfusion order (a
+    transposed, column-major view). All arithmetic is on whole rows of
+    ``G`` values -- one per string, for one n-gram position -- so there is
+    no per-n-gram work in Python and every ufunc loop is long.
     """
     g, length = cps.shape
     lengths, order = ngram_columns(length, min_n, max_n)
-    c64 = cps.astype(np.uint64)
+    c64 = np.ascontiguousarray(cps.T, dtype=np.uint64)  # (L, G): position-major
     narrow = not c64.size or int(c64.max()) < 256
     p, p4 = np.uint64(_FNV64_PRIME), np.uint64(_FNV64_PRIME4)
     if not narrow:
         b0, b1, b2 = c64 & np.uint64(0xFF), (c64 >> np.uint64(8)) & np.uint64(0xFF), c64 >> np.uint64(16)
-    blocks = []
+    states = np.empty((len(order), g), dtype=np.uint64)
+    offset = 0
     for n in lengths:
         width = length - n + 1
-        state = np.full((g, width), _LEN_STATE[n] if n < len(_LEN_STATE) else _fnv64_bytes(_FNV64_OFFSET, n.to_bytes(8, "little")), dtype=np.uint64)
+        state = states[offset : offset + width]
+        offset += width
+        state.fill(_len_state(n))
         for k in range(n):
             if narrow:
-                state ^= c64[:, k : k + width]
+                state ^= c64[k : k + width]
                 state *= p4
             else:
                 for plane in (b0, b1, b2):
-                    state ^= plane[:, k : k + width]
+                    state ^= plane[k : k + width]
                     state *= p
                 state *= p
-        blocks.append(state)
-    if not blocks:
-        return np.empty((g, 0), dtype=np.uint64)
-    return np.concatenate(blocks, axis=1)[:, order]
+    out: npt.NDArray[np.uint64] = states[order].T
+    return out
 
 
 def _utf8_planes(cps: npt.NDArray[np.uint32]) -> tuple[list[npt.NDArray[np.uint32]], npt.NDArray[np.uint8]]:
@@ -238,31 +245,35 @@ def fnv1a32_fasttext_matrix(cps: npt.NDArray[np.uint32], min_n: int, max_n: int)
     g, length = cps.shape
     lengths, order = ngram_columns(length, min_n, max_n)
     prime = np.uint32(_FNV32_PRIME)
-    ascii_only = not cps.size or int(cps.max()) < 0x80
+    c32 = np.ascontiguousarray(cps.T, dtype=np.uint32)  # (L, G): position-major
+    ascii_only = not c32.size or int(c32.max()) < 0x80
     if not ascii_only:
-        planes, nbytes = _utf8_planes(cps)
-    c32 = cps.astype(np.uint32)
-    blocks = []
+        planes, nbytes = _utf8_planes(c32)
+    states = np.empty((len(order), g), dtype=np.uint32)
+    offset = 0
     for n in lengths:
         width = length - n + 1
-        state = np.full((g, width), _FNV32_OFFSET, dtype=np.uint32)
+        rows = slice(offset, offset + width)
+        offset += width
+        state = states[rows]
+        state.fill(_FNV32_OFFSET)
         for k in range(n):
             cols = slice(k, k + width)
             if ascii_only:
-                state ^= c32[:, cols]
+                state ^= c32[cols]
                 state *= prime
                 continue
-            state ^= planes[0][:, cols]
+            state ^= planes[0][cols]
             state *= prime
-            nb = nbytes[:, cols]
+            nb = nbytes[cols]
             for b in (1, 2, 3):
                 live = nb > b
                 if live.any():
-                    state = np.where(live, (state ^ planes[b][:, cols]) * prime, state)
-        blocks.append(state)
-    if not blocks:
-        return np.empty((g, 0), dtype=np.uint32)
-    return np.concatenate(blocks, axis=1)[:, order]
+                    state = np.where(live, (state ^ planes[b][cols]) * prime, state)
+        if not ascii_only:
+            states[rows] = state  # np.where made a new array
+    out: npt.NDArray[np.uint32] = states[order].T
+    return out
 
 
 # -- hashing of one word, all n-grams at once ---------------------------------------------

@@ -202,8 +202,10 @@ class SubwordIndexer:
 
 #: Size of the per-indexer n-gram -> index cache of the hashed indexers.
 NGRAM_CACHE_SIZE: Final = 1 << 20
-#: Entries of an index matrix computed at once in batch lookups.
-GROUP_ENTRIES: Final = 1 << 21
+#: Entries of an index matrix computed at once in batch lookups: small enough for
+#: the hash state to stay in L2 and for callers to start on the first groups
+#: early (see ``Embeddings.embedding_batch``), large enough for long ufunc loops.
+GROUP_ENTRIES: Final = 1 << 16
 
 
 class _HashIndexer(SubwordIndexer):
@@ -271,7 +273,7 @@ class _HashIndexer(SubwordIndexer):
             step = max(1, GROUP_ENTRIES // max(n_grams, 1))
             for lo in range(0, len(pos), step):
                 block = pos[lo : lo + step]
-                text = "".join([f"<{words[i]}>" for i in block.tolist()])
+                text = "<" + "><".join(map(words.__getitem__, block.tolist())) + ">"
                 cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4").reshape(len(block), length)
                 yield block, self._matrix_indices(cps)
 
