@@ -77,11 +77,13 @@ class WordIndex(Mapping[str, int]):
     [1, -1]
     """
 
-    __slots__ = ("_shift", "_table", "_words")
+    __slots__ = ("_fingerprints", "_shift", "_table", "_words")
 
     _words: list[str]
     _table: array.array[int]
     _shift: int
+    #: The low 32 bits of every word's hash, so batch probes compare strings only on a likely match.
+    _fingerprints: npt.NDArray[np.uint32]
 
     def __init__(self, words: list[str], *, bits: int | None = None) -> None:
         n = len(words)
@@ -96,6 +98,7 @@ class WordIndex(Mapping[str, int]):
         # order. Few, small temporaries: they would stay in the C heap.
         k = max(1, (n - 1).bit_length())  # <= 32: the home bits and the index bits never overlap
         keys = np.fromiter(map(hash, words), dtype=np.int64, count=n)
+        fingerprints = _low_bits(keys)
         keys &= np.int64(-(1 << k))
         keys |= np.arange(n, dtype=np.int64)
         keys.sort()
@@ -121,6 +124,7 @@ class WordIndex(Mapping[str, int]):
         self._words = words
         self._table = table
         self._shift = shift
+        self._fingerprints = fingerprints
 
     # -- lookups --------------------------------------------------------------------------
     def get(self, key: Any, default: Any = None) -> Any:
@@ -167,28 +171,31 @@ class WordIndex(Mapping[str, int]):
         out = np.full(n, -1, dtype=np.int64)
         if n == 0:
             return out
-        slot = np.fromiter(map(hash, keys), dtype=np.int64, count=n)
-        slot >>= np.int64(self._shift)
+        hashes = np.fromiter(map(hash, keys), dtype=np.int64, count=n)
+        asked_fp = _low_bits(hashes)
+        slot = hashes >> np.int64(self._shift)
+        del hashes
         table = np.frombuffer(self._table, dtype=np.dtype(f"i{self._table.itemsize}"))
-        words = self._words
-        pending: npt.NDArray[np.intp] | None = None  # None: still every key, in order
+        words, fingerprints = self._words, self._fingerprints
+        pending = np.arange(n, dtype=np.intp)  # the keys still probing, and their slots and fingerprints
         while True:
             cand = table[slot]
             live = cand >= 0
             if not live.all():
                 keep = np.flatnonzero(live)
-                pending = keep if pending is None else pending[keep]
-                slot, cand = slot[keep], cand[keep]
+                pending, slot, cand, asked_fp = pending[keep], slot[keep], cand[keep], asked_fp[keep]
             if len(cand) == 0:
                 return out
-            asked = keys if pending is None else _gather(keys, pending)
-            hit = np.fromiter(map(operator.eq, _gather(words, cand), asked), dtype=bool, count=len(cand))
-            del asked
-            if pending is None:
-                pending = np.arange(n, dtype=np.intp)
-            out[pending[hit]] = cand[hit]
-            miss = ~hit
-            pending, slot = pending[miss], slot[miss] + 1
+            # Strings are compared only where the fingerprints agree (almost always a hit).
+            likely = np.flatnonzero(fingerprints[cand] == asked_fp)
+            if len(likely):
+                equal = map(operator.eq, _gather(words, cand[likely]), _gather(keys, pending[likely]))
+                hit = likely[np.fromiter(equal, dtype=bool, count=len(likely))]
+                out[pending[hit]] = cand[hit]
+                miss = np.ones(len(cand), dtype=bool)
+                miss[hit] = False
+                pending, slot, asked_fp = pending[miss], slot[miss], asked_fp[miss]
+            slot += 1
 
     # -- the rest of the Mapping protocol ------------------------------------------------
     def __len__(self) -> int:
@@ -282,6 +289,12 @@ def _check_unique(words: Sequence[str], keys: npt.NDArray[np.int64], k: int) -> 
             seen.add(w)
     if first_dup is not None:
         raise ValueError(f"duplicate word in vocabulary: {words[first_dup]!r}")
+
+
+def _low_bits(hashes: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
+    """The low 32 bits of each hash (disjoint from the home-slot bits at the top)."""
+    low: npt.NDArray[np.uint32] = (hashes & np.int64(0xFFFF_FFFF)).astype(np.uint32)
+    return low
 
 
 def _gather(seq: Sequence[Any], idx: npt.NDArray[Any]) -> Sequence[Any]:
