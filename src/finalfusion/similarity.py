@@ -71,11 +71,15 @@ SCAN_BLOCK_BYTES: Final = 1 << 30
 BATCH_SCORE_ELEMENTS: Final = 1 << 19
 #: Quantized codes up to this size get a cached column-major copy for fast ADC.
 ADC_CACHE_BYTES: Final = 1 << 30
-#: Threads for one scan: row ranges of a dense matrix-vector product, of an ADC pass
-#: and of a batch are split over this many threads (numpy releases the GIL in matmul,
-#: take and add). Set it to 1 to scan on the calling thread only, e.g. when BLAS itself
-#: runs multi-threaded or other processes share the cores.
-THREADS: int = min(4, os.cpu_count() or 1)
+#: Threads for one scan: the rows of an ADC pass, of a dense matrix-vector product and
+#: of a batch are split over this many threads (numpy releases the GIL in take, add and
+#: matmul). ``None`` (the default): as many as there are cores (at most 4) for ADC, and for
+#: dense products only when the environment pins BLAS to one thread (see
+#: :func:`scan_threads`); otherwise BLAS parallelises them itself. Set it to 1 to scan on
+#: the calling thread only.
+THREADS: int | None = None
+#: Environment variables that set the BLAS thread count, in the order OpenBLAS reads them.
+BLAS_THREAD_VARS: Final = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: The fewest rows worth a thread.
 THREAD_ROWS: Final = 1 << 16
 #: Block length for the block maxima that pre-select the top k of a long score vector.
@@ -269,7 +273,7 @@ class QueryIndex:
         table = self.adc_table(q)
         layout = self._codes_layout(lo, hi)
         out = np.zeros(hi - lo, dtype=np.float32)
-        in_threads(lambda a, b: _adc_accumulate(table, layout[:, a:b], out[a:b]), hi - lo)
+        in_threads(lambda a, b: _adc_accumulate(table, layout[:, a:b], out[a:b]), hi - lo, blas=False)
         return out
 
     def reconstruct_raw(self, lo: int, hi: int) -> F32:
@@ -299,7 +303,7 @@ class QueryIndex:
         if self.dense is not None:
             dense = self.dense
             s: F32 = np.empty(hi - lo, dtype=np.float32)
-            in_threads(lambda a, b: np.matmul(dense[lo + a : lo + b], q, out=s[a:b]), hi - lo)
+            in_threads(lambda a, b: np.matmul(dense[lo + a : lo + b], q, out=s[a:b]), hi - lo, blas=True)
         else:
             s = self.adc_scores(q, lo, hi)
         scale = self.scale
@@ -334,20 +338,41 @@ class QueryIndex:
         return out
 
 
-def in_threads(work: Callable[[int, int], T], rows: int, align: int = 1024) -> list[T]:
+def scan_threads(blas: bool) -> int:
+    """Threads for one scan: :data:`THREADS` if set, else the core count (at most 4).
+
+    Work made of BLAS calls (``blas=True``) is split over threads only when
+    the environment pins BLAS to one thread: a multi-threaded BLAS called
+    from several threads at once oversubscribes the cores.
+
+    Examples
+    --------
+    >>> scan_threads(blas=False) == min(4, os.cpu_count() or 1)  # THREADS left at None
+    True
+    """
+    if THREADS is not None:
+        return max(1, THREADS)
+    cores = min(4, os.cpu_count() or 1)
+    if not blas:
+        return cores
+    setting = next((os.environ[v] for v in BLAS_THREAD_VARS if os.environ.get(v)), None)
+    return cores if setting is not None and setting.strip() == "1" else 1
+
+
+def in_threads(work: Callable[[int, int], T], rows: int, blas: bool, align: int = 1024) -> list[T]:
     """``work(a, b)`` over consecutive ranges covering ``0 .. rows``, one per thread.
 
-    Uses up to :data:`THREADS` threads, none with fewer than
+    Uses up to :func:`scan_threads` threads, none with fewer than
     :data:`THREAD_ROWS` rows; range bounds are multiples of ``align``. With
     one range ``work(0, rows)`` runs on the calling thread. Returns the
     results in range order.
 
     Examples
     --------
-    >>> in_threads(lambda a, b: (a, b), 10)
+    >>> in_threads(lambda a, b: (a, b), 10, blas=False)
     [(0, 10)]
     """
-    parts = max(1, min(THREADS, rows // THREAD_ROWS))
+    parts = max(1, min(scan_threads(blas), rows // THREAD_ROWS))
     if parts == 1:
         return [work(0, rows)]
     bounds = [0, *(rows * i // parts // align * align for i in range(1, parts)), rows]
@@ -553,7 +578,7 @@ def search_batch(index: QueryIndex, qm: F32, k: int, exclude: tuple[I64, I64], l
     order = np.argsort(exclude[1], kind="stable")
     ex = (exclude[0][order], exclude[1][order])
     step = index.block_rows(nq)
-    parts = in_threads(lambda a, b: scan_blocks(index, qm, width, ex, range(a, min(n, b), step), step), n, align=step)
+    parts = in_threads(lambda a, b: scan_blocks(index, qm, width, ex, range(a, min(n, b), step), step), n, blas=True, align=step)
     if len(parts) == 1:
         return parts[0]
     return top_k_rows(np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts], axis=1), width, index)
