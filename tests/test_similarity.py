@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -605,3 +606,34 @@ def test_dense_scan_split_over_threads_gives_identical_scores() -> None:
 def test_dense_scan_split_with_threaded_blas_agrees() -> None:
     """A multi-threaded BLAS rounds differently at its own split points: scores agree to float32 rounding, same neighbours."""
     dense_split_check(exact=False)
+
+
+def _threaded_query_in_child(emb: Embeddings, expected: list[tuple[str, float]], conn: Any) -> None:
+    conn.send(pairs(emb.word_similarity("Berlin", k=10)) == expected)
+
+
+def test_scan_pool_survives_fork(testdata: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child forked after threaded scans must not wait for the parent's pool threads (it has none)."""
+    import multiprocessing
+
+    monkeypatch.setattr(similarity, "THREADS", 3)
+    monkeypatch.setattr(similarity, "THREAD_ROWS", 10)
+    emb = load_finalfusion(testdata / "python-similarity.fifu")
+    expected = pairs(emb.word_similarity("Berlin", k=10))  # creates the pool
+    for _ in range(5):  # leave idle workers behind, which a child would otherwise count on
+        assert pairs(emb.word_similarity("Berlin", k=10)) == expected
+    time.sleep(0.2)
+    assert similarity._POOL is not None
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_threaded_query_in_child, args=(emb, expected, child))
+    proc.start()
+    proc.join(60)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+        pytest.fail("threaded query in a forked child hung")
+    assert proc.exitcode == 0
+    assert parent.recv() is True
+    parent.close()
+    child.close()

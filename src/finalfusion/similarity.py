@@ -33,6 +33,7 @@ safe. It assumes the matrix is not modified in place afterwards; call
 
 from __future__ import annotations
 
+import itertools
 import operator
 import os
 import threading
@@ -373,11 +374,39 @@ def in_threads(work: Callable[[int, int], T], rows: int, blas: bool, align: int 
     [(0, 10)]
     """
     parts = max(1, min(scan_threads(blas), rows // THREAD_ROWS))
-    if parts == 1:
+    if parts == 1 or getattr(_WORKER, "busy", False):  # a pool worker never waits for the pool
         return [work(0, rows)]
     bounds = [0, *(rows * i // parts // align * align for i in range(1, parts)), rows]
-    with ThreadPoolExecutor(parts) as pool:
-        return list(pool.map(work, bounds[:-1], bounds[1:]))
+    pool = _scan_pool()
+    futures = [pool.submit(_as_worker, work, a, b) for a, b in itertools.pairwise(bounds[1:])]
+    first = work(bounds[0], bounds[1])  # the calling thread takes the first range
+    return [first, *(f.result() for f in futures)]
+
+
+_WORKER = threading.local()
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _as_worker(work: Callable[[int, int], T], a: int, b: int) -> T:
+    _WORKER.busy = True
+    return work(a, b)
+
+
+def _scan_pool() -> ThreadPoolExecutor:
+    """The process-wide pool for :func:`in_threads` (kept, so its threads are already spread over the cores)."""
+    global _POOL
+    with _CACHE_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max(4, os.cpu_count() or 1), thread_name_prefix="finalfusion-scan")
+        return _POOL
+
+
+def _forget_pool() -> None:
+    global _POOL
+    _POOL = None  # a forked child has none of the parent's threads
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _adc_accumulate(table: F32, layout: npt.NDArray[Any], out: F32) -> None:
