@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -451,11 +453,187 @@ def test_adc_split_over_threads_gives_identical_scores(monkeypatch: pytest.Monke
     n, m, ds = 1000, 7, 2  # odd subquantizer count: the unpaired last code too
     emb = Embeddings(synthetic_pq(rng, n, m, ds, 256, True, True), SimpleVocab([f"w{i}" for i in range(n)]))
     qs = rng.standard_normal((4, m * ds)).astype(np.float32)
-    monkeypatch.setattr(similarity, "ADC_THREADS", 1)
+    monkeypatch.setattr(similarity, "THREADS", 1)
     serial = [emb.embedding_similarity(q, k=n) for q in qs]
     index = similarity.query_index(emb)
     serial_raw = index.adc_scores(qs[0] / np.linalg.norm(qs[0]), 0, n)
-    monkeypatch.setattr(similarity, "ADC_THREADS", threads)
-    monkeypatch.setattr(similarity, "ADC_THREAD_ROWS", 100)
+    monkeypatch.setattr(similarity, "THREADS", threads)
+    monkeypatch.setattr(similarity, "THREAD_ROWS", 100)
     np.testing.assert_array_equal(index.adc_scores(qs[0] / np.linalg.norm(qs[0]), 0, n), serial_raw)
     assert [emb.embedding_similarity(q, k=n) for q in qs] == serial
+
+
+# ------------------------------------------------------------------------------------
+# long scans: block pre-selection, threshold pruning, threads (exact dyadic scores, many ties)
+# ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tied_emb() -> Embeddings:
+    """20,000 unit rows drawn from 24 directions whose dot products with the test queries are exact in float32.
+
+    Every score is one of a handful of values, so nearly every cut is a tie
+    broken by word; the words are shuffled so that code-point order differs
+    from row order.
+    """
+    rng = np.random.default_rng(11)
+    dirs = np.concatenate([np.eye(4), -np.eye(4), 0.5 * np.array(np.meshgrid(*[[-1, 1]] * 4)).reshape(4, -1).T]).astype(np.float32)
+    matrix = dirs[rng.integers(0, len(dirs), 20_000)]
+    words = [f"w{i:05d}" for i in rng.permutation(20_000)]
+    return Embeddings(NdArray(matrix), SimpleVocab(words))
+
+
+TIED_QUERIES = np.array([[0.5, 0.5, 0.5, 0.5], [1, 0, 0, 0], [0.5, -0.5, 0.5, -0.5], [0, 0, 0, -1]], dtype=np.float32)
+
+
+def tied_reference(emb: Embeddings, q: np.ndarray, k: int, skip: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
+    """Row ids of the top ``k`` by (-score, word), brute force."""
+    m = np.asarray(emb.storage.matrix, dtype=np.float64)
+    sims = m @ q.astype(np.float64)
+    rank = np.argsort(np.argsort(np.asarray(emb.vocab.words)))
+    order = [i for i in np.lexsort((rank, -sims)).tolist() if i not in skip]
+    return order[:k]
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 4, 7, 20_000, 30_000])
+def test_long_scans_with_ties_match_brute_force(tied_emb: Embeddings, monkeypatch: pytest.MonkeyPatch, k: int) -> None:
+    """Block-maximum pre-selection (single), pruning and merging (batches), serial and threaded: the brute-force order exactly."""
+    words = tied_emb.vocab.words
+    row = tied_emb.vocab.word_index
+    exp = [tied_reference(tied_emb, q, k) for q in TIED_QUERIES]
+    own = [10, 776, 777, 19_999]  # query words at and around the patched block boundaries below
+    exp_own = [tied_reference(tied_emb, tied_emb.storage.matrix[i], k, {i}) for i in own]
+    for threads, block in ((1, None), (3, 777)):
+        monkeypatch.setattr(similarity, "THREADS", threads)
+        monkeypatch.setattr(similarity, "THREAD_ROWS", 1000)
+        if block:
+            monkeypatch.setattr(similarity.QueryIndex, "block_rows", lambda self, q, b=block: b if q > 1 else 5000)
+        single = [[row[r.word] for r in tied_emb.embedding_similarity(q, k=k)] for q in TIED_QUERIES]
+        assert single == exp
+        ids, sims = tied_emb.embedding_similarity_batch(TIED_QUERIES, k=k)
+        assert [[i for i in row if i >= 0] for row in ids.tolist()] == exp
+        assert ids.shape == (4, min(k, 20_000))
+        np.testing.assert_array_equal(np.isnan(sims), ids < 0)
+        ids, _ = tied_emb.word_similarity_batch([words[i] for i in own], k=k)
+        assert [[i for i in row if i >= 0] for row in ids.tolist()] == exp_own
+        assert [[row[r.word] for r in tied_emb.word_similarity(words[i], k=k) or []] for i in own] == exp_own
+
+
+def test_top_k_block_preselection_with_excluded_rows(tied_emb: Embeddings) -> None:
+    """Fewer finite scores than k in most blocks: the pre-selection must fall back, never lose a row."""
+    index = similarity.query_index(tied_emb)
+    scores = np.full(19_000, -np.inf, dtype=np.float32)
+    scores[[5, 4096, 15_000]] = [0.5, 0.25, 0.5]
+    s, i = similarity.top_k(scores, 0, 4, index)  # only three finite: all of them, no padding
+    by_word = sorted([5, 15_000], key=index.rank.__getitem__)
+    assert i.tolist() == [*by_word, 4096]
+    assert s.tolist() == [0.5, 0.5, 0.25]
+    scores[:] = 0.0
+    scores[[7, 9000, 18_999]] = 1.0
+    s, i = similarity.top_k(scores, 100, 5, index)  # ids offset by 100
+    order = np.lexsort((index.rank[100:19_100], -scores.astype(np.float64)))[:5] + 100
+    assert i.tolist() == order.tolist()
+    assert sorted(i[:3].tolist()) == [107, 9100, 19_099]
+    assert s.tolist() == [1.0, 1.0, 1.0, 0.0, 0.0]
+
+
+def test_threaded_batches_are_identical_to_serial(sim_emb: Embeddings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row blocks split over threads: the same scores bit for bit and the same ids as one thread."""
+    words = sim_emb.vocab.words
+    monkeypatch.setattr(similarity.QueryIndex, "block_rows", lambda self, q: 5 if q > 1 else 1 << 20)
+    monkeypatch.setattr(similarity, "THREADS", 1)
+    serial = sim_emb.word_similarity_batch(words, k=9)
+    serial_single = [pairs(sim_emb.word_similarity(w, k=9)) for w in words]
+    monkeypatch.setattr(similarity, "THREADS", 4)
+    monkeypatch.setattr(similarity, "THREAD_ROWS", 7)
+    threaded = sim_emb.word_similarity_batch(words, k=9)
+    np.testing.assert_array_equal(threaded[0], serial[0])
+    np.testing.assert_array_equal(threaded[1], serial[1])
+    assert [pairs(sim_emb.word_similarity(w, k=9)) for w in words] == serial_single
+
+
+def test_scan_threads_follow_the_blas_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dense (BLAS) scans are split over threads only when BLAS is pinned to one thread; ADC always; THREADS overrides."""
+    cores = min(4, os.cpu_count() or 1)
+    for var in similarity.BLAS_THREAD_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(similarity, "THREADS", None)
+    assert similarity.scan_threads(blas=True) == 1  # unset: BLAS uses every core itself
+    assert similarity.scan_threads(blas=False) == cores
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert similarity.scan_threads(blas=True) == cores
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")  # read before OMP_NUM_THREADS, as OpenBLAS does
+    assert similarity.scan_threads(blas=True) == 1
+    monkeypatch.setattr(similarity, "THREADS", 3)
+    assert similarity.scan_threads(blas=True) == 3
+    assert similarity.scan_threads(blas=False) == 3
+
+
+def dense_split_check(exact: bool) -> None:
+    """Scores and neighbours of a dense scan split into three row ranges vs one BLAS call."""
+    rng = np.random.default_rng(4)
+    m = rng.standard_normal((20_003, 37)).astype(np.float32)  # odd sizes: kernel tails at the range ends
+    emb = Embeddings(NdArray(m), SimpleVocab([f"w{i}" for i in range(len(m))]))
+    index = similarity.query_index(emb)
+    q = similarity.unit_query(rng.standard_normal(37), 37)
+    saved = similarity.THREADS, similarity.THREAD_ROWS
+    try:
+        similarity.THREADS = 1
+        serial = index.scores(q, 0, len(m))
+        top = pairs(emb.embedding_similarity(q, k=50))
+        similarity.THREADS, similarity.THREAD_ROWS = 3, 1000
+        for lo, hi in ((0, len(m)), (1, len(m) - 5)):
+            got = index.scores(q, lo, hi)
+            if exact:
+                np.testing.assert_array_equal(got, serial[lo:hi])
+            else:
+                np.testing.assert_allclose(got, serial[lo:hi], rtol=0, atol=1e-7)
+        assert_same(pairs(emb.embedding_similarity(q, k=50)), top, atol=0 if exact else 1e-7)
+    finally:
+        similarity.THREADS, similarity.THREAD_ROWS = saved
+
+
+def test_dense_scan_split_over_threads_gives_identical_scores() -> None:
+    """With BLAS on one thread (the setting in which dense scans are split by default), every score of a
+    split scan is bit-identical to the one-call product (checked in a fresh interpreter with BLAS pinned)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, **dict.fromkeys(similarity.BLAS_THREAD_VARS, "1")}
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_similarity; test_similarity.dense_split_check(exact=True)"
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+
+
+def test_dense_scan_split_with_threaded_blas_agrees() -> None:
+    """A multi-threaded BLAS rounds differently at its own split points: scores agree to float32 rounding, same neighbours."""
+    dense_split_check(exact=False)
+
+
+def _threaded_query_in_child(emb: Embeddings, expected: list[tuple[str, float]], conn: Any) -> None:
+    conn.send(pairs(emb.word_similarity("Berlin", k=10)) == expected)
+
+
+def test_scan_pool_survives_fork(testdata: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child forked after threaded scans must not wait for the parent's pool threads (it has none)."""
+    import multiprocessing
+
+    monkeypatch.setattr(similarity, "THREADS", 3)
+    monkeypatch.setattr(similarity, "THREAD_ROWS", 10)
+    emb = load_finalfusion(testdata / "python-similarity.fifu")
+    expected = pairs(emb.word_similarity("Berlin", k=10))  # creates the pool
+    for _ in range(5):  # leave idle workers behind, which a child would otherwise count on
+        assert pairs(emb.word_similarity("Berlin", k=10)) == expected
+    time.sleep(0.2)
+    assert similarity._POOL is not None
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_threaded_query_in_child, args=(emb, expected, child))
+    proc.start()
+    proc.join(60)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+        pytest.fail("threaded query in a forked child hung")
+    assert proc.exitcode == 0
+    assert parent.recv() is True
+    parent.close()
+    child.close()

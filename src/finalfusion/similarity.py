@@ -33,20 +33,20 @@ safe. It assumes the matrix is not modified in place afterwards; call
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 import os
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._threads import CPUS, run_tasks
+from finalfusion._threads import CPUS
 from finalfusion.errors import FormatError
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.storage.quantized import QuantizedArray
@@ -62,18 +62,30 @@ __all__ = [
     "evaluate_analogies",
 ]
 
+T = TypeVar("T")
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 
 #: Matrix bytes scanned per BLAS call for single queries.
 SCAN_BLOCK_BYTES: Final = 1 << 30
-#: Score-matrix elements (queries x rows) kept at once by batch queries.
-BATCH_SCORE_ELEMENTS: Final = 1 << 23
+#: Score-matrix elements (queries x rows) kept at once by batch queries: 2 MiB of
+#: float32, so that the selection after each matrix product reads the scores from cache.
+BATCH_SCORE_ELEMENTS: Final = 1 << 19
 #: Quantized codes up to this size get a cached column-major copy for fast ADC.
 ADC_CACHE_BYTES: Final = 1 << 30
-#: Threads for one ADC scan (numpy releases the GIL in take/add), and the fewest rows worth a thread.
-ADC_THREADS: Final = min(4, CPUS)
-ADC_THREAD_ROWS: Final = 1 << 16
+#: Threads for one scan: the rows of an ADC pass, of a dense matrix-vector product and
+#: of a batch are split over this many threads (numpy releases the GIL in take, add and
+#: matmul). ``None`` (the default): as many as there are cores (at most 4) for ADC, and for
+#: dense products only when the environment pins BLAS to one thread (see
+#: :func:`scan_threads`); otherwise BLAS parallelises them itself. Set it to 1 to scan on
+#: the calling thread only.
+THREADS: int | None = None
+#: Environment variables that set the BLAS thread count, in the order OpenBLAS reads them.
+BLAS_THREAD_VARS: Final = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+#: The fewest rows worth a thread.
+THREAD_ROWS: Final = 1 << 16
+#: Block length for the block maxima that pre-select the top k of a long score vector.
+TOP_K_BLOCK: Final = 1024
 #: Relative tolerance under which stored rows count as unit length.
 UNIT_TOLERANCE: Final = 1e-5
 #: Batches of at least this many queries on quantized storage reconstruct
@@ -263,9 +275,7 @@ class QueryIndex:
         table = self.adc_table(q)
         layout = self._codes_layout(lo, hi)
         out = np.zeros(hi - lo, dtype=np.float32)
-        parts = max(1, min(ADC_THREADS, (hi - lo) // ADC_THREAD_ROWS))
-        bounds = np.linspace(0, hi - lo, parts + 1).astype(int).tolist()
-        run_tasks((functools.partial(_adc_accumulate, table, layout[:, a:b], out[a:b]) for a, b in itertools.pairwise(bounds)), parts)
+        in_threads(lambda a, b: _adc_accumulate(table, layout[:, a:b], out[a:b]), hi - lo, blas=False)
         return out
 
     def reconstruct_raw(self, lo: int, hi: int) -> F32:
@@ -293,7 +303,9 @@ class QueryIndex:
     def scores(self, q: F32, lo: int, hi: int) -> F32:
         """Cosine of unit ``q`` with rows ``lo:hi``."""
         if self.dense is not None:
-            s: F32 = self.dense[lo:hi] @ q
+            dense = self.dense
+            s: F32 = np.empty(hi - lo, dtype=np.float32)
+            in_threads(lambda a, b: np.matmul(dense[lo + a : lo + b], q, out=s[a:b]), hi - lo, blas=True)
         else:
             s = self.adc_scores(q, lo, hi)
         scale = self.scale
@@ -328,6 +340,76 @@ class QueryIndex:
         return out
 
 
+def scan_threads(blas: bool) -> int:
+    """Threads for one scan: :data:`THREADS` if set, else the CPUs this process may use (at most 4).
+
+    Work made of BLAS calls (``blas=True``) is split over threads only when
+    the environment pins BLAS to one thread: a multi-threaded BLAS called
+    from several threads at once oversubscribes the cores.
+
+    Examples
+    --------
+    >>> scan_threads(blas=False) == min(4, CPUS)  # THREADS left at None: the CPUs this process may use
+    True
+    """
+    if THREADS is not None:
+        return max(1, THREADS)
+    cores = min(4, CPUS)
+    if not blas:
+        return cores
+    setting = next((os.environ[v] for v in BLAS_THREAD_VARS if os.environ.get(v)), None)
+    return cores if setting is not None and setting.strip() == "1" else 1
+
+
+def in_threads(work: Callable[[int, int], T], rows: int, blas: bool, align: int = 1024) -> list[T]:
+    """``work(a, b)`` over consecutive ranges covering ``0 .. rows``, one per thread.
+
+    Uses up to :func:`scan_threads` threads, none with fewer than
+    :data:`THREAD_ROWS` rows; range bounds are multiples of ``align``. With
+    one range ``work(0, rows)`` runs on the calling thread. Returns the
+    results in range order.
+
+    Examples
+    --------
+    >>> in_threads(lambda a, b: (a, b), 10, blas=False)
+    [(0, 10)]
+    """
+    parts = max(1, min(scan_threads(blas), rows // THREAD_ROWS))
+    if parts == 1 or getattr(_WORKER, "busy", False):  # a pool worker never waits for the pool
+        return [work(0, rows)]
+    bounds = [0, *(rows * i // parts // align * align for i in range(1, parts)), rows]
+    pool = _scan_pool()
+    futures = [pool.submit(_as_worker, work, a, b) for a, b in itertools.pairwise(bounds[1:])]
+    first = work(bounds[0], bounds[1])  # the calling thread takes the first range
+    return [first, *(f.result() for f in futures)]
+
+
+_WORKER = threading.local()
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _as_worker(work: Callable[[int, int], T], a: int, b: int) -> T:
+    _WORKER.busy = True
+    return work(a, b)
+
+
+def _scan_pool() -> ThreadPoolExecutor:
+    """The process-wide pool for :func:`in_threads` (kept, so its threads are already spread over the cores)."""
+    global _POOL
+    with _CACHE_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max(4, os.cpu_count() or 1), thread_name_prefix="finalfusion-scan")
+        return _POOL
+
+
+def _forget_pool() -> None:
+    global _POOL
+    _POOL = None  # a forked child has none of the parent's threads
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _adc_accumulate(table: F32, layout: npt.NDArray[Any], out: F32) -> None:
     """Add the ADC table entries of the codes in ``layout`` (see :func:`pair_codes`) to ``out``."""
     m = table.shape[0]
@@ -338,10 +420,10 @@ def _adc_accumulate(table: F32, layout: npt.NDArray[Any], out: F32) -> None:
         # one 256 KiB table per pair of subquantizers, built just before use so it is cache-hot:
         # pair[b, a] = table[2p, a] + table[2p + 1, b], indexed by the uint16 a + 256 b
         np.add(table[2 * p + 1][:, None], table[2 * p][None, :], out=pair)
-        np.take(flat, layout[p], out=tmp, mode="clip")
+        np.take(flat, layout[p], out=tmp, mode="wrap")  # in range: wrap checks least
         out += tmp
     if m % 2:
-        np.take(table[m - 1], layout[-1], out=tmp, mode="clip")
+        np.take(table[m - 1], layout[-1], out=tmp, mode="wrap")
         out += tmp
 
 
@@ -412,6 +494,14 @@ def top_k(scores: F32, ids: I64 | int, k: int, rank: QueryIndex) -> tuple[F32, I
     """
     m = len(scores)
     gid = (lambda sel: sel + ids) if isinstance(ids, int) else (lambda sel: ids[sel])
+    if k > 0 and m >= 4 * TOP_K_BLOCK * k:
+        # at least k blocks have a maximum >= the k-th largest block maximum t0, so every
+        # score of the top k (ties included) is >= t0: select on those few only
+        maxima = scores[: m - m % TOP_K_BLOCK].reshape(-1, TOP_K_BLOCK).max(axis=1)
+        t0 = np.partition(maxima, len(maxima) - k)[len(maxima) - k]
+        if t0 > _NEG_INF:
+            sel = np.flatnonzero(scores >= t0)
+            return top_k(scores[sel], gid(sel).astype(np.int64, copy=False), k, rank)
     if k >= m:
         sel = np.flatnonzero(scores > _NEG_INF) if m else np.zeros(0, np.int64)
     elif k == 0:
@@ -502,36 +592,71 @@ def search_batch(index: QueryIndex, qm: F32, k: int, exclude: tuple[I64, I64], l
     ``exclude`` is a pair of arrays ``(query_row, row_id)`` naming rows a
     query must not return. Returns ``(scores, ids)`` of shape ``(Q, min(k, n))``
     padded with ``-inf`` / ``-1``.
+
+    Rows are scored in cache-sized blocks; after the first block only the
+    entries reaching a query's running k-th best score are kept (see
+    :func:`prune`), so the selection costs about one comparison per score.
+    Runs of whole blocks are split over threads (see :func:`in_threads`)
+    and their top ``k`` merged: the blocks, and so every score, are the same
+    as in a serial scan.
     """
     nq = len(qm)
     n = index.n if limit is None else min(index.n, max(0, limit))
     width = min(k, n)
-    best_s = np.full((nq, width), _NEG_INF, dtype=np.float32)
-    best_i = np.full((nq, width), -1, dtype=np.int64)
     if nq == 0 or width == 0:
-        return best_s, best_i
+        return np.full((nq, width), _NEG_INF, dtype=np.float32), np.full((nq, width), -1, dtype=np.int64)
+    order = np.argsort(exclude[1], kind="stable")
+    ex = (exclude[0][order], exclude[1][order])
+    step = index.block_rows(nq)
+    parts = in_threads(lambda a, b: scan_blocks(index, qm, width, ex, range(a, min(n, b), step), step), n, blas=True, align=step)
+    if len(parts) == 1:
+        return parts[0]
+    return top_k_rows(np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts], axis=1), width, index)
+
+
+def scan_blocks(index: QueryIndex, qm: F32, width: int, exclude: tuple[I64, I64], starts: range, step: int) -> tuple[F32, I64]:
+    """Running top ``width`` of every query over the row blocks ``start .. start + step`` (``exclude`` sorted by row)."""
+    best_s = np.full((len(qm), width), _NEG_INF, dtype=np.float32)
+    best_i = np.full((len(qm), width), -1, dtype=np.int64)
     ex_q, ex_r = exclude
     bad = index.bad
-    step = index.block_rows(nq)
-    for lo in range(0, n, step):
-        hi = min(n, lo + step)
+    for lo in starts:
+        hi = min(starts.stop, lo + step)
         s = index.batch_scores(qm, lo, hi)
-        sel = (ex_r >= lo) & (ex_r < hi)
-        s[ex_q[sel], ex_r[sel] - lo] = _NEG_INF
-        b = bad[(bad >= lo) & (bad < hi)]
-        if len(b):
-            s[:, b - lo] = _NEG_INF
-        cand_s, cand_i = prune(s, lo, best_s)
-        best_s, best_i = top_k_rows(np.concatenate([best_s, cand_s], axis=1), np.concatenate([best_i, cand_i], axis=1), width, index)
+        a, b = np.searchsorted(ex_r, [lo, hi])
+        s[ex_q[a:b], ex_r[a:b] - lo] = _NEG_INF
+        a, b = np.searchsorted(bad, [lo, hi])
+        if b > a:
+            s[:, bad[a:b] - lo] = _NEG_INF
+        cand = prune(s, lo, best_s)
+        if cand is None:
+            continue
+        rows, cand_s, cand_i = cand
+        merged = top_k_rows(np.concatenate([best_s[rows], cand_s], axis=1), np.concatenate([best_i[rows], cand_i], axis=1), width, index)
+        best_s[rows], best_i[rows] = merged
     return best_s, best_i
 
 
-def prune(s: F32, lo: int, best_s: F32) -> tuple[F32, I64]:
-    """Entries of a block that can still enter the running top k, as padded (Q, w) arrays.
+def prune(s: F32, lo: int, best_s: F32) -> tuple[I64, F32, I64] | None:
+    """Entries of a block that can still enter the running top k.
 
-    The bar is the running k-th best score; while that is not known yet
-    (first block), the block's own k-th best, found with ``np.partition``.
-    Entries equal to the bar are kept so that ties can be broken by word.
+    Returns ``(rows, scores, ids)``: the queries with at least one such entry
+    and their entries as padded ``(len(rows), w)`` arrays (``-inf`` / ``-1``),
+    or ``None`` when no entry qualifies. The bar is the running k-th best
+    score; while that is not known yet (first block), the block's own k-th
+    best, found with ``np.partition``. Entries equal to the bar are kept so
+    that ties can be broken by word.
+
+    Examples
+    --------
+    >>> s = np.zeros((2, 8), dtype=np.float32)
+    >>> s[1, 2:4] = 0.75, 0.5
+    >>> best = np.array([[0.5], [0.5]], dtype=np.float32)  # the running k-th best (k = 1)
+    >>> rows, cand_s, cand_i = prune(s, 100, best)
+    >>> rows.tolist(), cand_s.tolist(), cand_i.tolist()
+    ([1], [[0.75, 0.5]], [[102, 103]])
+    >>> prune(s, 100, np.array([[0.5], [0.875]], dtype=np.float32)) is None
+    True
     """
     q, b = s.shape
     k = best_s.shape[1]
@@ -539,19 +664,26 @@ def prune(s: F32, lo: int, best_s: F32) -> tuple[F32, I64]:
     if k and b > k and bool((tau == _NEG_INF).any()):
         tau = np.maximum(tau, np.partition(s, b - k, axis=1)[:, b - k])
     keep = s >= tau[:, None]
-    keep &= s > _NEG_INF
-    counts = np.count_nonzero(keep, axis=1)
-    w = int(counts.max()) if q else 0
-    if w * 4 > b:
-        return s, np.broadcast_to(np.arange(lo, lo + b, dtype=np.int64), (q, b))
-    rows, cols = np.nonzero(keep)
+    if bool((tau == _NEG_INF).any()):
+        keep &= s > _NEG_INF
+    flat = np.flatnonzero(keep)
+    if not len(flat):
+        return None
+    if len(flat) * 4 > s.size:
+        return np.arange(q), s, np.broadcast_to(np.arange(lo, lo + b, dtype=np.int64), (q, b))
+    r = flat // b
+    cols = flat - r * b
+    counts = np.bincount(r, minlength=q)
+    rows = np.flatnonzero(counts)
+    slot = np.cumsum(counts > 0) - 1  # position of every query among ``rows``
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    pos = np.arange(len(rows)) - starts[rows]
-    out_s = np.full((q, w), _NEG_INF, dtype=np.float32)
-    out_i = np.full((q, w), -1, dtype=np.int64)
-    out_s[rows, pos] = s[rows, cols]
-    out_i[rows, pos] = cols + lo
-    return out_s, out_i
+    pos = np.arange(len(flat)) - starts[r]
+    w = int(counts.max())
+    out_s = np.full((len(rows), w), _NEG_INF, dtype=np.float32)
+    out_i = np.full((len(rows), w), -1, dtype=np.int64)
+    out_s[slot[r], pos] = s.reshape(-1)[flat]
+    out_i[slot[r], pos] = cols + lo
+    return rows, out_s, out_i
 
 
 def results(index: QueryIndex, scores: F32, ids: I64) -> list[SimilarityResult]:
