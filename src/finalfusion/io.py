@@ -294,22 +294,26 @@ PARALLEL_TAIL_BYTES = 8 << 20
 
 
 def _write_to(f: IO[bytes], header: Header, chunks: Sequence[Chunk], layout: list[int], *, parallel: bool) -> None:
-    writer = ByteWriter(cast(BinaryIO, f), layout[0] - header.nbytes)
-    header.write(writer)
     split = next((i for i, c in enumerate(chunks) if role_of(c.chunk_id) in ("storage", "norms")), len(chunks))
-    tail: _TailWriter | None = None
-    if parallel and hasattr(os, "pwrite") and layout[-1] - layout[split] >= PARALLEL_TAIL_BYTES:
-        tail = _TailWriter(os.dup(f.fileno()), chunks[split:], layout[split:])
-        tail.start()
-    else:
-        split = len(chunks)
+    if not (parallel and hasattr(os, "pwrite") and layout[-1] - layout[split] >= PARALLEL_TAIL_BYTES):
+        writer = ByteWriter(cast(BinaryIO, f), layout[0] - header.nbytes)
+        header.write(writer)
+        _write_laid_out(writer, chunks, layout)
+        return
+    tail = _TailWriter(os.dup(f.fileno()), chunks[split:], layout[split:])
+    tail.start()
     try:
+        # The head is serialised into memory first: a write to the file would wait
+        # for the other thread's pwrite (the kernel serialises writes to one file).
+        head = io.BytesIO()
+        writer = ByteWriter(cast(BinaryIO, head), layout[0] - header.nbytes)
+        header.write(writer)
         _write_laid_out(writer, chunks[:split], layout[: split + 1])
+        f.write(head.getbuffer())
         f.flush()
     finally:
-        if tail is not None:
-            tail.join()
-    if tail is not None and tail.error is not None:
+        tail.join()
+    if tail.error is not None:
         raise tail.error
 
 
