@@ -97,8 +97,11 @@ class WordIndex(Mapping[str, int]):
         # (the top bits); equal words (equal hashes) end up adjacent, in index
         # order. Few, small temporaries: they would stay in the C heap.
         k = max(1, (n - 1).bit_length())  # <= 32: the home bits and the index bits never overlap
+        # Allocated first and filled without temporaries: a permanent array allocated
+        # after freed temporaries keeps them in the C heap (+8 MiB peak RSS at 400k words).
+        fingerprints = np.empty(n, dtype=np.uint32)
         keys = np.fromiter(map(hash, words), dtype=np.int64, count=n)
-        fingerprints = _low_bits(keys)
+        _low_bits(keys, fingerprints)
         keys &= np.int64(-(1 << k))
         keys |= np.arange(n, dtype=np.int64)
         keys.sort()
@@ -172,7 +175,7 @@ class WordIndex(Mapping[str, int]):
         if n == 0:
             return out
         hashes = np.fromiter(map(hash, keys), dtype=np.int64, count=n)
-        asked_fp = _low_bits(hashes)
+        asked_fp = _low_bits(hashes, np.empty(n, dtype=np.uint32))
         slot = hashes >> np.int64(self._shift)
         del hashes
         table = np.frombuffer(self._table, dtype=np.dtype(f"i{self._table.itemsize}"))
@@ -291,10 +294,10 @@ def _check_unique(words: Sequence[str], keys: npt.NDArray[np.int64], k: int) -> 
         raise ValueError(f"duplicate word in vocabulary: {words[first_dup]!r}")
 
 
-def _low_bits(hashes: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
-    """The low 32 bits of each hash (disjoint from the home-slot bits at the top)."""
-    low: npt.NDArray[np.uint32] = (hashes & np.int64(0xFFFF_FFFF)).astype(np.uint32)
-    return low
+def _low_bits(hashes: npt.NDArray[np.int64], out: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+    """The low 32 bits of each hash (disjoint from the home-slot bits at the top), into ``out``."""
+    np.copyto(out, hashes, casting="unsafe")  # integer narrowing keeps the low bits
+    return out
 
 
 def _gather(seq: Sequence[Any], idx: npt.NDArray[Any]) -> Sequence[Any]:
