@@ -77,3 +77,14 @@ def load_fuzz() -> Any:
         sys.modules["ff_fuzz"] = module
         spec.loader.exec_module(module)
     return sys.modules["ff_fuzz"]
+
+
+def assert_rows_match_lookups(emb: Any, words: list[str], matrix: Any, found: Any) -> None:
+    """Every row of a batch lookup equals the single-word lookup (all zero where there is none)."""
+    for i, w in enumerate(words):
+        single = emb.embedding(w)
+        assert found[i] == (single is not None), w
+        if single is None:
+            assert not matrix[i].any(), w
+        else:
+            np.testing.assert_allclose(matrix[i], single, rtol=1e-6, atol=1e-6, err_msg=w)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import finalfusion
-from conftest import GOLDEN_FILES
+from conftest import GOLDEN_FILES, assert_rows_match_lookups
 from finalfusion import (
     ChunkIdentifier,
     Embeddings,
@@ -130,13 +130,7 @@ def test_embedding_batch_distinct_unknown_words(emb: Embeddings) -> None:
     out = np.full((len(words), emb.dims), np.nan, np.float32)
     matrix, found = emb.embedding_batch(words, out=out)
     assert matrix is out
-    for i, w in enumerate(words):
-        single = emb.embedding(w)
-        assert found[i] == (single is not None), w
-        if single is None:
-            assert not matrix[i].any(), w
-        else:
-            np.testing.assert_allclose(matrix[i], single, rtol=1e-6, atol=1e-6, err_msg=w)
+    assert_rows_match_lookups(emb, words, matrix, found)
     assert not np.isnan(matrix).any()
 
 

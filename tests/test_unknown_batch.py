@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import finalfusion.embeddings as embeddings_module
-from conftest import GOLDEN_FILES
+from conftest import GOLDEN_FILES, assert_rows_match_lookups
 from finalfusion import Embeddings, FloretVocab, load_finalfusion
 from finalfusion._threads import run_tasks
 from finalfusion.compat.fasttext import load_fasttext
@@ -93,13 +93,7 @@ def test_threads_and_boundaries_do_not_change_results(emb: Embeddings, distinct:
         np.testing.assert_array_equal(found, expected_found, err_msg=f"threads={threads}")
         np.testing.assert_array_equal(got, expected, err_msg=f"threads={threads}")  # bit-identical, NaN-free
     # ... and the batch equals the per-word lookups (their norm is a BLAS dot: equal up to rounding).
-    for i, w in enumerate(words):
-        single = emb.embedding(w)
-        assert expected_found[i] == (single is not None), w
-        if single is None:
-            assert not expected[i].any(), w
-        else:
-            np.testing.assert_allclose(expected[i], single, rtol=1e-6, atol=1e-6, err_msg=w)
+    assert_rows_match_lookups(emb, words, expected, expected_found)
     # Words without any n-gram have no embedding (floret also hashes the whole bracketed word, so it has one).
     assert expected_found[words.index("")] == isinstance(emb.vocab, FloretVocab)
 
