@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -282,3 +283,34 @@ def test_mmap_readonly_eager_writable() -> None:
         assert eager.flags.writeable
         eager[0, 0] = 1
         assert eager[0, 0] == 1
+
+
+def test_vocab_metadata_and_norms_loaders_skip_the_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import finalfusion._lazyread as lazyread
+    import finalfusion.io as ffio
+
+    rng = np.random.default_rng(3)
+    words = [f"wört{i}" for i in range(5000)]
+    norms = Norms(rng.random(5000).astype(np.float32))
+    emb = Embeddings(NdArray(rng.standard_normal((5000, 64), dtype=np.float32)), SimpleVocab(words), norms, Metadata({"k": 1}))
+    path = tmp_path / "e.fifu"
+    emb.write(path)  # 1.3 MB: large enough for the chunk-by-chunk read
+    reads: list[tuple[int, int]] = []
+    original = lazyread.LazyFill._read
+
+    def spy(self: Any, start: int, stop: int) -> None:
+        reads.append((start, stop))
+        original(self, start, stop)
+
+    monkeypatch.setattr(lazyread.LazyFill, "_read", spy)
+    matrix_bytes = emb.storage.matrix.nbytes
+    assert finalfusion.load_vocab(path) == emb.vocab
+    assert dict(finalfusion.load_metadata(str(path))) == {"k": 1}
+    with open(path, "rb") as f:
+        assert finalfusion.load_norms(f) == norms  # after the matrix: read, the matrix skipped
+    assert reads
+    assert max(stop - start for start, stop in reads) < matrix_bytes // 2  # the matrix data never was
+    reads.clear()
+    assert np.array_equal(finalfusion.load_storage(path).matrix, emb.storage.matrix)
+    assert max(stop - start for start, stop in reads) >= matrix_bytes
+    assert ffio.read_source(path, matrix=False)[1][2][1].shape == (5000, 64)  # the skipped matrix views zeros

@@ -57,7 +57,7 @@ class LazyFill:
     Use :meth:`for_file`; pass the object to ``read_chunks(lazy.buf, lazy)``.
     """
 
-    __slots__ = ("_map", "base", "buf", "f", "filled", "holes", "size")
+    __slots__ = ("_map", "base", "buf", "f", "filled", "holes", "matrix_wanted", "size")
 
     def __init__(self, f: IO[bytes], base: int, size: int) -> None:
         self.f = f
@@ -74,6 +74,9 @@ class LazyFill:
         self.buf: Any = memoryview(self._map)
         self.filled = 0
         self.holes: list[tuple[int, int]] = []
+        #: False: :meth:`finish` leaves the deferred matrix data unread (untouched zero pages),
+        #: for callers that only want the chunks before or after it.
+        self.matrix_wanted = True
 
     @classmethod
     def for_file(cls, f: IO[bytes]) -> LazyFill | None:
@@ -150,7 +153,8 @@ class LazyFill:
             if drop:
                 self._map.madvise(mmap.MADV_DONTNEED, 0, drop)
         self.ensure(self.size)
-        for start, stop in self.holes:
-            self._read(start, stop)
+        if self.matrix_wanted:
+            for start, stop in self.holes:
+                self._read(start, stop)
         self.holes.clear()
         self.f.seek(self.base + self.size)

@@ -110,13 +110,17 @@ def _from_file(f: IO[bytes], mmap: bool) -> Any:
     return data if mmap else bytearray(data)
 
 
-def read_source(file: Source, mmap: bool = False) -> tuple[str, list[tuple[int, Chunk]]]:
+def read_source(file: Source, mmap: bool = False, *, matrix: bool = True) -> tuple[str, list[tuple[int, Chunk]]]:
     """Open ``file`` as :func:`open_buffer` does and parse its chunks.
 
     Eagerly read files (paths, descriptors, seekable file objects) are read
     chunk by chunk as the parse goes, the matrix of an ``NdArray`` chunk
     last (see :mod:`finalfusion._lazyread`): the vocabulary's temporaries
     are freed before the matrix takes memory, which lowers the peak.
+
+    With ``matrix=False`` the ``f32`` data of a large ``NdArray`` chunk is
+    not read at all from such files (the chunk then views zeros): for
+    callers that want other chunks only.
 
     Returns
     -------
@@ -128,20 +132,21 @@ def read_source(file: Source, mmap: bool = False) -> tuple[str, list[tuple[int, 
             file = os.fsdecode(file)
         if isinstance(file, (str, os.PathLike)):
             with open(file, "rb") as f:
-                return os.fsdecode(file), _read_file_chunks(f)
+                return os.fsdecode(file), _read_file_chunks(f, matrix)
         if isinstance(file, int):
             with open(file, "rb", closefd=False) as f:
-                return f"<fd {file}>", _read_file_chunks(f)
+                return f"<fd {file}>", _read_file_chunks(f, matrix)
         if not isinstance(file, (bytes, bytearray, memoryview)) and hasattr(file, "read"):
-            return getattr(file, "name", "<file object>"), _read_file_chunks(file)
+            return getattr(file, "name", "<file object>"), _read_file_chunks(file, matrix)
     buf, name = open_buffer(file, mmap)
     return name, read_chunks(buf)[1]
 
 
-def _read_file_chunks(f: IO[bytes]) -> list[tuple[int, Chunk]]:
+def _read_file_chunks(f: IO[bytes], matrix: bool = True) -> list[tuple[int, Chunk]]:
     lazy = LazyFill.for_file(f)
     if lazy is None:
         return read_chunks(_from_file(f, False))[1]
+    lazy.matrix_wanted = matrix
     return read_chunks(lazy.buf, lazy)[1]
 
 
@@ -209,12 +214,17 @@ _C = TypeVar("_C", bound=Chunk)
 def load_chunk(file: Source, cls: type[_C], mmap: bool = False) -> _C:
     """The first chunk that is an instance of ``cls`` in a finalfusion file.
 
+    For a vocabulary, metadata or norms chunk the matrix data of a plain
+    file is never read (see :func:`read_source`), so ``load_vocab`` of a
+    large file costs about what its vocabulary does.
+
     Raises
     ------
     FormatError
         If the file is malformed or holds no such chunk.
     """
-    name, chunks = read_source(file, mmap)
+    # Only storage needs the matrix data: eager reads of other chunks skip it.
+    name, chunks = read_source(file, mmap, matrix=getattr(cls, "role", None) not in ("vocab", "metadata", "norms"))
     for _, chunk in chunks:
         if isinstance(chunk, cls):
             return chunk
