@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 
 from finalfusion import FormatError, load_finalfusion
 from finalfusion.vocab import SimpleVocab, load_vocab
+from finalfusion.vocab import _index as index_module
 from finalfusion.vocab._index import WordIndex
 from finalfusion.vocab.base import build_index
 
@@ -65,6 +67,23 @@ def test_behaves_like_a_dict(words: list[str], probes: list[str], bits: int | No
     # bits=1..4: at most 16 home slots for up to 80 words, so most words
     # sit far from home and many spill into the overflow slots.
     assert_like_dict(WordIndex(words, bits=bits), reference(words), probes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=WORD_LISTS, probes=st.lists(TEXT, max_size=20), bits=st.one_of(st.none(), st.integers(1, 4)))
+def test_batch_lookup_when_every_fingerprint_collides(words: list[str], probes: list[str], bits: int | None) -> None:
+    # All fingerprints equal: every probe of lookup() then compares strings, the path
+    # that otherwise only a 32-bit fingerprint collision between different words takes.
+    def zeros(hashes: Any, out: Any) -> Any:
+        out[:] = 0
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(index_module, "_low_bits", zeros)
+        index = WordIndex(words, bits=bits)
+        batch = [*probes, *words, *probes[:3]]
+        expected = reference(words)
+        assert index.lookup(batch).tolist() == [expected.get(w, -1) for w in batch]
 
 
 def test_empty_string_and_empty_vocab() -> None:
