@@ -144,3 +144,19 @@ def test_vocabulary_size_read_from_disk_is_the_written_size(tmp_path: Path) -> N
     assert loaded.vocab._words_nbytes == SimpleVocab(list(loaded.vocab.words))._words_len()
     loaded.write(tmp_path / "b.fifu")
     assert (tmp_path / "b.fifu").read_bytes() == (tmp_path / "a.fifu").read_bytes()
+
+
+def test_threaded_write_over_the_file_it_is_mapped_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ffio, "PARALLEL_TAIL_BYTES", 0)
+    path = tmp_path / "self.fifu"
+    original = embeddings(seed=9)
+    original.write(path)
+    mapped = load_finalfusion(path, mmap=True)
+    mapped.metadata = Metadata({"rewritten": True})
+    mapped.write(path)  # the storage thread reads the old file's map while the new file replaces it
+    again = load_finalfusion(path)
+    assert dict(again.metadata) == {"rewritten": True}
+    assert np.array_equal(again.storage.matrix, original.storage.matrix)
+    assert again.norms == original.norms
+    assert np.array_equal(mapped.storage.matrix, original.storage.matrix)  # the old map is intact
+    assert not temp_files(tmp_path)
