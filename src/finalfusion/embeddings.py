@@ -132,8 +132,6 @@ class Embeddings:
         self._matrix = storage.matrix if isinstance(storage, NdArray) else None
         self._index = vocab.word_index
         self._subword = isinstance(vocab, SubwordVocab)
-        # The subword rows of dense storage, so one unknown word's n-gram indices index it directly.
-        self._subword_matrix = self._matrix[len(vocab) :] if self._matrix is not None and self._subword else None
         #: The mapped file these embeddings were read from, if they pickle by reference.
         self._file_ref: FileRef | None = None
 
@@ -196,18 +194,11 @@ class Embeddings:
     def _unknown(self, word: str) -> tuple[npt.NDArray[np.float32], float] | None:
         if not self._subword:
             return None
-        sub = self._subword_matrix
-        if sub is not None:
-            ngram_rows = self._vocab.subword_indexer.word_indices(word)  # type: ignore[attr-defined]
-            if not len(ngram_rows):
-                return None
-            gathered = sub.take(ngram_rows, axis=0)
-        else:
-            rows = self._vocab.subword_rows(word)  # type: ignore[attr-defined]
-            if not len(rows):
-                return None
-            gathered = self._storage.rows(rows)
-        v = np.add.reduce(gathered, 0)
+        rows = self._vocab.subword_rows(word)  # type: ignore[attr-defined]
+        if not len(rows):
+            return None
+        gathered = self._matrix.take(rows, axis=0) if self._matrix is not None else self._storage.rows(rows)
+        v = np.add.reduce(gathered, axis=0, dtype=np.float32)
         # float32 dot and sqrt as before, with Python scalars (cheaper than numpy ones).
         norm = float(np.float32(math.sqrt(v.dot(v))))
         if norm != 0.0:
