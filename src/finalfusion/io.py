@@ -306,9 +306,7 @@ PARALLEL_TAIL_BYTES = 8 << 20
 def _write_to(f: IO[bytes], header: Header, chunks: Sequence[Chunk], layout: list[int], *, parallel: bool) -> None:
     split = next((i for i, c in enumerate(chunks) if role_of(c.chunk_id) in ("storage", "norms")), len(chunks))
     if not (parallel and hasattr(os, "pwrite") and layout[-1] - layout[split] >= PARALLEL_TAIL_BYTES):
-        writer = ByteWriter(cast(BinaryIO, f), layout[0] - header.nbytes)
-        header.write(writer)
-        _write_laid_out(writer, chunks, layout)
+        _write_head(f, header, chunks, layout)
         return
     tail = _TailWriter(os.dup(f.fileno()), chunks[split:], layout[split:])
     tail.start()
@@ -316,15 +314,20 @@ def _write_to(f: IO[bytes], header: Header, chunks: Sequence[Chunk], layout: lis
         # The head is serialised into memory first: a write to the file would wait
         # for the other thread's pwrite (the kernel serialises writes to one file).
         head = io.BytesIO()
-        writer = ByteWriter(cast(BinaryIO, head), layout[0] - header.nbytes)
-        header.write(writer)
-        _write_laid_out(writer, chunks[:split], layout[: split + 1])
+        _write_head(head, header, chunks[:split], layout[: split + 1])
         f.write(head.getbuffer())
         f.flush()
     finally:
         tail.join()
     if tail.error is not None:
         raise tail.error
+
+
+def _write_head(out: IO[bytes], header: Header, chunks: Sequence[Chunk], layout: list[int]) -> None:
+    """Write ``header`` and then ``chunks`` (laid out as :func:`_write_laid_out` says) to ``out``."""
+    writer = ByteWriter(cast(BinaryIO, out), layout[0] - header.nbytes)
+    header.write(writer)
+    _write_laid_out(writer, chunks, layout)
 
 
 def _write_laid_out(writer: ByteWriter, chunks: Sequence[Chunk], layout: list[int]) -> None:
