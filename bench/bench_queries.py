@@ -244,7 +244,7 @@ def main() -> int:
     ap.add_argument("--mmap", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--dims", type=int, default=300, help="dimensionality (default 300)")
-    ap.add_argument("--subq", default="150,50", help="subquantizers of the quantized copies, comma-separated; the first is checked (default 150,50)")
+    ap.add_argument("--subq", default="150,50", help="subquantizers of the quantized copies, comma-separated; each is compared with dense (default 150,50)")
     ap.add_argument("--n-single", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--n-batch", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--batch-reps", type=int, help=argparse.SUPPRESS)
@@ -310,7 +310,6 @@ def main() -> int:
     b64 = {k: med(v["batch64_s"]) / 64 for k, v in raw.items()}
     bn = {k: med(v["batch_s"]) / n_batch for k, v in raw.items()}
     floor = single["numpy floor"]
-    qlabel = f"ours quantized {subqs[0]}x256"
     ours = single["ours dense"]
     print(f"\n{n:,} x {a.dims}, top-{K}; quantized copies: {a.subq} subquantizers x 256 centroids; per-query times (medians)")
     hdr = f"| {'':24s} | {'single':>10s} | {'batch 64 /q':>11s} | {f'batch {n_batch:,} /q':>13s} | {'single / floor':>14s} |"
@@ -323,14 +322,17 @@ def main() -> int:
         ("single query faster than gensim", ours / single["gensim most_similar"], ours < single["gensim most_similar"]),
         ("single query faster than 0.7.1", ours / single["finalfusion 0.7.1"], ours < single["finalfusion 0.7.1"]),
         ("batch-64 throughput >= 8x single", ours / b64["ours dense"], ours / b64["ours dense"] >= 8),
-        (f"quantized ({subqs[0]}x256) single faster than dense", single[qlabel] / ours, single[qlabel] < ours),
     ]
+    # every quantized copy against dense; the first (finalfusion-utils' default dims / 2 in the default list) is the target
+    for q in subqs:
+        qs = single[f"ours quantized {q}x256"]
+        checks.append((f"quantized ({q}x256) single faster than dense", qs / ours, qs < ours))
     if "ours dense 1 thread" in single:
         serial = single["ours dense 1 thread"]
         checks.append(("batch-64 throughput >= 8x single, 1 thread", serial / b64["ours dense 1 thread"], serial / b64["ours dense 1 thread"] >= 8))
     print()
     for name, ratio, ok in checks:
-        print(f"{name:40s} ratio {ratio:6.2f}  {'PASS' if ok else 'FAIL'}")
+        print(f"{name:46s} ratio {ratio:6.2f}  {'PASS' if ok else 'FAIL'}")
     results["table"] = {"single_s": single, "batch64_per_query_s": b64, "batch_per_query_s": bn}
     results["checks"] = [{"check": c, "ratio": r, "pass": ok} for c, r, ok in checks]
     print(f"load average before {results['load_before']}, after {results['load_after']}")
