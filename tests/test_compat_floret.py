@@ -286,3 +286,18 @@ def test_round_trip_property(bow: str, eow: str, n: int, dims: int, hashes: int,
     back = load_floret(buf.getvalue())
     assert back.vocab == emb.vocab
     np.testing.assert_array_equal(back.storage.matrix, matrix)
+
+
+def test_floret_parse_rounds_ties_like_rust() -> None:
+    from test_compat_text import _tie_tokens
+
+    tokens, expected = _tie_tokens(4, 40)
+    header = f"2 {len(tokens)} 3 6 2 2166136261 < >\n".encode()
+    body = b"0 " + b" ".join(tokens) + b"\n1 " + b" ".join(tokens) + b"\n"
+    want = np.array(expected, dtype=np.float32)
+    fast = load_floret(header + body)
+    np.testing.assert_array_equal(fast.storage.matrix, [want, want])
+    slow = load_floret(header + body.replace(b"0 ", b"x ", 1))  # a non-numeric index: the line-by-line path
+    np.testing.assert_array_equal(slow.storage.matrix, [want, want])
+    with pytest.raises(FormatError, match="not a number"):
+        load_floret(b"1 2 3 6 2 2166136261 < >\n0 1_0 1\n")

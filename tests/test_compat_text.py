@@ -283,3 +283,46 @@ def test_unwritable_words(tmp_path: Path, word: str) -> None:
         with pytest.raises(ValueError, match="cannot represent"):
             writer(path, emb)
         assert not path.exists()
+
+
+# -- number parsing: correct rounding as Rust's parse::<f32> -----------------------------------
+
+
+def _tie_tokens(seed: int, count: int) -> tuple[list[bytes], list[float]]:
+    """Decimals at, just below and just above midpoints between adjacent float32s, with the float32 each must give."""
+    from decimal import Decimal, localcontext
+    from fractions import Fraction
+
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0x3F800000, 0x41200000, size=count, dtype=np.uint32)  # [1, 10): 17 digits fit in 18 chars
+    tokens: list[bytes] = []
+    expected: list[float] = []
+    for lo in bits.view(np.float32):
+        hi = np.nextafter(lo, np.float32(np.inf))
+        mid = (Fraction(float(lo)) + Fraction(float(hi))) / 2
+        even = lo if int(lo.view(np.uint32)) % 2 == 0 else hi
+        with localcontext() as ctx:
+            ctx.prec = 60
+            exact = Decimal(mid.numerator) / Decimal(mid.denominator)
+        digits = f"{exact:.16f}"  # 17 significant digits, truncated or rounded
+        below = Decimal(digits) if Decimal(digits) < exact else Decimal(digits) - Decimal("1e-16")
+        above = below + Decimal("1e-16")
+        for dec, want in ((exact, even), (below, lo), (above, hi)):
+            for text in (f"{dec:f}", f"-{dec:f}", f"{dec / 1000:f}e3"):
+                tokens.append(text.encode())
+                expected.append(float(want) * (-1 if text.startswith("-") else 1))
+    return tokens, expected
+
+
+def test_parse_rounds_ties_like_rust() -> None:
+    tokens, expected = _tie_tokens(3, 300)
+    emb = load_text(b"w " + b" ".join(tokens) + b"\n", normalize=False)
+    got = emb.storage.matrix[0]
+    assert got.tolist() == np.array(expected, dtype=np.float32).tolist()
+    naive = np.array([float(t) for t in tokens], dtype=np.float64).astype(np.float32)
+    assert (naive != got).sum() > 50  # the cases do exercise double rounding
+
+
+def test_parse_rejects_underscores() -> None:
+    with pytest.raises(FormatError, match="not a number"):
+        load_text(b"w 1_0 1\n")  # float() would take it; Rust does not

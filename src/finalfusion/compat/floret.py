@@ -21,7 +21,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion.compat._common import check_header_int, decode_word, open_input
+from finalfusion.compat._common import check_header_int, decode_word, exact_float32, near_float32_tie, open_input
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
 from finalfusion.io import atomic_output
@@ -130,9 +130,17 @@ def _parse_rows(data: bytes, base: int, n: int, dims: int) -> npt.NDArray[np.flo
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                table = np.loadtxt(io.BytesIO(data), dtype=np.float32, comments=None, ndmin=2)
+                table = np.loadtxt(io.BytesIO(data), dtype=np.float64, comments=None, ndmin=2)
             if table.shape == (n, dims + 1):
-                return np.ascontiguousarray(table[:, 1:])
+                values = table[:, 1:]
+                with np.errstate(over="ignore"):
+                    matrix = values.astype(np.float32)
+                ties = np.argwhere(near_float32_tie(values))
+                if len(ties):
+                    rows = data.split(b"\n")
+                    for r, c in ties.tolist():
+                        matrix[r, c] = exact_float32(rows[r].split()[c + 1])
+                return matrix
         except ValueError:
             pass
     lines = data.split(b"\n")
@@ -145,13 +153,19 @@ def _parse_rows(data: bytes, base: int, n: int, dims: int) -> npt.NDArray[np.flo
     # Block by block, so the temporary token lists stay small whatever the file size.
     for lo in range(0, n, _WRITE_ROWS):
         block = lines[lo : lo + _WRITE_ROWS]
-        tokens = b" ".join(block).split()
-        if len(tokens) != len(block) * (dims + 1):
+        joined = b" ".join(block)
+        tokens = joined.split()
+        if len(tokens) != len(block) * (dims + 1) or b"_" in joined:  # float() takes 1_000, Rust does not
             _bad_line(lines, base, dims)
         try:
-            matrix[lo : lo + len(block)] = np.array(tokens, dtype=object).reshape(len(block), dims + 1)[:, 1:].astype(np.float32)
+            grid = np.array(tokens, dtype=object).reshape(len(block), dims + 1)[:, 1:]
+            values = grid.astype(np.float64)
         except ValueError:
             _bad_line(lines, base, dims)
+        with np.errstate(over="ignore"):
+            matrix[lo : lo + len(block)] = values
+        for r, c in np.argwhere(near_float32_tie(values)).tolist():  # correct rounding, as Rust's parse::<f32>
+            matrix[lo + r, c] = exact_float32(grid[r, c])
     return matrix
 
 
@@ -165,6 +179,8 @@ def _bad_line(lines: list[bytes], base: int, dims: int) -> None:
                 f"line {i + 2}: wrong number of fields", offset=offset, chunk=f"floret row {i}", expected=f"1 index + {dims} values", found=len(parts)
             )
         try:
+            if b"_" in line:
+                raise ValueError(line)
             np.array(parts[1:], dtype=object).astype(np.float32)
         except ValueError:
             raise FormatError(f"line {i + 2}: not a number", offset=offset, chunk=f"floret row {i}", expected="decimal numbers", found=line[:200]) from None

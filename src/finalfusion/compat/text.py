@@ -38,7 +38,9 @@ from finalfusion.compat._common import (
     decode_word,
     dense_matrix_with_norms,
     embeddings_from,
+    exact_float32,
     input_size,
+    near_float32_tie,
     open_input,
     read_dims_header,
     reuse_freed_memory,
@@ -396,15 +398,24 @@ def _parse_numbers(
     np.negative(values, out=values, where=neg)
     with np.errstate(over="ignore"):  # beyond float32's range: infinite, rejected by the caller
         out[order] = values
-    slow = order[~ok]
-    for i in slow.tolist():
+    slow = order[~ok].tolist()
+    parsed = np.empty(len(slow), dtype=np.float64)
+    for j, i in enumerate(slow):
         token = block[int(starts[i]) : int(ends[i])]
         try:
-            with np.errstate(over="ignore"):
-                out[i] = float(token)
+            if b"_" in token:  # float() takes 1_000, Rust does not
+                raise ValueError(token)
+            parsed[j] = float(token)
         except ValueError:
             line = line0 + i // dims
             raise FormatError("not a number", offset=base + int(starts[i]), chunk=f"{fmt} line {line}", expected="a decimal number", found=token[:40]) from None
+    if slow:
+        with np.errstate(over="ignore"):
+            out[slow] = parsed
+    # Correct rounding, as Rust's parse::<f32>: values parsed through float64 that sit on a float32 tie.
+    ties = np.concatenate([order[ok & near_float32_tie(values)], np.asarray(slow, dtype=np.intp)[near_float32_tie(parsed)]])
+    for i in ties.tolist():
+        out[i] = exact_float32(block[int(starts[i]) : int(ends[i])])
 
 
 def write_text_dims(file: Any, embeddings: Embeddings, sep: str = " ", *, unnormalize: bool = True, fsync: bool = False) -> None:
