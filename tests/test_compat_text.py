@@ -323,6 +323,12 @@ def test_parse_rounds_ties_like_rust() -> None:
     assert (naive != got).sum() > 50  # the cases do exercise double rounding
 
 
-def test_parse_rejects_underscores() -> None:
+@pytest.mark.parametrize("token", [b"1_0", b"1\x0b", b"\x0b1", b"1e", b"e5", b".", b"-.e1", b"0x10", b"1e+", b"in", b"nana"])
+def test_parse_rejects_what_rust_rejects(token: bytes) -> None:
     with pytest.raises(FormatError, match="not a number"):
-        load_text(b"w 1_0 1\n")  # float() would take it; Rust does not
+        load_text(b"w " + token + b" 1\n")  # float() takes 1_0 and 1\v; Rust takes neither
+
+
+@pytest.mark.parametrize(("token", "value"), [(b"+1", 1.0), (b".5", 0.5), (b"5.", 5.0), (b"1.5E+3", 1500.0), (b"-2e-2", -0.02), (b"00.10", 0.1)])
+def test_parse_accepts_what_rust_accepts(token: bytes, value: float) -> None:
+    assert load_text(b"w " + token + b" 1\n", normalize=False).storage.matrix[0, 0] == np.float32(value)

@@ -59,6 +59,8 @@ _MAX_LINE = 1 << 26
 _THREADS = max(1, min(4, os.cpu_count() or 1))
 #: Words written per block.
 _WRITE_ROWS = 1 << 12
+#: What Rust's ``parse::<f32>`` accepts (``float`` accepts more: ``1_000``, surrounding ``\v``).
+_RUST_FLOAT = re.compile(rb"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?|nan))")
 #: A token's trailing ``.0`` (numpy writes ``1.0``, Rust ``1``).
 _POINT_ZERO = re.compile(r"\.0(?=[ \n]|$)")
 
@@ -403,7 +405,7 @@ def _parse_numbers(
     for j, i in enumerate(slow):
         token = block[int(starts[i]) : int(ends[i])]
         try:
-            if b"_" in token:  # float() takes 1_000, Rust does not
+            if not _RUST_FLOAT.fullmatch(token):  # float() also takes 1_000 and "1\v", Rust does not
                 raise ValueError(token)
             parsed[j] = float(token)
         except ValueError:
