@@ -637,3 +637,62 @@ def test_scan_pool_survives_fork(testdata: Path, monkeypatch: pytest.MonkeyPatch
     assert parent.recv() is True
     parent.close()
     child.close()
+
+
+def test_mmap_scan_has_a_bounded_working_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queries over a memory-mapped matrix allocate per block, not per matrix (issue: larger than RAM)."""
+    import tracemalloc
+
+    n, dims = 16_384, 512  # a 32 MiB matrix
+    rng = np.random.default_rng(5)
+    matrix = rng.standard_normal((n, dims)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    words = [f"w{i}" for i in range(n)]
+    path = tmp_path / "big.fifu"
+    Embeddings(NdArray(matrix), SimpleVocab(words)).write(path)
+    expected_single = load_finalfusion(path).word_similarity("w7", k=10)
+    expected_batch = load_finalfusion(path).word_similarity_batch(["w1", "w2", "w3"], k=10)
+    del matrix
+
+    emb = load_finalfusion(path, mmap=True)
+    monkeypatch.setattr(similarity, "SCAN_BLOCK_BYTES", 1 << 20)  # 1 MiB of rows per BLAS call
+    monkeypatch.setattr(similarity, "BATCH_SCORE_ELEMENTS", 1 << 14)
+    emb.word_similarity("w0", k=10)  # the one-time per-row facts: O(n) words and norms, no matrix copy
+    tracemalloc.start()
+    try:
+        single = emb.word_similarity("w7", k=10)
+        ids, scores = emb.word_similarity_batch(["w1", "w2", "w3"], k=10)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert pairs(single) == pairs(expected_single)
+    np.testing.assert_array_equal(ids, expected_batch[0])
+    np.testing.assert_array_equal(scores, expected_batch[1])
+    # blocks of 1 MiB plus per-row arrays of the 16,384 rows; the mapped matrix itself is 32 MiB
+    assert peak < (4 << 20), peak
+
+
+def test_mmap_adc_scan_has_a_bounded_working_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ADC over memory-mapped codes too large to cache lays out and scores one block at a time."""
+    import tracemalloc
+
+    n, m = 65_536, 128  # 8 MiB of codes
+    rng = np.random.default_rng(6)
+    pq = PQ(rng.standard_normal((m, 256, 2)).astype(np.float32), None)
+    codes = rng.integers(0, 256, (n, m), dtype=np.uint8)
+    path = tmp_path / "pq.fifu"
+    Embeddings(QuantizedArray(pq, codes, None), SimpleVocab([f"w{i}" for i in range(n)])).write(path)
+    expected = load_finalfusion(path).word_similarity("w9", k=10)
+
+    emb = load_finalfusion(path, mmap=True)
+    monkeypatch.setattr(similarity, "ADC_CACHE_BYTES", 0)  # no column-major copy of all codes
+    monkeypatch.setattr(similarity, "SCAN_BLOCK_BYTES", 1 << 16)  # blocks of 1,024 rows (the minimum)
+    emb.word_similarity("w0", k=10)  # one-time per-row facts
+    tracemalloc.start()
+    try:
+        got = emb.word_similarity("w9", k=10)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert_same(pairs(got), pairs(expected), atol=1e-6)
+    assert peak < (2 << 20), peak  # the codes alone are 8 MiB
