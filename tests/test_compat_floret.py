@@ -144,7 +144,8 @@ def test_header_claiming_more_than_the_input_holds_fails_before_allocating(dims:
     # Found by the fuzzer: a 300-byte file claiming 12 rows of 2**40 values tried to allocate 48 TiB.
     data, _ = floret_text(12, 4)
     data = data.replace(b"12 4 ", f"12 {dims} ".encode(), 1)
-    match = "dims is out of range" if dims >= 2**32 else "too short"
+    # a plain input is measured before parsing; a gzip stream fails on its first short line
+    match = "dims is out of range" if dims >= 2**32 else ("wrong number of components" if gz else "too short")
     tracemalloc.start()
     try:
         with pytest.raises(FormatError, match=match) as info:
@@ -163,15 +164,15 @@ def test_bad_rows() -> None:
     data, _ = floret_text(4, 2)
     lines = data.split(b"\n")
     short = b"\n".join([*lines[:2], b"1 0.5", *lines[3:]])
-    with pytest.raises(FormatError, match="line 3: wrong number of fields") as exc:
+    with pytest.raises(FormatError, match="floret line 3: wrong number of components") as exc:
         load_floret(short)
     assert exc.value.offset == len(lines[0]) + len(lines[1]) + 2
     nan_word = b"\n".join([*lines[:3], b"2 0.5 zwei", *lines[4:]])
-    with pytest.raises(FormatError, match="line 4: not a number"):
+    with pytest.raises(FormatError, match="floret line 4: not a number"):
         load_floret(nan_word)
-    with pytest.raises(Truncated, match="rows"):
+    with pytest.raises(Truncated, match="lines the header announces"):
         load_floret(b"\n".join(lines[:3]))
-    with pytest.raises(FormatError, match="rows") as too_many:
+    with pytest.raises(FormatError, match="more lines than the 4 the header announces") as too_many:
         load_floret(data + b"4 1 2\n")
     assert not isinstance(too_many.value, Truncated)
     with pytest.raises(FormatError, match="header"):
@@ -183,9 +184,9 @@ def test_bad_rows() -> None:
 def test_blank_lines_are_not_skipped() -> None:
     data, _ = floret_text(4, 2)
     lines = data.split(b"\n")
-    with pytest.raises(FormatError, match="line 3: wrong number of fields"):
+    with pytest.raises(FormatError, match="floret line 3: spurious empty line"):
         load_floret(b"\n".join([*lines[:2], b"", *lines[3:]]))
-    with pytest.raises(FormatError, match="number of rows"):
+    with pytest.raises(FormatError, match="floret line 3: spurious empty line"):
         load_floret(b"\n".join([*lines[:2], b"", *lines[2:]]))
 
 
@@ -201,7 +202,7 @@ def test_bad_row_in_a_later_block_is_located() -> None:
     data, _ = floret_text(5000, 1)
     lines = data.split(b"\n")
     lines[4501] = b"4500 nan? 1"
-    with pytest.raises(FormatError, match="line 4502: wrong number of fields") as exc:
+    with pytest.raises(FormatError, match="floret line 4502: wrong number of components") as exc:
         load_floret(b"\n".join(lines))
     assert exc.value.offset == sum(len(line) + 1 for line in lines[:4501])
     lines[4501] = b"4500 eins"

@@ -14,14 +14,12 @@ metadata, as in finalfusion-rust.
 
 from __future__ import annotations
 
-import io
-import warnings
 from typing import Any, Final
 
 import numpy as np
-import numpy.typing as npt
 
-from finalfusion.compat._common import check_header_int, decode_word, exact_float32, near_float32_tie, open_input
+from finalfusion.compat._common import check_header_int, decode_word, input_size, open_input, reuse_freed_memory
+from finalfusion.compat.text import read_text_rows
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
 from finalfusion.io import atomic_output
@@ -72,19 +70,22 @@ def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
     """
     with open_input(file) as f:
         head = f.readline()
-        data = f.read()
-    indexer, dims = _parse_header(head, lossy)
-    n = indexer.n_buckets
-    # A row is an index and dims values, each at least one character and a separator (the last newline may be missing).
-    if len(data) < n * (2 * dims + 2) - 1:
-        raise Truncated(
-            f"the header announces {n} rows of {dims} values, but the rest of the input is too short for them",
-            offset=len(head),
-            chunk="floret rows",
-            expected=f"at least {n * (2 * dims + 2) - 1} bytes",
-            found=f"{len(data)} bytes",
-        )
-    matrix = _parse_rows(data, len(head), n, dims)
+        indexer, dims = _parse_header(head, lossy)
+        n = indexer.n_buckets
+        # A row is an index and dims values, each at least one character and a separator (the last newline may be missing).
+        size = input_size(f)
+        if size is not None and size < n * (2 * dims + 2) - 1:
+            raise Truncated(
+                f"the header announces {n} rows of {dims} values, but the rest of the input is too short for them",
+                offset=len(head),
+                chunk="floret rows",
+                expected=f"at least {n * (2 * dims + 2) - 1} bytes",
+                found=f"{size} bytes",
+            )
+        # The rows are text-dims lines whose first token is the bucket index: the text reader parses them block by
+        # block (same number grammar, rounding and separators as Rust); the index column is not interpreted.
+        reuse_freed_memory()
+        _, matrix = read_text_rows(f, "floret", n, dims, len(head), True, None)
     return Embeddings(NdArray(matrix), FloretVocab(indexer))
 
 
@@ -119,73 +120,6 @@ def _parse_header(head: bytes, lossy: bool) -> tuple[FloretIndexer, int]:
     bow = decode_word(fields[6], lossy, f"{_WHERE} (bow)", head.find(fields[6]))
     eow = decode_word(fields[7], lossy, f"{_WHERE} (eow)", head.rfind(fields[7]))
     return FloretIndexer(n_buckets, min_n, max_n, n_hashes=n_hashes, seed=seed, bow=bow, eow=eow), dims
-
-
-def _parse_rows(data: bytes, base: int, n: int, dims: int) -> npt.NDArray[np.float32]:
-    # Fast path: numpy's C parser. It skips blank lines and parses the index column as a number, so it is
-    # trusted only when it returns exactly n rows of 1 + dims numbers from exactly n lines; anything else
-    # (a blank line, a word as index, a ragged row, a wrong count) goes through the exact checks below.
-    stripped = data.rstrip()
-    if stripped and stripped.count(b"\n") + 1 == n:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                table = np.loadtxt(io.BytesIO(data), dtype=np.float64, comments=None, ndmin=2)
-            if table.shape == (n, dims + 1):
-                values = table[:, 1:]
-                with np.errstate(over="ignore"):
-                    matrix = values.astype(np.float32)
-                ties = np.argwhere(near_float32_tie(values))
-                if len(ties):
-                    rows = data.split(b"\n")
-                    for r, c in ties.tolist():
-                        matrix[r, c] = exact_float32(rows[r].split()[c + 1])
-                return matrix
-        except ValueError:
-            pass
-    lines = data.split(b"\n")
-    if lines and not lines[-1].strip():
-        lines.pop()
-    if len(lines) != n:
-        error = Truncated if len(lines) < n else FormatError
-        raise error("number of rows differs from the header", offset=base + len(data), chunk="floret rows", expected=f"{n} rows", found=f"{len(lines)} lines")
-    matrix = np.empty((n, dims), dtype=np.float32)
-    # Block by block, so the temporary token lists stay small whatever the file size.
-    for lo in range(0, n, _WRITE_ROWS):
-        block = lines[lo : lo + _WRITE_ROWS]
-        joined = b" ".join(block)
-        tokens = joined.split()
-        if len(tokens) != len(block) * (dims + 1) or b"_" in joined:  # float() takes 1_000, Rust does not
-            _bad_line(lines, base, dims)
-        try:
-            grid = np.array(tokens, dtype=object).reshape(len(block), dims + 1)[:, 1:]
-            values = grid.astype(np.float64)
-        except ValueError:
-            _bad_line(lines, base, dims)
-        with np.errstate(over="ignore"):
-            matrix[lo : lo + len(block)] = values
-        for r, c in np.argwhere(near_float32_tie(values)).tolist():  # correct rounding, as Rust's parse::<f32>
-            matrix[lo + r, c] = exact_float32(grid[r, c])
-    return matrix
-
-
-def _bad_line(lines: list[bytes], base: int, dims: int) -> None:
-    """Raise a :class:`FormatError` for the first row that is not ``index`` + ``dims`` numbers."""
-    offset = base
-    for i, line in enumerate(lines):
-        parts = line.split()
-        if len(parts) != dims + 1:
-            raise FormatError(
-                f"line {i + 2}: wrong number of fields", offset=offset, chunk=f"floret row {i}", expected=f"1 index + {dims} values", found=len(parts)
-            )
-        try:
-            if b"_" in line:
-                raise ValueError(line)
-            np.array(parts[1:], dtype=object).astype(np.float32)
-        except ValueError:
-            raise FormatError(f"line {i + 2}: not a number", offset=offset, chunk=f"floret row {i}", expected="decimal numbers", found=line[:200]) from None
-        offset += len(line) + 1
-    raise FormatError("rows are malformed", offset=base, chunk="floret rows")  # pragma: no cover - a bad line always exists
 
 
 def write_floret(file: Any, embeddings: Embeddings, *, fsync: bool = False) -> None:

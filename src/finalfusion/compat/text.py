@@ -144,7 +144,7 @@ def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, li
     reuse_freed_memory()
     with open_input(file) as f:
         n, dims, pos = read_dims_header(f, "text-dims")
-        words, matrix = _read(f, "text-dims", n, dims, pos, lossy, limit)
+        words, matrix = read_text_rows(f, "text-dims", n, dims, pos, lossy, limit)
     return embeddings_from(words, matrix, normalize, where="text-dims line", first=2)
 
 
@@ -177,11 +177,13 @@ def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: 
     check_limit(limit)
     reuse_freed_memory()
     with open_input(file) as f:
-        words, matrix = _read(f, "text", None, None, 0, lossy, limit)
+        words, matrix = read_text_rows(f, "text", None, None, 0, lossy, limit)
     return embeddings_from(words, matrix, normalize, where="text line", first=1)
 
 
-def _read(f: IO[bytes], fmt: str, n: int | None, dims: int | None, pos: int, lossy: bool, limit: int | None) -> tuple[list[str], npt.NDArray[np.float32]]:
+def read_text_rows(
+    f: IO[bytes], fmt: str, n: int | None, dims: int | None, pos: int, lossy: bool, limit: int | None
+) -> tuple[list[str], npt.NDArray[np.float32]]:
     """Read lines until ``n`` (or ``limit``, or end of input) words are read.
 
     Blocks of whole lines are cut here and parsed by a small thread pool
