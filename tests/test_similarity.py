@@ -696,3 +696,21 @@ def test_mmap_adc_scan_has_a_bounded_working_set(tmp_path: Path, monkeypatch: py
         tracemalloc.stop()
     assert_same(pairs(got), pairs(expected), atol=1e-6)
     assert peak < (2 << 20), peak  # the codes alone are 8 MiB
+
+
+def test_scan_split_waits_for_every_range_when_one_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error in the caller's range does not return while a pool thread still writes its range."""
+    monkeypatch.setattr(similarity, "THREADS", 2)
+    done = threading.Event()
+
+    def work(a: int, b: int) -> int:
+        if a == 0:
+            raise ValueError("first range")
+        time.sleep(0.2)  # still running when the first range fails
+        done.set()
+        return b - a
+
+    with pytest.raises(ValueError, match="first range"):
+        similarity.in_threads(work, 4 * similarity.THREAD_ROWS, blas=False)
+    assert done.is_set()
+    assert similarity.in_threads(lambda a, b: b - a, 4 * similarity.THREAD_ROWS, blas=False) == [2 * similarity.THREAD_ROWS] * 2

@@ -39,7 +39,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -380,7 +380,10 @@ def in_threads(work: Callable[[int, int], T], rows: int, blas: bool, align: int 
     bounds = [0, *(rows * i // parts // align * align for i in range(1, parts)), rows]
     pool = _scan_pool()
     futures = [pool.submit(_as_worker, work, a, b) for a, b in itertools.pairwise(bounds[1:])]
-    first = work(bounds[0], bounds[1])  # the calling thread takes the first range
+    try:
+        first = work(bounds[0], bounds[1])  # the calling thread takes the first range
+    finally:
+        wait(futures)  # even on an error (or Ctrl-C): no range is still being written when this returns
     return [first, *(f.result() for f in futures)]
 
 
