@@ -371,11 +371,15 @@ def near_float32_tie(values: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     [True, False, False, False]
     """
     v = np.ascontiguousarray(values, dtype=np.float64)
-    low = (v.view(np.uint64) & np.uint64((1 << 29) - 1)).astype(np.int64)  # the bits a float32 drops
-    a = np.abs(v)
-    with np.errstate(invalid="ignore"):
-        tie: npt.NDArray[np.bool_] = (np.abs(low - (1 << 28)) <= _TIE_ULPS) & np.isfinite(v)
-        tie |= (a > 0) & (a < 2.0**-125)
+    bits = v.view(np.uint64)
+    low = bits & np.uint64((1 << 29) - 1)  # the bits a float32 drops
+    low -= np.uint64((1 << 28) - _TIE_ULPS)  # wraps around below the window
+    tie: npt.NDArray[np.bool_] = low <= np.uint64(2 * _TIE_ULPS)
+    low = np.bitwise_and(bits, np.uint64(0x7FF << 52), out=low)  # the exponent field
+    tie |= low < np.uint64((1023 - 125) << 52)  # below 2**-125: float32's subnormal range, and zero
+    found = np.flatnonzero(tie)
+    if len(found):  # rare: drop zeros and non-finite values (a NaN payload can match the pattern)
+        tie[found[(v[found] == 0) | ~np.isfinite(v[found])]] = False
     return tie
 
 
