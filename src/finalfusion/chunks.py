@@ -132,7 +132,17 @@ class Chunk:
 
     @classmethod
     def read_payload(cls, reader: ByteReader) -> Self:
-        """Parse the payload at ``reader.pos`` (the frame is already consumed)."""
+        """Parse the payload at ``reader.pos`` (the frame is already consumed).
+
+        Examples
+        --------
+        >>> import io
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> buf = io.BytesIO()
+        >>> SimpleVocab(["a"]).write_payload(ByteWriter(buf))
+        >>> SimpleVocab.read_payload(ByteReader(buf.getvalue()))
+        SimpleVocab(['a'] (1 words))
+        """
         raise NotImplementedError
 
     def write_payload(self, writer: ByteWriter) -> None:
@@ -195,7 +205,14 @@ class Chunk:
 
     @classmethod
     def chunk_identifier(cls) -> ChunkIdentifier:
-        """The chunk's identifier (finalfusion-python 0.7 spelling)."""
+        """The chunk's identifier (finalfusion-python 0.7 spelling).
+
+        Examples
+        --------
+        >>> from finalfusion.norms import Norms
+        >>> Norms.chunk_identifier()
+        <ChunkIdentifier.NdNorms: 6>
+        """
         return cls.chunk_id
 
     def write_chunk(self, file: BinaryIO) -> None:

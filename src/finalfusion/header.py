@@ -56,6 +56,12 @@ class Header:
         Raises
         ------
         BadMagic, UnsupportedVersion, UnknownChunk, ChunkOrder, Truncated
+
+        Examples
+        --------
+        >>> data = b"FiFu" + bytes(4) + (1).to_bytes(4, "little") + (1).to_bytes(4, "little")  # version 0, one chunk: id 1
+        >>> Header.read(ByteReader(data))
+        Header(chunk_ids=(<ChunkIdentifier.SimpleVocab: 1>,))
         """
         reader.chunk = "header"
         if reader.remaining < 4:

@@ -617,6 +617,8 @@ class FloretIndexer(SubwordIndexer):
     >>> idx = FloretIndexer(50000, 3, 6, n_hashes=4, seed=2166136261)
     >>> idx.subword_indices("a")
     [46305, 28722, 17636, 38578, 46305, 28722, 17636, 38578]
+    >>> idx.n_buckets, idx.n_hashes, idx.seed, idx.bow, idx.eow, idx.upper_bound
+    (50000, 4, 2166136261, '<', '>', 50000)
     """
 
     def __init__(
