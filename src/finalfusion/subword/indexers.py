@@ -466,7 +466,9 @@ class ExplicitIndexer(SubwordIndexer):
     Raises
     ------
     ValueError
-        For duplicate n-grams or non-canonical indices.
+        For duplicate n-grams, or indices that do not cover ``0..upper_bound-1``.
+        Dense indices not numbered by first appearance are accepted here
+        (see :meth:`first_noncanonical`) but cannot be written to a file.
 
     Examples
     --------
