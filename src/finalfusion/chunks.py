@@ -33,7 +33,16 @@ __all__ = [
 
 
 class ChunkIdentifier(enum.IntEnum):
-    """Identifiers of the finalfusion chunks (FORMAT.md §5)."""
+    """Identifiers of the finalfusion chunks (FORMAT.md §5).
+
+    Examples
+    --------
+    >>> ChunkIdentifier(2)
+    <ChunkIdentifier.NdArray: 2>
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> SimpleVocab.chunk_id is ChunkIdentifier.SimpleVocab
+    True
+    """
 
     Header = 0
     SimpleVocab = 1
@@ -47,16 +56,34 @@ class ChunkIdentifier(enum.IntEnum):
     FloretSubwordVocab = 9
 
     def is_storage(self) -> bool:
-        """Whether this identifies a storage chunk."""
+        """Whether this identifies a storage chunk.
+
+        Examples
+        --------
+        >>> ChunkIdentifier.QuantizedArray.is_storage(), ChunkIdentifier.NdNorms.is_storage()
+        (True, False)
+        """
         return self in (ChunkIdentifier.NdArray, ChunkIdentifier.QuantizedArray)
 
     def is_vocab(self) -> bool:
-        """Whether this identifies a vocabulary chunk."""
+        """Whether this identifies a vocabulary chunk.
+
+        Examples
+        --------
+        >>> ChunkIdentifier.FloretSubwordVocab.is_vocab(), ChunkIdentifier.Metadata.is_vocab()
+        (True, False)
+        """
         return _ROLE_OF.get(self) == "vocab"
 
 
 class TypeId(enum.IntEnum):
-    """Data type identifiers; only ``u8`` (quantized codes) and ``f32`` occur in files."""
+    """Data type identifiers; only ``u8`` (quantized codes) and ``f32`` occur in files.
+
+    Examples
+    --------
+    >>> TypeId(10), int(TypeId.u8)
+    (<TypeId.f32: 10>, 1)
+    """
 
     u8 = 1
     f32 = 10
@@ -89,6 +116,13 @@ class Chunk:
     Subclasses set ``chunk_id`` and implement :meth:`read_payload`,
     :meth:`write_payload` and :meth:`payload_len`. The frame (id and
     length) is handled by :func:`read_chunk` and :func:`write_chunk`.
+
+    Examples
+    --------
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> chunk = SimpleVocab(["a"])
+    >>> isinstance(chunk, Chunk), chunk.chunk_id, chunk.payload_len(0)
+    (True, <ChunkIdentifier.SimpleVocab: 1>, 13)
     """
 
     chunk_id: ClassVar[ChunkIdentifier]
@@ -98,11 +132,31 @@ class Chunk:
 
     @classmethod
     def read_payload(cls, reader: ByteReader) -> Self:
-        """Parse the payload at ``reader.pos`` (the frame is already consumed)."""
+        """Parse the payload at ``reader.pos`` (the frame is already consumed).
+
+        Examples
+        --------
+        >>> import io
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> buf = io.BytesIO()
+        >>> SimpleVocab(["a"]).write_payload(ByteWriter(buf))
+        >>> SimpleVocab.read_payload(ByteReader(buf.getvalue()))
+        SimpleVocab(['a'] (1 words))
+        """
         raise NotImplementedError
 
     def write_payload(self, writer: ByteWriter) -> None:
-        """Write the payload (without the frame) at ``writer.pos``."""
+        """Write the payload (without the frame) at ``writer.pos``.
+
+        Examples
+        --------
+        >>> import io
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> buf = io.BytesIO()
+        >>> SimpleVocab(["a"]).write_payload(ByteWriter(buf))  # u64 word count, then u32 length + UTF-8 per word
+        >>> buf.getvalue()
+        b'\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x01\\x00\\x00\\x00a'
+        """
         raise NotImplementedError
 
     def payload_len(self, offset: int) -> int:
@@ -110,6 +164,13 @@ class Chunk:
 
         The offset matters because array chunks pad to 4-byte alignment
         relative to the start of the file (FORMAT.md §4).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion.storage import NdArray
+        >>> [NdArray(np.eye(2, dtype=np.float32)).payload_len(offset) for offset in (0, 1, 2, 3)]
+        [36, 35, 34, 33]
         """
         raise NotImplementedError
 
@@ -117,6 +178,12 @@ class Chunk:
         """Explain an accepted mismatch between declared and parsed length.
 
         Returns ``None`` (the default) when a mismatch is an error.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> SimpleVocab(["a"]).legacy_length(declared=20, consumed=13) is None
+        True
         """
         return None
 
@@ -138,7 +205,14 @@ class Chunk:
 
     @classmethod
     def chunk_identifier(cls) -> ChunkIdentifier:
-        """The chunk's identifier (finalfusion-python 0.7 spelling)."""
+        """The chunk's identifier (finalfusion-python 0.7 spelling).
+
+        Examples
+        --------
+        >>> from finalfusion.norms import Norms
+        >>> Norms.chunk_identifier()
+        <ChunkIdentifier.NdNorms: 6>
+        """
         return cls.chunk_id
 
     def write_chunk(self, file: BinaryIO) -> None:
@@ -146,6 +220,15 @@ class Chunk:
 
         The padding of array chunks depends on the absolute position, so
         ``file.tell()`` must be the offset within the finalfusion file.
+
+        Examples
+        --------
+        >>> import io
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> buf = io.BytesIO()
+        >>> SimpleVocab(["a"]).write_chunk(buf)
+        >>> read_chunk(ByteReader(buf.getvalue()))
+        SimpleVocab(['a'] (1 words))
         """
         write_chunk(ByteWriter(file, file.tell()), self)
 
@@ -162,6 +245,15 @@ def register(cls: _C) -> _C:
     ------
     RuntimeError
         If another class is already registered for the id (at import time).
+
+    Examples
+    --------
+    >>> class AnotherArray(Chunk):
+    ...     chunk_id = ChunkIdentifier.NdArray
+    >>> register(AnotherArray)
+    Traceback (most recent call last):
+    ...
+    RuntimeError: chunk id 2 is registered twice: NdArray and AnotherArray
     """
     chunk_id = int(cls.chunk_id)
     if chunk_id in _REGISTRY:
@@ -177,6 +269,11 @@ def chunk_class(chunk_id: int, *, offset: int | None = None, where: str = "chunk
     ------
     UnknownChunk
         For identifiers the format does not define (including 0, the header).
+
+    Examples
+    --------
+    >>> chunk_class(ChunkIdentifier.NdArray).__name__, chunk_class(8).__name__
+    ('NdArray', 'ExplicitVocab')
     """
     try:
         return _REGISTRY[chunk_id]
@@ -200,6 +297,16 @@ def read_chunk(reader: ByteReader) -> Chunk:
     Raises
     ------
     UnknownChunk, Truncated, FormatError
+
+    Examples
+    --------
+    >>> import io
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> buf = io.BytesIO()
+    >>> write_chunk(ByteWriter(buf), SimpleVocab(["a", "b"]))
+    >>> reader = ByteReader(buf.getvalue())
+    >>> read_chunk(reader), reader.remaining
+    (SimpleVocab(['a', 'b'] (2 words)), 0)
     """
     file_end = reader.end
     frame_at = reader.pos
@@ -239,7 +346,18 @@ def read_chunk(reader: ByteReader) -> Chunk:
 
 
 def write_chunk(writer: ByteWriter, chunk: Chunk, declared: int | None = None) -> None:
-    """Write ``chunk`` framed with its id and correct length (``declared``, if already computed)."""
+    """Write ``chunk`` framed with its id and correct length (``declared``, if already computed).
+
+    Examples
+    --------
+    >>> import io
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> buf = io.BytesIO()
+    >>> write_chunk(ByteWriter(buf), SimpleVocab(["a"]))
+    >>> frame = buf.getvalue()
+    >>> int.from_bytes(frame[:4], "little"), int.from_bytes(frame[4:12], "little"), len(frame)  # id, payload length, size
+    (1, 13, 25)
+    """
     writer.u32(int(chunk.chunk_id))
     if declared is None:
         declared = chunk.payload_len(writer.pos + 8)

@@ -138,17 +138,44 @@ class Embeddings:
     # -- chunks ----------------------------------------------------------------------
     @property
     def storage(self) -> Storage:
-        """The storage chunk."""
+        """The storage chunk.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).storage
+        NdArray(shape=(2, 2), dtype=float32)
+        """
         return self._storage
 
     @property
     def vocab(self) -> Vocab:
-        """The vocabulary chunk."""
+        """The vocabulary chunk.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).vocab.words
+        ['a', 'b']
+        """
         return self._vocab
 
     @property
     def norms(self) -> Norms | None:
-        """The norms chunk, or ``None``; settable."""
+        """The norms chunk, or ``None``; settable.
+
+        Setting checks that there is one norm per word.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+        >>> emb.norms is None
+        True
+        >>> emb.norms = Norms([3.0, 4.0])
+        >>> emb.embedding_with_norm("b")[1]
+        4.0
+        """
         return self._norms
 
     @norms.setter
@@ -164,7 +191,16 @@ class Embeddings:
 
     @property
     def metadata(self) -> Metadata | None:
-        """The metadata chunk, or ``None``; settable."""
+        """The metadata chunk, or ``None``; settable.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+        >>> emb.metadata = Metadata({"corpus": "wiki"})
+        >>> emb.metadata["corpus"]
+        'wiki'
+        """
         return self._metadata
 
     @metadata.setter
@@ -176,11 +212,26 @@ class Embeddings:
 
     @property
     def dims(self) -> int:
-        """Dimensionality of the embeddings."""
+        """Dimensionality of the embeddings.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> Embeddings(NdArray(np.zeros((2, 5), dtype=np.float32)), SimpleVocab(["a", "b"])).dims
+        5
+        """
         return self._storage.shape[1]
 
     def chunks(self) -> list[Chunk]:
-        """The chunks in file order: metadata (if any), vocabulary, storage, norms (if any)."""
+        """The chunks in file order: metadata (if any), vocabulary, storage, norms (if any).
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]), metadata=Metadata({"dims": 2}))
+        >>> [type(chunk).__name__ for chunk in emb.chunks()]
+        ['Metadata', 'SimpleVocab', 'NdArray']
+        """
         out: list[Chunk] = []
         if self._metadata is not None:
             out.append(self._metadata)
@@ -820,6 +871,15 @@ class Embeddings:
         ------
         TypeError
             If the metadata holds values TOML cannot represent.
+
+        Examples
+        --------
+        >>> import io
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> buf = io.BytesIO()
+        >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(buf)
+        >>> load_finalfusion(buf.getvalue())["b"].tolist()
+        [0.0, 1.0]
         """
         from finalfusion.io import write_chunks
 
@@ -836,6 +896,15 @@ class Embeddings:
         ------
         TypeError
             If the vocabulary is not a FinalfusionBucketVocab or FastTextVocab.
+
+        Examples
+        --------
+        >>> from finalfusion.subword import FinalfusionHashIndexer
+        >>> vocab = FinalfusionBucketVocab(["ab"], FinalfusionHashIndexer(4, 3, 3))  # 16 buckets, 3-grams
+        >>> emb = Embeddings(NdArray(np.ones((17, 2), dtype=np.float32)), vocab)
+        >>> explicit = emb.bucket_to_explicit()
+        >>> explicit.vocab.subword_indexer.ngrams, explicit.storage.shape
+        (['<ab', 'ab>'], (3, 2))
         """
         if not isinstance(self._vocab, (FinalfusionBucketVocab, FastTextVocab)):
             raise TypeError(f"only bucketed vocabularies can be converted to explicit, not {type(self._vocab).__name__}")

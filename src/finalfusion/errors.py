@@ -32,7 +32,17 @@ __all__ = [
 
 
 class FinalfusionError(Exception):
-    """Base class of every exception raised deliberately by this library."""
+    """Base class of every exception raised deliberately by this library.
+
+    Examples
+    --------
+    >>> from finalfusion import load_finalfusion
+    >>> try:
+    ...     load_finalfusion(b"not embeddings")
+    ... except FinalfusionError as err:
+    ...     print(type(err).__name__, isinstance(err, FinalfusionError))
+    BadMagic True
+    """
 
 
 class FormatError(FinalfusionError, ValueError):
@@ -103,23 +113,75 @@ def _rebuild_error(
 
 
 class BadMagic(FormatError):
-    """The file does not start with the ``FiFu`` magic (or a foreign format's magic)."""
+    """The file does not start with the ``FiFu`` magic (or a foreign format's magic).
+
+    Examples
+    --------
+    >>> from finalfusion import load_finalfusion
+    >>> load_finalfusion(b"FoFu" + bytes(8))
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.BadMagic: header: not a finalfusion file: expected b'FiFu', found b'FoFu' (at byte offset 0)
+    """
 
 
 class UnsupportedVersion(FormatError):
-    """The file's format version is not one this library reads."""
+    """The file's format version is not one this library reads.
+
+    Examples
+    --------
+    >>> from finalfusion import load_finalfusion
+    >>> load_finalfusion(b"FiFu" + (1).to_bytes(4, "little") + (1).to_bytes(4, "little"))
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.UnsupportedVersion: header: unsupported format version: expected 0, found 1 (at byte offset 4)
+    """
 
 
 class UnknownChunk(FormatError):
-    """A chunk or data type identifier that the format does not define."""
+    """A chunk or data type identifier that the format does not define.
+
+    Examples
+    --------
+    >>> from finalfusion.chunks import chunk_class
+    >>> chunk_class(42)
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.UnknownChunk: chunk stream: unknown chunk identifier: expected one of [1, 2, 3, 4, 5, 6, 7, 8, 9], found 42
+    """
 
 
 class ChunkOrder(FormatError):
-    """Chunks are missing, duplicated, out of order, or disagree with the header."""
+    """Chunks are missing, duplicated, out of order, or disagree with the header.
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> from finalfusion import NdArray, SimpleVocab
+    >>> from finalfusion.io import write_chunks
+    >>> try:
+    ...     write_chunks([NdArray(np.eye(1, dtype=np.float32)), SimpleVocab(["a"])], io.BytesIO())  # storage before vocabulary
+    ... except ChunkOrder as err:
+    ...     print(err.expected, "/", err.found)
+    [Metadata] vocabulary storage [NdNorms] / ['NdArray', 'SimpleVocab']
+    """
 
 
 class Truncated(FormatError):
-    """The data ends (or a declared size points) before a field is complete."""
+    """The data ends (or a declared size points) before a field is complete.
+
+    Examples
+    --------
+    >>> import io
+    >>> from finalfusion import SimpleVocab, load_vocab
+    >>> buf = io.BytesIO()
+    >>> SimpleVocab(["a", "b"]).write(buf)
+    >>> try:
+    ...     load_vocab(buf.getvalue()[:-3])
+    ... except Truncated as err:
+    ...     print(err.chunk, err.offset, isinstance(err, FormatError))
+    SimpleVocab 20 True
+    """
 
 
 class FileChangedError(FinalfusionError):
@@ -152,4 +214,20 @@ class LegacyFormatWarning(UserWarning):
 
     Such files are read correctly; writing them back always produces the
     correct form.
+
+    Examples
+    --------
+    A file whose header omits its ``NdNorms`` chunk (finalfusion-rust < 0.11):
+
+    >>> import io, warnings, numpy as np
+    >>> from finalfusion import Embeddings, NdArray, Norms, SimpleVocab, load_finalfusion
+    >>> buf = io.BytesIO()
+    >>> Embeddings(NdArray(np.eye(1, dtype=np.float32)), SimpleVocab(["a"]), norms=Norms([2.0])).write(buf)
+    >>> data = buf.getvalue()
+    >>> old = data[:8] + (2).to_bytes(4, "little") + data[12:20] + data[24:]  # header lists 2 of the 3 chunks
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     emb = load_finalfusion(old)
+    >>> caught[0].category.__name__, float(emb.norms[0])
+    ('LegacyFormatWarning', 2.0)
     """

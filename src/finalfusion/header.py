@@ -40,7 +40,13 @@ class Header:
 
     @property
     def nbytes(self) -> int:
-        """Size of the header on disk."""
+        """Size of the header on disk: 12 bytes plus 4 per chunk.
+
+        Examples
+        --------
+        >>> Header((ChunkIdentifier.Metadata, ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray)).nbytes
+        24
+        """
         return 12 + 4 * len(self.chunk_ids)
 
     @classmethod
@@ -50,6 +56,12 @@ class Header:
         Raises
         ------
         BadMagic, UnsupportedVersion, UnknownChunk, ChunkOrder, Truncated
+
+        Examples
+        --------
+        >>> data = b"FiFu" + bytes(4) + (1).to_bytes(4, "little") + (1).to_bytes(4, "little")  # version 0, one chunk: id 1
+        >>> Header.read(ByteReader(data))
+        Header(chunk_ids=(<ChunkIdentifier.SimpleVocab: 1>,))
         """
         reader.chunk = "header"
         if reader.remaining < 4:
@@ -73,7 +85,16 @@ class Header:
         return cls(tuple(ids))
 
     def write(self, writer: ByteWriter) -> None:
-        """Write the header."""
+        """Write the header.
+
+        Examples
+        --------
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> Header((ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray)).write(ByteWriter(buf))
+        >>> Header.read(ByteReader(buf.getvalue())).chunk_ids
+        (<ChunkIdentifier.SimpleVocab: 1>, <ChunkIdentifier.NdArray: 2>)
+        """
         writer.raw(MAGIC)
         writer.u32(VERSION)
         writer.u32(len(self.chunk_ids))

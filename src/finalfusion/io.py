@@ -63,6 +63,14 @@ def open_buffer(file: Source, mmap: bool = False) -> tuple[Any, str]:
     finalfusion-python 0.7). Binary file objects are read from their
     current position (mapped when ``mmap=True``, they are real files and
     positioned at 0).
+
+    Examples
+    --------
+    >>> buf, name = open_buffer(b"FiFu...")
+    >>> buf, name
+    (bytearray(b'FiFu...'), '<bytes>')
+    >>> open_buffer(io.BytesIO(b"FiFu..."), mmap=True)  # not a real file: read, not mapped
+    (b'FiFu...', '<file object>')
     """
     if isinstance(file, (bytes, bytearray, memoryview)):
         if isinstance(file, bytes) and _is_bytes_path(file):
@@ -165,6 +173,16 @@ def read_chunks(buf: Any, lazy: LazyFill | None = None) -> tuple[Header, list[tu
     ------
     FormatError
         (or a subclass) for any malformed input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> out = io.BytesIO()
+    >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(out)
+    >>> header, chunks = read_chunks(out.getvalue())
+    >>> header.chunk_ids, [(offset, type(chunk).__name__) for offset, chunk in chunks]
+    ((<ChunkIdentifier.SimpleVocab: 1>, <ChunkIdentifier.NdArray: 2>), [(20, 'SimpleVocab'), (50, 'NdArray')])
     """
     reader = ByteReader(buf)
     if lazy is not None:
@@ -222,6 +240,19 @@ def load_chunk(file: Source, cls: type[_C], mmap: bool = False) -> _C:
     ------
     FormatError
         If the file is malformed or holds no such chunk.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, Metadata, NdArray, SimpleVocab
+    >>> out = io.BytesIO()
+    >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(out)
+    >>> load_chunk(out.getvalue(), SimpleVocab)
+    SimpleVocab(['a', 'b'] (2 words))
+    >>> load_chunk(out.getvalue(), Metadata)
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: file: <bytes> has no Metadata chunk: expected None, found ['SimpleVocab', 'NdArray']
     """
     # Only storage needs the matrix data: eager reads of other chunks skip it.
     name, chunks = read_source(file, mmap, matrix=getattr(cls, "role", None) not in ("vocab", "metadata", "norms"))

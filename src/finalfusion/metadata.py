@@ -84,6 +84,13 @@ class Metadata(Chunk, MutableMapping[str, Any]):
         ------
         TypeError
             If a value cannot be represented in TOML (e.g. ``None`` or an object).
+
+        Examples
+        --------
+        >>> print(Metadata({"corpus": "wiki", "epochs": 5}).to_toml())
+        corpus = "wiki"
+        epochs = 5
+        <BLANKLINE>
         """
         try:
             return tomli_w.dumps(self.data)
@@ -114,9 +121,26 @@ class Metadata(Chunk, MutableMapping[str, Any]):
         return self.to_toml().encode("utf-8")
 
     def write_payload(self, writer: ByteWriter) -> None:
+        """Write the UTF-8 TOML document (a metadata read from a file and unchanged: byte for byte as read).
+
+        Examples
+        --------
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> Metadata({"dims": 300}).write_payload(ByteWriter(buf))
+        >>> buf.getvalue()
+        b'dims = 300\\n'
+        """
         writer.raw(self._payload())
 
     def payload_len(self, offset: int) -> int:
+        """Length of the TOML document in bytes (no padding, so ``offset`` does not matter).
+
+        Examples
+        --------
+        >>> Metadata({"dims": 300}).payload_len(0), len("dims = 300\\n")
+        (11, 11)
+        """
         return len(self._payload())
 
     def __repr__(self) -> str:
@@ -130,6 +154,15 @@ def load_metadata(file: Source) -> Metadata:
     ------
     FormatError
         If the file is malformed or has no metadata chunk.
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> buf = io.BytesIO()
+    >>> Embeddings(NdArray(np.eye(1, dtype=np.float32)), SimpleVocab(["a"]), metadata=Metadata({"lang": "de"})).write(buf)
+    >>> load_metadata(buf.getvalue())
+    Metadata({'lang': 'de'})
     """
     from finalfusion.io import load_chunk
 

@@ -85,12 +85,29 @@ class Norms(Chunk):
         return cls(reader.array("<f4", (n,), "norms"))
 
     def write_payload(self, writer: ByteWriter) -> None:
+        """Write the count, the ``f32`` type id, the alignment padding and the norms.
+
+        Examples
+        --------
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> Norms([1.0, 2.0]).write_payload(ByteWriter(buf, 100))  # as if the payload started at file offset 100
+        >>> len(buf.getvalue()) == Norms([1.0, 2.0]).payload_len(100)
+        True
+        """
         writer.u64(len(self.norms))
         writer.u32(TypeId.f32)
         writer.padding()
         writer.array(self.norms, "<f4")
 
     def payload_len(self, offset: int) -> int:
+        """Payload length at file ``offset``: 12 header bytes, 1-4 bytes of padding, 4 bytes per norm.
+
+        Examples
+        --------
+        >>> Norms([1.0, 2.0]).payload_len(100), Norms([1.0, 2.0]).payload_len(101)
+        (24, 23)
+        """
         return 12 + padding(offset + 12) + 4 * len(self.norms)
 
     def __repr__(self) -> str:
@@ -104,6 +121,15 @@ def load_norms(file: Source, mmap: bool = False) -> Norms:
     ------
     FormatError
         If the file is malformed or has no norms chunk.
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> buf = io.BytesIO()
+    >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]), norms=Norms([3.0, 0.5])).write(buf)
+    >>> load_norms(buf.getvalue()).norms.tolist()
+    [3.0, 0.5]
     """
     from finalfusion.io import load_chunk
 

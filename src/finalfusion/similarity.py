@@ -843,6 +843,12 @@ class AnalogySection:
 
     ``total`` counts the questions answered; ``skipped`` those left out
     because a word is unknown (or outside ``restrict_vocab``).
+
+    Examples
+    --------
+    >>> section = AnalogySection("capitals", correct=3, total=4, skipped=1)
+    >>> section.name, section.accuracy
+    ('capitals', 0.75)
     """
 
     name: str
@@ -852,7 +858,13 @@ class AnalogySection:
 
     @property
     def accuracy(self) -> float:
-        """``correct / total``; ``0.0`` for a section without answered questions."""
+        """``correct / total``; ``0.0`` for a section without answered questions.
+
+        Examples
+        --------
+        >>> AnalogySection("plural", 1, 4, 0).accuracy, AnalogySection("empty", 0, 0, 2).accuracy
+        (0.25, 0.0)
+        """
         return self.correct / self.total if self.total else 0.0
 
 
@@ -876,22 +888,48 @@ class AnalogyEvaluation:
 
     @property
     def correct(self) -> int:
-        """Correctly answered questions over all sections."""
+        """Correctly answered questions over all sections.
+
+        Examples
+        --------
+        >>> AnalogyEvaluation([AnalogySection("a", 3, 4, 1), AnalogySection("b", 1, 4, 0)]).correct
+        4
+        """
         return sum(s.correct for s in self.sections)
 
     @property
     def total(self) -> int:
-        """Answered questions over all sections."""
+        """Answered questions over all sections (skipped ones not included).
+
+        Examples
+        --------
+        >>> AnalogyEvaluation([AnalogySection("a", 3, 4, 1), AnalogySection("b", 1, 4, 0)]).total
+        8
+        """
         return sum(s.total for s in self.sections)
 
     @property
     def skipped(self) -> int:
-        """Questions skipped because of unknown words."""
+        """Questions skipped because of unknown words.
+
+        Examples
+        --------
+        >>> AnalogyEvaluation([AnalogySection("a", 3, 4, 1), AnalogySection("b", 1, 4, 2)]).skipped
+        3
+        """
         return sum(s.skipped for s in self.sections)
 
     @property
     def accuracy(self) -> float:
-        """Total accuracy over the answered questions (as gensim and finalfusion-utils report it)."""
+        """Total accuracy over the answered questions (as gensim and finalfusion-utils report it).
+
+        Skipped questions count neither as right nor as wrong.
+
+        Examples
+        --------
+        >>> AnalogyEvaluation([AnalogySection("a", 3, 4, 10), AnalogySection("b", 0, 0, 5)]).accuracy
+        0.75
+        """
         return self.correct / self.total if self.total else 0.0
 
     def __str__(self) -> str:

@@ -46,14 +46,57 @@ def load_storage(file: Source, mmap: bool = False) -> Storage:
 
 
 def load_ndarray(file: Source, mmap: bool = False) -> NdArray:
-    """Read an :class:`NdArray` chunk from a finalfusion file."""
+    """Read an :class:`NdArray` chunk from a finalfusion file.
+
+    Parameters
+    ----------
+    file
+        Path, bytes or binary file object.
+    mmap
+        Memory-map the matrix instead of reading it (it is then read-only).
+
+    Raises
+    ------
+    FormatError
+        If the file is malformed or has no ``NdArray`` chunk (e.g. it is quantized).
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> buf = io.BytesIO()
+    >>> NdArray(np.arange(6, dtype=np.float32).reshape(3, 2)).write(buf)
+    >>> load_ndarray(buf.getvalue()).row(2).tolist()
+    [4.0, 5.0]
+    """
     from finalfusion.io import load_chunk
 
     return load_chunk(file, NdArray, mmap=mmap)
 
 
 def load_quantized_array(file: Source, mmap: bool = False) -> QuantizedArray:
-    """Read a :class:`QuantizedArray` chunk from a finalfusion file."""
+    """Read a :class:`QuantizedArray` chunk from a finalfusion file.
+
+    Parameters
+    ----------
+    file
+        Path, bytes or binary file object.
+    mmap
+        Memory-map the arrays instead of reading them.
+
+    Raises
+    ------
+    FormatError
+        If the file is malformed or has no ``QuantizedArray`` chunk (e.g. it is dense).
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> pq = PQ(np.arange(8, dtype=np.float32).reshape(2, 2, 2))  # 2 subquantizers, 2 centroids each
+    >>> buf = io.BytesIO()
+    >>> QuantizedArray(pq, np.array([[1, 0], [0, 1]], dtype=np.uint8)).write(buf)
+    >>> load_quantized_array(buf.getvalue()).row(0).tolist()
+    [2.0, 3.0, 4.0, 5.0]
+    """
     from finalfusion.io import load_chunk
 
     return load_chunk(file, QuantizedArray, mmap=mmap)

@@ -27,24 +27,53 @@ __all__ = ["NdArray", "Storage"]
 
 
 class Storage(Chunk):
-    """Base of the storage chunks: a matrix of ``rows x dims`` embeddings."""
+    """Base of the storage chunks: a matrix of ``rows x dims`` embeddings.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> storage = NdArray(np.zeros((3, 2), dtype=np.float32))
+    >>> isinstance(storage, Storage), len(storage)
+    (True, 3)
+    """
 
     role: ClassVar[str] = "storage"
 
     @property
     def shape(self) -> tuple[int, int]:
-        """``(rows, dims)``."""
+        """``(rows, dims)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> NdArray(np.zeros((3, 2), dtype=np.float32)).shape
+        (3, 2)
+        """
         raise NotImplementedError
 
     def __len__(self) -> int:
         return self.shape[0]
 
     def rows(self, indices: npt.ArrayLike) -> npt.NDArray[np.float32]:
-        """The (reconstructed) rows at ``indices`` as a new ``float32`` matrix."""
+        """The (reconstructed) rows at ``indices`` as a new ``float32`` matrix.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> NdArray(np.arange(6, dtype=np.float32).reshape(3, 2)).rows([2, 0]).tolist()
+        [[4.0, 5.0], [0.0, 1.0]]
+        """
         raise NotImplementedError
 
     def row(self, index: int) -> npt.NDArray[np.float32]:
-        """One (reconstructed) row."""
+        """One (reconstructed) row.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> NdArray(np.arange(6, dtype=np.float32).reshape(3, 2)).row(1).tolist()
+        [2.0, 3.0]
+        """
         raise NotImplementedError
 
 
@@ -135,10 +164,28 @@ class NdArray(Storage):
     __hash__ = None  # type: ignore[assignment]
 
     def rows(self, indices: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """The rows at ``indices``, copied into a new matrix (changing it leaves the storage alone).
+
+        Examples
+        --------
+        >>> s = NdArray(np.arange(6, dtype=np.float32).reshape(3, 2))
+        >>> picked = s.rows([2, 2])
+        >>> picked[0] = 0
+        >>> picked.tolist(), s.row(2).tolist()
+        ([[0.0, 0.0], [4.0, 5.0]], [4.0, 5.0])
+        """
         rows: npt.NDArray[np.float32] = self.matrix[np.asarray(indices, dtype=np.intp)]
         return rows
 
     def row(self, index: int) -> npt.NDArray[np.float32]:
+        """Row ``index`` as a view of the matrix (no copy; negative indices count from the end).
+
+        Examples
+        --------
+        >>> s = NdArray(np.arange(6, dtype=np.float32).reshape(3, 2))
+        >>> s.row(-1).tolist(), np.shares_memory(s.row(0), s.matrix)
+        ([4.0, 5.0], True)
+        """
         row: npt.NDArray[np.float32] = self.matrix[index]
         return row
 
@@ -152,6 +199,16 @@ class NdArray(Storage):
         return cls(reader.array("<f4", (rows, cols), "matrix"))
 
     def write_payload(self, writer: ByteWriter) -> None:
+        """Write rows, columns, the ``f32`` type id, the alignment padding and the row-major matrix.
+
+        Examples
+        --------
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> NdArray(np.eye(2, dtype=np.float32)).write_payload(ByteWriter(buf, 30))  # payload at file offset 30
+        >>> len(buf.getvalue()), buf.getvalue()[16:18]  # 16 header bytes, then 2 bytes of padding
+        (34, b'\\x00\\x00')
+        """
         rows, cols = self.shape
         writer.u64(rows)
         writer.u32(cols)
@@ -160,6 +217,13 @@ class NdArray(Storage):
         writer.array(self.matrix, "<f4")
 
     def payload_len(self, offset: int) -> int:
+        """Payload length at file ``offset``: 16 header bytes, 1-4 bytes of padding, 4 bytes per value.
+
+        Examples
+        --------
+        >>> NdArray(np.eye(2, dtype=np.float32)).payload_len(30), NdArray(np.eye(2, dtype=np.float32)).payload_len(32)
+        (34, 36)
+        """
         rows, cols = self.shape
         return 16 + padding(offset + 16) + 4 * rows * cols
 

@@ -77,26 +77,58 @@ class PQ:
 
     @property
     def n_centroids(self) -> int:
-        """Centroids per subquantizer."""
+        """Centroids per subquantizer.
+
+        Examples
+        --------
+        >>> PQ(np.zeros((4, 16, 2), dtype=np.float32)).n_centroids
+        16
+        """
         return int(self.quantizers.shape[1])
 
     @property
     def quantized_len(self) -> int:
-        """Number of subquantizers (bytes per encoded row)."""
+        """Number of subquantizers (bytes per encoded row).
+
+        Examples
+        --------
+        >>> PQ(np.zeros((4, 16, 2), dtype=np.float32)).quantized_len
+        4
+        """
         return int(self.quantizers.shape[0])
 
     @property
     def reconstructed_len(self) -> int:
-        """Dimensionality of reconstructed vectors."""
+        """Dimensionality of reconstructed vectors: subquantizers times their dimensionality.
+
+        Examples
+        --------
+        >>> PQ(np.zeros((4, 16, 2), dtype=np.float32)).reconstructed_len
+        8
+        """
         return int(self.quantizers.shape[0] * self.quantizers.shape[2])
 
     @property
     def subquantizers(self) -> npt.NDArray[np.float32]:
-        """The centroids, shape ``(q, k, d // q)``."""
+        """The centroids, shape ``(q, k, d // q)`` (the same array as ``quantizers``).
+
+        Examples
+        --------
+        >>> pq = PQ(np.zeros((4, 16, 2), dtype=np.float32))
+        >>> pq.subquantizers.shape, pq.subquantizers is pq.quantizers
+        ((4, 16, 2), True)
+        """
         return self.quantizers
 
     def reconstruct(self, codes: npt.ArrayLike, out: npt.NDArray[np.float32] | None = None) -> npt.NDArray[np.float32]:
-        """Reconstruct vectors from codes of shape ``(..., q)`` (no norms applied)."""
+        """Reconstruct vectors from codes of shape ``(..., q)`` (no norms applied).
+
+        Examples
+        --------
+        >>> pq = PQ(np.arange(8, dtype=np.float32).reshape(2, 2, 2))  # centroids [0 1], [2 3] and [4 5], [6 7]
+        >>> pq.reconstruct([1, 1]).tolist(), pq.reconstruct([[0, 0], [1, 0]]).tolist()
+        ([2.0, 3.0, 6.0, 7.0], [[0.0, 1.0, 4.0, 5.0], [2.0, 3.0, 4.0, 5.0]])
+        """
         c = np.asarray(codes)
         q = self.quantized_len
         flat = c.reshape(-1, q).astype(np.intp)
@@ -157,10 +189,26 @@ class QuantizedArray(Storage):
 
     @property
     def quantized_len(self) -> int:
-        """Bytes per encoded row."""
+        """Bytes per encoded row.
+
+        Examples
+        --------
+        >>> pq = PQ(np.zeros((4, 16, 2), dtype=np.float32))
+        >>> QuantizedArray(pq, np.zeros((10, 4), dtype=np.uint8)).quantized_len
+        4
+        """
         return self.quantizer.quantized_len
 
     def rows(self, indices: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """Reconstruct the rows at ``indices`` (norms applied) into a new matrix.
+
+        Examples
+        --------
+        >>> pq = PQ(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
+        >>> s = QuantizedArray(pq, np.array([[1, 0], [0, 1]], dtype=np.uint8), norms=np.array([1, 2], dtype=np.float32))
+        >>> s.rows([1, 0]).tolist()
+        [[0.0, 2.0, 12.0, 14.0], [2.0, 3.0, 4.0, 5.0]]
+        """
         idx = np.asarray(indices, dtype=np.intp)
         vecs = self.quantizer.reconstruct(self.quantized_embeddings[idx])
         if self.norms is not None:
@@ -168,11 +216,28 @@ class QuantizedArray(Storage):
         return vecs
 
     def row(self, index: int) -> npt.NDArray[np.float32]:
+        """Reconstruct row ``index`` (norms applied); a new array.
+
+        Examples
+        --------
+        >>> pq = PQ(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
+        >>> QuantizedArray(pq, np.array([[1, 0]], dtype=np.uint8), norms=np.array([2], dtype=np.float32)).row(0).tolist()
+        [4.0, 6.0, 8.0, 10.0]
+        """
         row: npt.NDArray[np.float32] = self.rows(np.asarray([index]))[0]
         return row
 
     def embedding(self, key: int, out: npt.NDArray[np.float32] | None = None) -> npt.NDArray[np.float32]:
-        """Reconstruct row ``key`` (into ``out`` if given)."""
+        """Reconstruct row ``key`` (into ``out`` if given).
+
+        Examples
+        --------
+        >>> pq = PQ(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
+        >>> s = QuantizedArray(pq, np.array([[1, 0], [0, 1]], dtype=np.uint8))
+        >>> out = np.empty(4, dtype=np.float32)
+        >>> s.embedding(1, out=out) is out, out.tolist()
+        (True, [0.0, 1.0, 6.0, 7.0])
+        """
         v = self.row(key)
         if out is not None:
             out[:] = v
@@ -248,6 +313,18 @@ class QuantizedArray(Storage):
         return cls(PQ(quantizers, projection), codes, norms)
 
     def write_payload(self, writer: ByteWriter) -> None:
+        """Write the flags and sizes, the padding, the projection, centroids, norms (if any) and the codes.
+
+        Examples
+        --------
+        >>> import io
+        >>> pq = PQ(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
+        >>> s = QuantizedArray(pq, np.array([[1, 0], [0, 1]], dtype=np.uint8))
+        >>> buf = io.BytesIO()
+        >>> s.write_payload(ByteWriter(buf, 7))
+        >>> len(buf.getvalue()) == s.payload_len(7), buf.getvalue()[-4:]  # the codes come last
+        (True, b'\\x01\\x00\\x00\\x01')
+        """
         pq = self.quantizer
         writer.u32(int(pq.projection is not None))
         writer.u32(int(self.norms is not None))
@@ -266,6 +343,14 @@ class QuantizedArray(Storage):
         writer.array(self.quantized_embeddings, "u1")
 
     def payload_len(self, offset: int) -> int:
+        """Payload length at file ``offset``: 36 header bytes, 1-4 bytes of padding, the ``f32`` arrays and the codes.
+
+        Examples
+        --------
+        >>> pq = PQ(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
+        >>> QuantizedArray(pq, np.zeros((2, 2), dtype=np.uint8)).payload_len(0)  # 36 + 4 + 8 centroids * 4 + 2 * 2 codes
+        76
+        """
         pq = self.quantizer
         d, q, k = pq.reconstructed_len, pq.quantized_len, pq.n_centroids
         rows = self.shape[0]

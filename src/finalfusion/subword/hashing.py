@@ -189,6 +189,14 @@ def fnv1a64_finalfusion_matrix(cps: npt.NDArray[np.uint32], min_n: int, max_n: i
     transposed, column-major view). All arithmetic is on whole rows of
     ``G`` values -- one per string, for one n-gram position -- so there is
     no per-n-gram work in Python and every ufunc loop is long.
+
+    Examples
+    --------
+    >>> from finalfusion.subword.ngrams import ngrams
+    >>> cps = np.array([[ord(c) for c in "<ab>"], [ord(c) for c in "<cd>"]], dtype=np.uint32)
+    >>> hashes = fnv1a64_finalfusion_matrix(cps, 3, 4)
+    >>> hashes.shape, hashes[0].tolist() == [fnv1a64_finalfusion(g) for g in ngrams("ab", 3, 4)]
+    ((2, 3), True)
     """
     g, length = cps.shape
     lengths, order = ngram_columns(length, min_n, max_n)
@@ -241,7 +249,16 @@ def _utf8_planes(cps: npt.NDArray[np.uint32]) -> tuple[list[npt.NDArray[np.uint3
 
 
 def fnv1a32_fasttext_matrix(cps: npt.NDArray[np.uint32], min_n: int, max_n: int) -> npt.NDArray[np.uint32]:
-    """:func:`fnv1a32_fasttext` of every n-gram of every row of ``cps`` (see the 64-bit variant)."""
+    """:func:`fnv1a32_fasttext` of every n-gram of every row of ``cps`` (see the 64-bit variant).
+
+    Examples
+    --------
+    >>> cps = np.array([[ord(c) for c in "<ab>"]], dtype=np.uint32)
+    >>> fnv1a32_fasttext_matrix(cps, 3, 4).tolist()  # <ab>, <ab, ab>
+    [[674621742, 1218209508, 1699241756]]
+    >>> fnv1a32_fasttext(b"<ab>")
+    674621742
+    """
     g, length = cps.shape
     lengths, order = ngram_columns(length, min_n, max_n)
     prime = np.uint32(_FNV32_PRIME)

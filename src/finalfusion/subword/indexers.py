@@ -55,6 +55,12 @@ class SubwordIndexer:
     Subclasses implement ``_ngram_indices(items) -> list[int | None]`` for a
     list of n-grams and may override ``batch_groups`` with a vectorised
     version.
+
+    Examples
+    --------
+    >>> indexer = FastTextIndexer(100, 3, 3)
+    >>> isinstance(indexer, SubwordIndexer), indexer.subword_indices("ab")
+    (True, [8, 56])
     """
 
     #: Indices produced per hashed item (floret produces several).
@@ -78,17 +84,35 @@ class SubwordIndexer:
 
     @property
     def min_n(self) -> int:
-        """Shortest n-gram length."""
+        """Shortest n-gram length.
+
+        Examples
+        --------
+        >>> FinalfusionHashIndexer(10, 2, 5).min_n
+        2
+        """
         return self._min_n
 
     @property
     def max_n(self) -> int:
-        """Longest n-gram length."""
+        """Longest n-gram length.
+
+        Examples
+        --------
+        >>> FinalfusionHashIndexer(10, 2, 5).max_n
+        5
+        """
         return self._max_n
 
     @property
     def upper_bound(self) -> int:
-        """Exclusive upper bound of the indices this indexer produces."""
+        """Exclusive upper bound of the indices this indexer produces.
+
+        Examples
+        --------
+        >>> FinalfusionHashIndexer(10).upper_bound, FastTextIndexer(100).upper_bound, ExplicitIndexer(["<a", "a>"], 2, 2).upper_bound
+        (1024, 100, 2)
+        """
         raise NotImplementedError
 
     def _bracket(self, word: str) -> str:
@@ -109,7 +133,14 @@ class SubwordIndexer:
         return out
 
     def word_indices(self, word: str) -> IntArray:
-        """Indices of the bracketed ``word``'s n-grams as a read-only array (cached)."""
+        """Indices of the bracketed ``word``'s n-grams as a read-only array (cached).
+
+        Examples
+        --------
+        >>> indices = FinalfusionHashIndexer(10, 3, 6).word_indices("ab")  # <ab>, <ab, ab>
+        >>> indices.tolist(), indices.flags.writeable
+        ([208, 57, 523], False)
+        """
         return self._cached(word)
 
     def subword_indices(self, word: str, offset: int = 0, bracket: bool = True, with_ngrams: bool = False) -> list[Any]:
@@ -190,6 +221,13 @@ class SubwordIndexer:
             the ``K`` indices of each of those words (``K >= 1``; words
             without any index are not yielded). Regular shapes let callers
             gather and sum rows without per-word Python work.
+
+        Examples
+        --------
+        >>> for positions, indices in FinalfusionHashIndexer(10, 3, 3).batch_groups(["ab", "xyz", "cd", ""]):
+        ...     print(positions.tolist(), indices.tolist())
+        [0, 2] [[57, 523], [925, 367]]
+        [1] [[651, 733, 171]]
         """
         arrays = [self.word_indices(w) for w in words]
         counts = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
@@ -306,7 +344,13 @@ class FinalfusionHashIndexer(_HashIndexer):
 
     @property
     def buckets_exp(self) -> int:
-        """The bucket exponent (number of buckets = ``2**buckets_exp``)."""
+        """The bucket exponent (number of buckets = ``2**buckets_exp``).
+
+        Examples
+        --------
+        >>> FinalfusionHashIndexer(10).buckets_exp, FinalfusionHashIndexer(10).upper_bound
+        (10, 1024)
+        """
         return self._exp
 
     @property
@@ -363,7 +407,13 @@ class FastTextIndexer(_HashIndexer):
 
     @property
     def n_buckets(self) -> int:
-        """Number of buckets."""
+        """Number of buckets.
+
+        Examples
+        --------
+        >>> FastTextIndexer(1000).n_buckets
+        1000
+        """
         return self._n_buckets
 
     @property
@@ -401,7 +451,7 @@ class ExplicitIndexer(SubwordIndexer):
 
     Several n-grams may share an index. Indices must be dense (cover
     ``0..upper_bound-1``); files additionally number them in order of first
-    appearance (FORMAT.md §5.8), see :meth:`is_canonical`. Without
+    appearance (FORMAT.md §5.8), see :meth:`first_noncanonical`. Without
     ``ngram_index`` every n-gram gets its own index in list order.
 
     Parameters
@@ -416,7 +466,9 @@ class ExplicitIndexer(SubwordIndexer):
     Raises
     ------
     ValueError
-        For duplicate n-grams or non-canonical indices.
+        For duplicate n-grams, or indices that do not cover ``0..upper_bound-1``.
+        Dense indices not numbered by first appearance are accepted here
+        (see :meth:`first_noncanonical`) but cannot be written to a file.
 
     Examples
     --------
@@ -454,12 +506,24 @@ class ExplicitIndexer(SubwordIndexer):
 
     @property
     def ngrams(self) -> list[str]:
-        """The n-grams in stored order."""
+        """The n-grams in stored order.
+
+        Examples
+        --------
+        >>> ExplicitIndexer(["ab>", "<ab"], 3, 3).ngrams
+        ['ab>', '<ab']
+        """
         return self._ngrams
 
     @property
     def ngram_index(self) -> dict[str, int]:
-        """N-gram to index mapping."""
+        """N-gram to index mapping.
+
+        Examples
+        --------
+        >>> ExplicitIndexer(["<ab", "ab>", "<a"], 2, 3, {"<ab": 0, "ab>": 1, "<a": 0}).ngram_index
+        {'<ab': 0, 'ab>': 1, '<a': 0}
+        """
         return self._index
 
     @property
@@ -478,6 +542,13 @@ class ExplicitIndexer(SubwordIndexer):
         tuple or None
             ``(position, allowed maximum, index found)`` of the first n-gram
             whose index is neither a known one nor the next new one.
+
+        Examples
+        --------
+        >>> ExplicitIndexer(["<ab", "ab>"], 3, 3).first_noncanonical() is None
+        True
+        >>> ExplicitIndexer(["<ab", "ab>"], 3, 3, {"<ab": 1, "ab>": 0}).first_noncanonical()  # first n-gram must get 0
+        (0, 0, 1)
         """
         return _first_noncanonical(self._index[ng] for ng in self._ngrams)
 
@@ -548,6 +619,8 @@ class FloretIndexer(SubwordIndexer):
     >>> idx = FloretIndexer(50000, 3, 6, n_hashes=4, seed=2166136261)
     >>> idx.subword_indices("a")
     [46305, 28722, 17636, 38578, 46305, 28722, 17636, 38578]
+    >>> idx.n_buckets, idx.n_hashes, idx.seed, idx.bow, idx.eow, idx.upper_bound
+    (50000, 4, 2166136261, '<', '>', 50000)
     """
 
     def __init__(

@@ -27,6 +27,14 @@ def check_ngram_range(min_n: int, max_n: int) -> None:
     ------
     ValueError
         Unless ``1 <= min_n <= max_n``.
+
+    Examples
+    --------
+    >>> check_ngram_range(3, 6)  # fine: returns None
+    >>> check_ngram_range(4, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: n-gram lengths need 1 <= min_n <= max_n, got min_n=4, max_n=3
     """
     if not 1 <= min_n <= max_n:
         raise ValueError(f"n-gram lengths need 1 <= min_n <= max_n, got min_n={min_n}, max_n={max_n}")
@@ -83,6 +91,12 @@ class NgramTable:
         Length in code points of every n-gram.
     counts
         Number of n-grams of each string.
+
+    Examples
+    --------
+    >>> table = ngram_table(["<ab>", "<c>"], 3, 3)
+    >>> table.start.tolist(), table.length.tolist(), table.counts.tolist()
+    ([0, 1, 4], [3, 3, 3], [2, 1])
     """
 
     codepoints: npt.NDArray[np.uint32]
@@ -91,7 +105,13 @@ class NgramTable:
     counts: npt.NDArray[np.int64]
 
     def strings(self, joined: str) -> list[str]:
-        """The n-grams as strings, given the concatenation the table was built from."""
+        """The n-grams as strings, given the concatenation the table was built from.
+
+        Examples
+        --------
+        >>> ngram_table(["<ab>", "<c>"], 3, 3).strings("<ab><c>")
+        ['<ab', 'ab>', '<c>']
+        """
         return [joined[s : s + n] for s, n in zip(self.start.tolist(), self.length.tolist(), strict=True)]
 
 

@@ -55,35 +55,110 @@ def load_vocab(file: Source) -> Vocab:
 
 
 def load_simple_vocab(file: Source) -> SimpleVocab:
-    """Read a :class:`SimpleVocab` chunk from a finalfusion file."""
+    """Read a :class:`SimpleVocab` chunk from a finalfusion file.
+
+    Raises
+    ------
+    FormatError
+        If the file is malformed or has no ``SimpleVocab`` chunk.
+
+    Examples
+    --------
+    >>> import io
+    >>> buf = io.BytesIO()
+    >>> SimpleVocab(["Berlin", "Potsdam"]).write(buf)
+    >>> load_simple_vocab(buf.getvalue()).words
+    ['Berlin', 'Potsdam']
+    """
     from finalfusion.io import load_chunk
 
     return load_chunk(file, SimpleVocab)
 
 
 def load_finalfusion_bucket_vocab(file: Source) -> FinalfusionBucketVocab:
-    """Read a :class:`FinalfusionBucketVocab` chunk from a finalfusion file."""
+    """Read a :class:`FinalfusionBucketVocab` chunk from a finalfusion file.
+
+    Raises
+    ------
+    FormatError
+        If the file is malformed or has no ``FinalfusionBucketVocab`` chunk.
+
+    Examples
+    --------
+    >>> import io
+    >>> from finalfusion.subword import FinalfusionHashIndexer
+    >>> buf = io.BytesIO()
+    >>> FinalfusionBucketVocab(["ab"], FinalfusionHashIndexer(10, 3, 4)).write(buf)
+    >>> load_finalfusion_bucket_vocab(buf.getvalue()).subword_indexer
+    FinalfusionHashIndexer(bucket_exp=10, min_n=3, max_n=4)
+    """
     from finalfusion.io import load_chunk
 
     return load_chunk(file, FinalfusionBucketVocab)
 
 
 def load_fasttext_vocab(file: Source) -> FastTextVocab:
-    """Read a :class:`FastTextVocab` chunk from a finalfusion file."""
+    """Read a :class:`FastTextVocab` chunk from a finalfusion file.
+
+    Raises
+    ------
+    FormatError
+        If the file is malformed or has no ``FastTextVocab`` chunk.
+
+    Examples
+    --------
+    >>> import io
+    >>> from finalfusion.subword import FastTextIndexer
+    >>> buf = io.BytesIO()
+    >>> FastTextVocab(["ab"], FastTextIndexer(100, 3, 3)).write(buf)
+    >>> vocab = load_fasttext_vocab(buf.getvalue())
+    >>> vocab.words, vocab.upper_bound  # 1 word + 100 buckets
+    (['ab'], 101)
+    """
     from finalfusion.io import load_chunk
 
     return load_chunk(file, FastTextVocab)
 
 
 def load_explicit_vocab(file: Source) -> ExplicitVocab:
-    """Read an :class:`ExplicitVocab` chunk from a finalfusion file."""
+    """Read an :class:`ExplicitVocab` chunk from a finalfusion file.
+
+    Raises
+    ------
+    FormatError
+        If the file is malformed or has no ``ExplicitVocab`` chunk.
+
+    Examples
+    --------
+    >>> import io
+    >>> from finalfusion.subword import ExplicitIndexer
+    >>> buf = io.BytesIO()
+    >>> ExplicitVocab(["ab"], ExplicitIndexer(["<ab", "ab>"], 3, 3)).write(buf)
+    >>> load_explicit_vocab(buf.getvalue()).subword_indexer.ngram_index
+    {'<ab': 0, 'ab>': 1}
+    """
     from finalfusion.io import load_chunk
 
     return load_chunk(file, ExplicitVocab)
 
 
 def load_floret_vocab(file: Source) -> FloretVocab:
-    """Read a :class:`FloretVocab` chunk from a finalfusion file."""
+    """Read a :class:`FloretVocab` chunk from a finalfusion file.
+
+    Raises
+    ------
+    FormatError
+        If the file is malformed or has no ``FloretVocab`` chunk.
+
+    Examples
+    --------
+    >>> import io
+    >>> from finalfusion.subword import FloretIndexer
+    >>> buf = io.BytesIO()
+    >>> FloretVocab(FloretIndexer(10, 3, 6, n_hashes=2)).write(buf)
+    >>> load_floret_vocab(buf.getvalue()).subword_indexer.n_hashes
+    2
+    """
     from finalfusion.io import load_chunk
 
     return load_chunk(file, FloretVocab)

@@ -55,6 +55,13 @@ class Vocab(Chunk):
 
     Vocabularies are immutable; they behave as a read-only collection of
     their words (``len``, ``in``, iteration in index order).
+
+    Examples
+    --------
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> vocab = SimpleVocab(["Berlin", "Potsdam"])
+    >>> isinstance(vocab, Vocab), len(vocab), "Potsdam" in vocab, list(vocab)
+    (True, 2, True, ['Berlin', 'Potsdam'])
     """
 
     _words: list[str]
@@ -78,7 +85,14 @@ class Vocab(Chunk):
 
     @property
     def words(self) -> list[str]:
-        """The words, in index order."""
+        """The words, in index order.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> SimpleVocab(["Berlin", "Potsdam"]).words
+        ['Berlin', 'Potsdam']
+        """
         return self._words
 
     @property
@@ -96,7 +110,17 @@ class Vocab(Chunk):
 
     @property
     def upper_bound(self) -> int:
-        """Exclusive upper bound of the indices this vocabulary produces (= storage rows)."""
+        """Exclusive upper bound of the indices this vocabulary produces (= storage rows).
+
+        For a subword vocabulary: the words plus the subword indexer's bound.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import FastTextVocab, SimpleVocab
+        >>> from finalfusion.subword import FastTextIndexer
+        >>> SimpleVocab(["a", "b"]).upper_bound, FastTextVocab(["a", "b"], FastTextIndexer(100)).upper_bound
+        (2, 102)
+        """
         return len(self._words)
 
     def idx(self, item: str, default: Any = None) -> Any:
@@ -218,23 +242,57 @@ def _join_strings_bytes(lens: npt.NDArray[np.int64], text_bytes: npt.NDArray[np.
 
 
 class SubwordVocab(Vocab):
-    """A vocabulary that embeds unknown words through their n-grams."""
+    """A vocabulary that embeds unknown words through their n-grams.
+
+    Storage rows ``0..len(words)-1`` hold the words, the rows after them the
+    subwords, so subword indices are offset by the number of words.
+
+    Examples
+    --------
+    >>> from finalfusion.vocab import FinalfusionBucketVocab
+    >>> from finalfusion.subword import FinalfusionHashIndexer
+    >>> vocab = FinalfusionBucketVocab(["ab", "b"], FinalfusionHashIndexer(10, 3, 4))
+    >>> isinstance(vocab, SubwordVocab), vocab.idx("b"), vocab.idx("xy")
+    (True, 1, [164, 653, 219])
+    """
 
     _indexer: SubwordIndexer
 
     @property
     def subword_indexer(self) -> Any:
-        """The indexer mapping n-grams to subword indices."""
+        """The indexer mapping n-grams to subword indices.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import FastTextVocab
+        >>> FastTextVocab(["ab"]).subword_indexer  # the default indexer
+        FastTextIndexer(n_buckets=2000000, min_n=3, max_n=6)
+        """
         return self._indexer
 
     @property
     def min_n(self) -> int:
-        """Shortest n-gram length."""
+        """Shortest n-gram length.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import FinalfusionBucketVocab
+        >>> from finalfusion.subword import FinalfusionHashIndexer
+        >>> FinalfusionBucketVocab(["ab"], FinalfusionHashIndexer(10, 2, 4)).min_n
+        2
+        """
         return self._indexer.min_n
 
     @property
     def max_n(self) -> int:
-        """Longest n-gram length."""
+        """Longest n-gram length.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import FinalfusionBucketVocab
+        >>> FinalfusionBucketVocab(["ab"]).max_n  # default indexer: 3- to 6-grams
+        6
+        """
         return self._indexer.max_n
 
     @property
@@ -246,6 +304,14 @@ class SubwordVocab(Vocab):
 
         Subword indices are offset by the number of words, so they are
         storage rows.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import ExplicitVocab
+        >>> from finalfusion.subword import ExplicitIndexer
+        >>> vocab = ExplicitVocab(["ab"], ExplicitIndexer(["<ab", "ab>"], 3, 3))
+        >>> vocab.idx("ab"), vocab.idx("<ab>"), vocab.idx("zz"), vocab.idx("zz", default=-1)  # <ab>: n-grams <<a, <ab, ab>, b>>
+        (0, [1, 2], None, -1)
         """
         i = self._index.get(item)
         if i is not None:
@@ -254,15 +320,41 @@ class SubwordVocab(Vocab):
         return sub if sub else default
 
     def subwords(self, item: str, bracket: bool = True) -> list[str]:
-        """The n-grams of ``item`` (bracketed with ``<``/``>`` unless ``bracket=False``)."""
+        """The n-grams of ``item`` (bracketed with ``<``/``>`` unless ``bracket=False``).
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import FinalfusionBucketVocab
+        >>> from finalfusion.subword import FinalfusionHashIndexer
+        >>> vocab = FinalfusionBucketVocab([], FinalfusionHashIndexer(10, 3, 4))
+        >>> vocab.subwords("abc"), vocab.subwords("abc", bracket=False)
+        (['<abc', '<ab', 'abc>', 'abc', 'bc>'], ['abc'])
+        """
         return ngrams(item, self.min_n, self.max_n, bracket=bracket)
 
     def subword_indices(self, item: str, bracket: bool = True, with_ngrams: bool = False) -> list[Any]:
-        """Subword indices (storage rows) of ``item``'s n-grams; see the indexer."""
+        """Subword indices (storage rows) of ``item``'s n-grams; see the indexer.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import FastTextVocab
+        >>> from finalfusion.subword import FastTextIndexer
+        >>> vocab = FastTextVocab(["ab"], FastTextIndexer(100, 3, 3))
+        >>> vocab.subword_indices("ab"), vocab.subword_indices("ab", with_ngrams=True)  # buckets 8 and 56, after 1 word
+        ([9, 57], [('<ab', 9), ('ab>', 57)])
+        """
         return self._indexer.subword_indices(item, offset=len(self._words), bracket=bracket, with_ngrams=with_ngrams)
 
     def subword_rows(self, item: str) -> npt.NDArray[np.int64]:
-        """Storage rows of ``item``'s n-grams as an array (cached per word)."""
+        """Storage rows of ``item``'s n-grams as an array (cached per word).
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import FastTextVocab
+        >>> from finalfusion.subword import FastTextIndexer
+        >>> FastTextVocab(["ab"], FastTextIndexer(100, 3, 3)).subword_rows("ab").tolist()
+        [9, 57]
+        """
         rows = self._indexer.word_indices(item)
         return rows + len(self._words) if self._words else rows
 
@@ -271,6 +363,14 @@ class SubwordVocab(Vocab):
 
         Yields ``(positions, rows)`` with a ``(len(positions), K)`` matrix of
         storage rows; see ``SubwordIndexer.batch_groups``.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import FastTextVocab
+        >>> from finalfusion.subword import FastTextIndexer
+        >>> vocab = FastTextVocab(["ab"], FastTextIndexer(100, 3, 3))
+        >>> [(positions.tolist(), rows.tolist()) for positions, rows in vocab.batch_subword_rows(["ab", "a", "cd"])]
+        [([1], [[1]]), ([0, 2], [[9, 57], [5, 13]])]
         """
         offset = len(self._words)
         for pos, idx in self._indexer.batch_groups(items):

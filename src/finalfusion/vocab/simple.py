@@ -53,8 +53,25 @@ class SimpleVocab(Vocab):
         return cls(words, index)._set_words_nbytes(nbytes)
 
     def write_payload(self, writer: ByteWriter) -> None:
+        """Write the word count (``u64``), then ``u32`` length + UTF-8 of every word.
+
+        Examples
+        --------
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> SimpleVocab(["é"]).write_payload(ByteWriter(buf))
+        >>> buf.getvalue()
+        b'\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x02\\x00\\x00\\x00\\xc3\\xa9'
+        """
         writer.u64(len(self._words))
         self._write_words(writer)
 
     def payload_len(self, offset: int) -> int:
+        """8 bytes of word count plus, per word, 4 bytes of length and its UTF-8 bytes (``offset`` does not matter).
+
+        Examples
+        --------
+        >>> SimpleVocab(["a", "é"]).payload_len(0)  # 8 + (4 + 1) + (4 + 2)
+        19
+        """
         return 8 + self._words_len()

@@ -94,6 +94,16 @@ class FinalfusionBucketVocab(SubwordVocab):
         return cls(words, FinalfusionHashIndexer(exp, min_n, max_n), _index=index)._set_words_nbytes(nbytes)
 
     def write_payload(self, writer: ByteWriter) -> None:
+        """Write the word count, ``min_n``, ``max_n``, the bucket exponent and the words.
+
+        Examples
+        --------
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> FinalfusionBucketVocab(["ab"], FinalfusionHashIndexer(10, 3, 4)).write_payload(ByteWriter(buf))
+        >>> [int.from_bytes(buf.getvalue()[at : at + 4], "little") for at in (8, 12, 16)]  # min_n, max_n, exponent
+        [3, 4, 10]
+        """
         writer.u64(len(self._words))
         writer.u32(self.min_n)
         writer.u32(self.max_n)
@@ -101,12 +111,26 @@ class FinalfusionBucketVocab(SubwordVocab):
         self._write_words(writer)
 
     def payload_len(self, offset: int) -> int:
+        """20 bytes of counts and settings plus the words (4 bytes of length and the UTF-8 each).
+
+        Examples
+        --------
+        >>> FinalfusionBucketVocab(["ab", "c"]).payload_len(0)  # 20 + (4 + 2) + (4 + 1)
+        31
+        """
         return 20 + self._words_len()
 
     def to_explicit(self) -> ExplicitVocab:
         """An :class:`ExplicitVocab` keeping the buckets of in-vocabulary n-grams.
 
-        See :func:`bucket_to_explicit_vocab`.
+        See :func:`bucket_to_explicit_vocab`. To convert embeddings (the
+        storage rows too), use :meth:`~finalfusion.Embeddings.bucket_to_explicit`.
+
+        Examples
+        --------
+        >>> explicit = FinalfusionBucketVocab(["ab", "b"], FinalfusionHashIndexer(10, 3, 4)).to_explicit()
+        >>> explicit.words, explicit.subword_indexer.ngram_index
+        (['ab', 'b'], {'<ab>': 0, '<ab': 1, 'ab>': 2, '<b>': 3})
         """
         return bucket_to_explicit_vocab(self)[0]
 
@@ -158,6 +182,17 @@ class FastTextVocab(SubwordVocab):
         return cls(words, FastTextIndexer(buckets, min_n, max_n), _index=index)._set_words_nbytes(nbytes)
 
     def write_payload(self, writer: ByteWriter) -> None:
+        """Write the word count, ``min_n``, ``max_n``, the number of buckets and the words.
+
+        Examples
+        --------
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> vocab = FastTextVocab(["und"], FastTextIndexer(100))
+        >>> vocab.write_payload(ByteWriter(buf))
+        >>> int.from_bytes(buf.getvalue()[16:20], "little"), len(buf.getvalue()) == vocab.payload_len(0)
+        (100, True)
+        """
         writer.u64(len(self._words))
         writer.u32(self.min_n)
         writer.u32(self.max_n)
@@ -165,10 +200,26 @@ class FastTextVocab(SubwordVocab):
         self._write_words(writer)
 
     def payload_len(self, offset: int) -> int:
+        """20 bytes of counts and settings plus the words (4 bytes of length and the UTF-8 each).
+
+        Examples
+        --------
+        >>> FastTextVocab(["und"]).payload_len(0)  # 20 + 4 + 3
+        27
+        """
         return 20 + self._words_len()
 
     def to_explicit(self) -> ExplicitVocab:
-        """An :class:`ExplicitVocab` keeping the buckets of in-vocabulary n-grams."""
+        """An :class:`ExplicitVocab` keeping the buckets of in-vocabulary n-grams.
+
+        N-grams that share a bucket keep sharing an index; see :func:`bucket_to_explicit_vocab`.
+
+        Examples
+        --------
+        >>> explicit = FastTextVocab(["ab"], FastTextIndexer(100, 3, 3)).to_explicit()
+        >>> explicit.subword_indexer.ngram_index, explicit.upper_bound
+        ({'<ab': 0, 'ab>': 1}, 3)
+        """
         return bucket_to_explicit_vocab(self)[0]
 
 
@@ -245,7 +296,18 @@ class ExplicitVocab(SubwordVocab):
         return cls(words, ExplicitIndexer(ngrams, min_n, max_n, ngram_index), _index=index)._set_words_nbytes(nbytes)
 
     def legacy_length(self, declared: int, consumed: int) -> str | None:
-        """Accept the length finalfusion-python 0.7 writes: 8 bytes short per n-gram (FORMAT.md §5.8)."""
+        """Accept the length finalfusion-python 0.7 writes: 8 bytes short per n-gram (FORMAT.md §5.8).
+
+        Examples
+        --------
+        >>> vocab = ExplicitVocab(["ab"], ExplicitIndexer(["<ab", "ab>"], 3, 3))
+        >>> vocab.payload_len(0)
+        60
+        >>> vocab.legacy_length(declared=44, consumed=60)[:54]  # 2 n-grams x 8 bytes short: accepted, with a warning
+        'ExplicitSubwordVocab chunk declares 44 bytes but holds'
+        >>> vocab.legacy_length(declared=56, consumed=60) is None  # any other mismatch is an error
+        True
+        """
         if consumed - declared == 8 * len(self._indexer.ngrams) and declared < consumed:  # type: ignore[attr-defined]
             return (
                 f"ExplicitSubwordVocab chunk declares {declared} bytes but holds {consumed}: "
@@ -254,6 +316,22 @@ class ExplicitVocab(SubwordVocab):
         return None
 
     def write_payload(self, writer: ByteWriter) -> None:
+        """Write the counts, ``min_n``, ``max_n``, the words, then every n-gram with its ``u64`` index.
+
+        Raises
+        ------
+        ValueError
+            If the n-gram indices are not numbered by first appearance (see
+            :meth:`~finalfusion.subword.ExplicitIndexer.first_noncanonical`).
+
+        Examples
+        --------
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> ExplicitVocab(["ab"], ExplicitIndexer(["<ab", "ab>"], 3, 3)).write_payload(ByteWriter(buf))
+        >>> buf.getvalue()[-15:]  # the last n-gram: u32 length, UTF-8, u64 index
+        b'\\x03\\x00\\x00\\x00ab>\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00'
+        """
         indexer = self.subword_indexer
         bad = indexer.first_noncanonical()
         if bad is not None:
@@ -274,6 +352,13 @@ class ExplicitVocab(SubwordVocab):
         writer.raw(b"".join(parts))
 
     def payload_len(self, offset: int) -> int:
+        """24 bytes of counts and settings, the words, and per n-gram 12 bytes plus its UTF-8.
+
+        Examples
+        --------
+        >>> ExplicitVocab(["ab"], ExplicitIndexer(["<ab", "ab>"], 3, 3)).payload_len(0)  # 24 + (4 + 2) + 2 * (12 + 3)
+        60
+        """
         ngrams = self.subword_indexer.ngrams
         return 24 + self._words_len() + sum(12 + len(g.encode("utf-8")) for g in ngrams)
 
@@ -324,6 +409,16 @@ class FloretVocab(SubwordVocab):
         return cls(FloretIndexer(n_buckets, min_n, max_n, n_hashes=n_hashes, seed=seed, bow=bow, eow=eow))
 
     def write_payload(self, writer: ByteWriter) -> None:
+        """Write the indexer's settings: n-gram range, buckets, hashes, seed and the word markers (there are no words).
+
+        Examples
+        --------
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> FloretVocab(FloretIndexer(10, 3, 6, n_hashes=2)).write_payload(ByteWriter(buf))
+        >>> buf.getvalue()[-10:]  # the markers, each with its u32 length
+        b'\\x01\\x00\\x00\\x00<\\x01\\x00\\x00\\x00>'
+        """
         idx = self.subword_indexer
         writer.u32(idx.min_n)
         writer.u32(idx.max_n)
@@ -334,6 +429,13 @@ class FloretVocab(SubwordVocab):
         writer.string(idx.eow)
 
     def payload_len(self, offset: int) -> int:
+        """32 bytes of settings plus the UTF-8 of the begin- and end-of-word markers.
+
+        Examples
+        --------
+        >>> FloretVocab(FloretIndexer(10, 3, 6)).payload_len(0)  # 32 + len("<") + len(">")
+        34
+        """
         idx = self.subword_indexer
         return 32 + len(idx.bow.encode("utf-8")) + len(idx.eow.encode("utf-8"))
 
