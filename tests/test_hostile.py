@@ -144,6 +144,8 @@ def test_hostile(data: bytes, exc: type[FormatError], chunk: str, has_offset: bo
     assert isinstance(err, finalfusion.FinalfusionError)
     text = str(err)
     assert chunk.lower() in text.lower(), text
+    assert err.expected is not None, text  # names what was expected ...
+    assert err.found is not None, text  # ... and what was found
     if has_offset:
         assert isinstance(err.offset, int), text
         assert 0 <= err.offset <= len(data), text

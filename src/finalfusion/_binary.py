@@ -151,6 +151,8 @@ class ByteReader:
                 f"{what} is not valid UTF-8 ({exc.reason})",
                 offset=start + 4 + exc.start,
                 chunk=self.chunk,
+                expected="UTF-8",
+                found=raw[max(0, exc.start - 16) : exc.end + 16],
             ) from None
         self.pos += n
         return text
@@ -251,6 +253,8 @@ class ByteReader:
                     f"{what} {i} is not valid UTF-8 ({exc.reason})",
                     offset=pos + exc.start,
                     chunk=self.chunk,
+                    expected="UTF-8",
+                    found=b[max(0, exc.start - 16) : exc.end + 16],
                 ) from None
             pos += len(b)
 

@@ -12,7 +12,7 @@ import functools
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -987,12 +987,16 @@ def _assemble(chunks: list[tuple[int, Chunk]], name: str) -> Embeddings:
             raise FormatError(
                 f"{name} has no {role} chunk", chunk="file", expected="a vocabulary and a storage chunk", found=[type(c).__name__ for _, c in chunks]
             )
-    vocab = parts["vocab"][1]
-    storage_at, storage = parts["storage"]
-    norms = parts.get("norms", (0, None))[1]
-    problem = compatibility_problem(storage, vocab, norms)  # type: ignore[arg-type]
+    vocab = cast(Vocab, parts["vocab"][1])
+    storage_at, storage_chunk = parts["storage"]
+    storage = cast(Storage, storage_chunk)
+    norms = cast("Norms | None", parts.get("norms", (0, None))[1])
+    problem = compatibility_problem(storage, vocab, norms)
     if problem:
-        at, culprit = parts["norms"] if norms is not None and "norms" in problem else (storage_at, storage)
-        raise FormatError(problem, offset=at, chunk=type(culprit).__name__)
+        if norms is not None and "norms" in problem:
+            (at, culprit), expected, found = parts["norms"], f"{len(vocab)} norms (one per word)", len(norms)
+        else:
+            at, culprit, expected, found = storage_at, storage, f"{vocab.upper_bound} rows", storage.shape[0]
+        raise FormatError(problem, offset=at, chunk=type(culprit).__name__, expected=expected, found=found)
     metadata = parts.get("metadata", (0, None))[1]
     return Embeddings(storage, vocab, norms, metadata)  # type: ignore[arg-type]

@@ -252,14 +252,14 @@ def load_chunk(file: Source, cls: type[_C], mmap: bool = False) -> _C:
     >>> load_chunk(out.getvalue(), Metadata)
     Traceback (most recent call last):
     ...
-    finalfusion.errors.FormatError: file: <bytes> has no Metadata chunk: expected None, found ['SimpleVocab', 'NdArray']
+    finalfusion.errors.FormatError: file: <bytes> has no Metadata chunk: expected a Metadata chunk, found ['SimpleVocab', 'NdArray']
     """
     # Only storage needs the matrix data: eager reads of other chunks skip it.
     name, chunks = read_source(file, mmap, matrix=getattr(cls, "role", None) not in ("vocab", "metadata", "norms"))
     for _, chunk in chunks:
         if isinstance(chunk, cls):
             return chunk
-    raise FormatError(f"{name} has no {cls.__name__} chunk", chunk="file", found=[type(c).__name__ for _, c in chunks])
+    raise FormatError(f"{name} has no {cls.__name__} chunk", chunk="file", expected=f"a {cls.__name__} chunk", found=[type(c).__name__ for _, c in chunks])
 
 
 def write_chunks(chunks: Sequence[Chunk], file: Source, *, fsync: bool = False) -> None:

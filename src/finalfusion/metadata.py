@@ -104,11 +104,19 @@ class Metadata(Chunk, MutableMapping[str, Any]):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise FormatError(f"metadata is not valid UTF-8 ({exc.reason})", offset=at + exc.start, chunk=reader.chunk) from None
+            raise FormatError(
+                f"metadata is not valid UTF-8 ({exc.reason})",
+                offset=at + exc.start,
+                chunk=reader.chunk,
+                expected="UTF-8 text",
+                found=raw[max(0, exc.start - 16) : exc.end + 16],
+            ) from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise FormatError(f"metadata is not valid TOML ({exc})", offset=at, chunk=reader.chunk) from None
+            lines, at_line = text.splitlines(), int(getattr(exc, "lineno", 0) or 0)  # lineno: Python >= 3.14 only
+            line = lines[at_line - 1] if 0 < at_line <= len(lines) else text
+            raise FormatError(f"metadata is not valid TOML ({exc})", offset=at, chunk=reader.chunk, expected="a TOML document", found=line[:80]) from None
         meta = cls(data)
         # Remember the document as read so unchanged metadata is written back byte-identically.
         object.__setattr__(meta, "_source", (bytes(raw), copy.deepcopy(data)))

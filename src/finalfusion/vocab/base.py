@@ -46,7 +46,7 @@ def read_words(reader: ByteReader, count: int, what: str = "word") -> tuple[list
     try:
         index = WordIndex(words)
     except ValueError as exc:
-        raise FormatError(str(exc), offset=start, chunk=reader.chunk) from None
+        raise FormatError(str(exc), offset=start, chunk=reader.chunk, expected="distinct words", found=str(exc)) from None
     return words, index, reader.pos - start
 
 

@@ -280,7 +280,7 @@ class ExplicitVocab(SubwordVocab):
             ngram = reader.string("n-gram")
             i = reader.u64("n-gram index")
             if ngram in ngram_index:
-                raise FormatError(f"duplicate n-gram {ngram!r}", offset=at, chunk=reader.chunk)
+                raise FormatError(f"duplicate n-gram {ngram!r}", offset=at, chunk=reader.chunk, expected="distinct n-grams", found=ngram)
             if i == next_new:
                 next_new += 1
             elif i > next_new:
