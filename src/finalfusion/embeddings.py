@@ -891,6 +891,9 @@ class Embeddings:
         Only the buckets used by n-grams of known words are kept, so the
         matrix usually shrinks. Norms are kept; metadata is not copied (as
         in finalfusion-python 0.7), since it describes the original.
+        Known words keep their vectors; an unknown word loses the n-grams
+        that occur in no known word (and their bucket rows), so its vector
+        can change, as with finalfusion-rust's conversion.
 
         Raises
         ------
