@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import finalfusion
 from conftest import check_lookups
 from finalfusion import FormatError, Truncated, load_finalfusion
-from finalfusion.compat import load_text, load_text_dims, write_text, write_text_dims
+from finalfusion.compat import load_floret, load_text, load_text_dims, write_text, write_text_dims
 from finalfusion.compat._common import embeddings_from
 from finalfusion.compat.text import format_f32, format_rows
 
@@ -332,3 +332,14 @@ def test_parse_rejects_what_rust_rejects(token: bytes) -> None:
 @pytest.mark.parametrize(("token", "value"), [(b"+1", 1.0), (b".5", 0.5), (b"5.", 5.0), (b"1.5E+3", 1500.0), (b"-2e-2", -0.02), (b"00.10", 0.1)])
 def test_parse_accepts_what_rust_accepts(token: bytes, value: float) -> None:
     assert load_text(b"w " + token + b" 1\n", normalize=False).storage.matrix[0, 0] == np.float32(value)
+
+
+def test_parse_ties_with_thousands_of_digits() -> None:
+    """Rust parses any number of digits; the exact re-read must not hit Python's 4,300-digit int limit."""
+    tie = b"16777217" + b"0" * 5000 + b"e-5000"  # 2**24 + 1, between two float32s: to even
+    above = b"16777217." + b"0" * 6000 + b"1"  # just above that tie
+    long_exponent = b"16777217e" + b"0" * 5000  # exponent 0 written with 5,000 digits
+    emb = load_text(b"w " + b" ".join([tie, above, long_exponent]) + b"\n", normalize=False)
+    assert emb.storage.matrix[0].tolist() == [16777216.0, 16777218.0, 16777216.0]
+    floret = load_floret(b"1 3 3 6 2 2166136261 < >\n0 " + b" ".join([tie, above, long_exponent]) + b"\n")
+    assert floret.storage.matrix[0].tolist() == [16777216.0, 16777218.0, 16777216.0]

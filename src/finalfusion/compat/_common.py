@@ -18,6 +18,7 @@ import functools
 import gzip
 import io
 import os
+import re
 import zlib
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
@@ -383,11 +384,19 @@ def near_float32_tie(values: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     return tie
 
 
+#: A decimal as the text readers accept it: sign, integer digits, fraction digits, exponent.
+_DECIMAL = re.compile(rb"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?")
+#: Significant digits kept for the exact comparison: a float32 midpoint has at most ~115, so the first
+#: 200 digits and whether any later digit is nonzero decide the rounding.
+_KEEP_DIGITS = 200
+
+
 def exact_float32(token: bytes) -> np.float32:
     """The ``float32`` nearest to the decimal ``token``, ties to even (as Rust's ``parse::<f32>``).
 
-    ``token`` must be a decimal that ``float`` accepts (digits, optional
-    sign, point and exponent).
+    ``token`` is a plain decimal (digits, optional sign, point and
+    exponent); any number of digits works (beyond 200 significant digits
+    only whether the rest is zero matters).
 
     Examples
     --------
@@ -395,8 +404,27 @@ def exact_float32(token: bytes) -> np.float32:
     np.float32(1.0000001)
     >>> np.float32(float(b"1.0000000596046448"))  # rounding to float64 first lands on the midpoint
     np.float32(1.0)
+    >>> float(exact_float32(b"16777217" + b"0" * 5000 + b"e-5000"))  # 2**24 + 1: a tie, to even
+    16777216.0
     """
-    x = Fraction(token.decode("ascii"))
+    m = _DECIMAL.fullmatch(token)
+    if m is None:
+        raise ValueError(f"not a decimal: {token[:40]!r}")
+    sign, whole, frac, exp_sign, exp_digits = m.groups(b"")
+    digits = (whole + frac).lstrip(b"0")
+    exp_text = exp_digits.lstrip(b"0")
+    if not digits or len(exp_text) > 9:  # zero, or an exponent far outside float32 (float() gives 0 or inf)
+        with np.errstate(over="ignore"):
+            return np.float32(float(token))
+    exp = (-int(exp_text or b"0") if exp_sign == b"-" else int(exp_text or b"0")) - len(frac)
+    stripped = digits.rstrip(b"0")
+    exp += len(digits) - len(stripped)
+    if len(stripped) > _KEEP_DIGITS:  # keep 200 digits and a sticky 1 for the nonzero rest
+        exp += len(stripped) - _KEEP_DIGITS - 1
+        stripped = stripped[:_KEEP_DIGITS] + b"1"
+    x = Fraction(int(stripped)) * (Fraction(10) ** exp)
+    if sign == b"-":
+        x = -x
     with np.errstate(over="ignore"):
         near: np.float32 = np.float32(float(x))
     if not np.isfinite(near):
