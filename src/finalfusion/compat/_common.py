@@ -415,7 +415,8 @@ def exact_float32(token: bytes) -> np.float32:
     exp_text = exp_digits.lstrip(b"0")
     if not digits or len(exp_text) > 9:  # zero, or an exponent far outside float32 (float() gives 0 or inf)
         with np.errstate(over="ignore"):
-            return np.float32(float(token))
+            plain: np.float32 = np.float32(float(token))
+        return plain
     exp = (-int(exp_text or b"0") if exp_sign == b"-" else int(exp_text or b"0")) - len(frac)
     stripped = digits.rstrip(b"0")
     exp += len(digits) - len(stripped)
