@@ -189,3 +189,37 @@ def test_word_list_serialisation_round_trips(words: list[str]) -> None:
     buf = io.BytesIO()
     emb.write(buf)
     assert load_finalfusion(buf.getvalue()).vocab.words == words
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_explicit_numbering_not_by_first_appearance_is_renumbered_on_write(quantized: bool) -> None:
+    """Files number n-gram rows by first appearance (FORMAT.md §5.8): other dense numbers are renumbered, rows permuted."""
+    from finalfusion._binary import ByteWriter
+
+    ngrams = ["<ab", "ab>", "<a", "b>", "zab", "ab"]
+    indexer = ExplicitIndexer(ngrams, 2, 3, {"<ab": 2, "ab>": 0, "<a": 2, "b>": 1, "zab": 3, "ab": 0})  # first appearance: 2, 0, 1, 3
+    assert indexer.first_noncanonical() is not None
+    vocab = ExplicitVocab(["ab", "xy"], indexer)
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((2 + 4, 4)).astype(np.float32)
+    if quantized:
+        codes = rng.integers(0, 4, (6, 2), dtype=np.uint8)
+        storage: NdArray | QuantizedArray = QuantizedArray(
+            PQ(rng.standard_normal((2, 4, 2)).astype(np.float32), None), codes, rng.uniform(0.5, 2, 6).astype(np.float32)
+        )
+    else:
+        storage = NdArray(matrix)
+    emb = Embeddings(storage, vocab)
+    with pytest.raises(ValueError, match="first appearance"):
+        vocab.write_payload(ByteWriter(io.BytesIO()))  # a lone chunk cannot be renumbered
+    buf = io.BytesIO()
+    emb.write(buf)
+    back = load_finalfusion(buf.getvalue())
+    assert back.vocab.subword_indexer.first_noncanonical() is None
+    assert back.vocab.subword_indexer.ngram_index == {"<ab": 0, "ab>": 1, "<a": 0, "b>": 2, "zab": 3, "ab": 1}
+    for word in ["ab", "xy", "zab", "<ab", "abab", "b"]:
+        a, b = emb.embedding(word), back.embedding(word)
+        assert (a is None) == (b is None), word
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
+    assert emb.vocab.subword_indexer.first_noncanonical() is not None  # the embeddings themselves are unchanged

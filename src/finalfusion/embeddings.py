@@ -8,6 +8,7 @@ its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
 import os
@@ -25,8 +26,10 @@ from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
 from finalfusion.similarity import SimilarityResult
 from finalfusion.storage.ndarray import NdArray, Storage
+from finalfusion.storage.quantized import QuantizedArray
+from finalfusion.subword.indexers import ExplicitIndexer
 from finalfusion.vocab.base import SubwordVocab, Vocab
-from finalfusion.vocab.subword import FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
+from finalfusion.vocab.subword import ExplicitVocab, FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
 
 if TYPE_CHECKING:
     from finalfusion._fileref import FileRef
@@ -858,7 +861,10 @@ class Embeddings:
 
         Writing to a path is atomic (temporary file + ``os.replace``): the
         target is either the old file or the complete new one, even when
-        it is memory-mapped by this or another process.
+        it is memory-mapped by this or another process. An explicit n-gram
+        vocabulary whose indices are not numbered by first appearance is
+        written renumbered, with its subword rows permuted to match
+        (FORMAT.md §5.8): the file gives the same lookups.
 
         Parameters
         ----------
@@ -883,7 +889,39 @@ class Embeddings:
         """
         from finalfusion.io import write_chunks
 
-        write_chunks(self.chunks(), file, fsync=fsync)
+        write_chunks(self._canonical().chunks(), file, fsync=fsync)
+
+    def _canonical(self) -> Embeddings:
+        """``self``, or equal embeddings whose explicit n-gram indices are numbered by first appearance.
+
+        Files number the subword rows of an explicit vocabulary in order of
+        first appearance in the n-gram list (FORMAT.md §5.8; finalfusion-rust
+        renumbers on reading). An :class:`~finalfusion.subword.ExplicitIndexer`
+        built with other dense numbers is renumbered and the subword rows are
+        permuted to match, so every lookup of the written file is unchanged.
+        """
+        vocab = self._vocab
+        if not isinstance(vocab, ExplicitVocab) or vocab.subword_indexer.first_noncanonical() is None:
+            return self
+        indexer = vocab.subword_indexer
+        old = indexer.ngram_index
+        renumber: dict[int, int] = {}
+        for ngram in indexer.ngrams:
+            renumber.setdefault(old[ngram], len(renumber))
+        source = np.empty(len(renumber), dtype=np.int64)  # new subword index -> old one
+        source[list(renumber.values())] = list(renumber.keys())
+        n = len(vocab)
+        rows = np.concatenate([np.arange(n, dtype=np.int64), source + n])
+        explicit = ExplicitIndexer(indexer.ngrams, indexer.min_n, indexer.max_n, {ng: renumber[old[ng]] for ng in indexer.ngrams})
+        storage: Storage
+        if isinstance(self._storage, QuantizedArray):
+            norms = self._storage.norms
+            storage = dataclasses.replace(
+                self._storage, quantized_embeddings=np.asarray(self._storage.quantized_embeddings)[rows], norms=None if norms is None else norms[rows]
+            )
+        else:
+            storage = NdArray(self._storage.rows(rows))
+        return Embeddings(storage, ExplicitVocab(vocab.words, explicit), self._norms, self._metadata)
 
     def bucket_to_explicit(self) -> Embeddings:
         """Convert hashed subword embeddings to an explicit n-gram vocabulary.

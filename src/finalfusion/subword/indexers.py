@@ -468,7 +468,9 @@ class ExplicitIndexer(SubwordIndexer):
     ValueError
         For duplicate n-grams, or indices that do not cover ``0..upper_bound-1``.
         Dense indices not numbered by first appearance are accepted here
-        (see :meth:`first_noncanonical`) but cannot be written to a file.
+        (see :meth:`first_noncanonical`); :meth:`Embeddings.write
+        <finalfusion.Embeddings.write>` renumbers them (and permutes the
+        subword rows), a lone vocabulary chunk cannot be written.
 
     Examples
     --------
