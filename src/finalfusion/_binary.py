@@ -52,6 +52,23 @@ def padding(offset: int) -> int:
     return 4 - offset % 4
 
 
+def invalid_utf8(what: str, raw: bytes, exc: UnicodeDecodeError, start: int, chunk: str | None) -> FormatError:
+    """The :class:`FormatError` for ``raw`` (read at byte ``start``) failing to decode as UTF-8.
+
+    Examples
+    --------
+    >>> raw = b"zee\\xbfn"
+    >>> try:
+    ...     raw.decode("utf-8")
+    ... except UnicodeDecodeError as exc:
+    ...     print(invalid_utf8("word", raw, exc, 100, "SimpleVocab"))
+    SimpleVocab: word is not valid UTF-8 (invalid start byte): expected UTF-8, found b'zee\\xbfn' (at byte offset 103)
+    """
+    return FormatError(
+        f"{what} is not valid UTF-8 ({exc.reason})", offset=start + exc.start, chunk=chunk, expected="UTF-8", found=raw[max(0, exc.start - 16) : exc.end + 16]
+    )
+
+
 class ByteReader:
     """Read little-endian fields from a buffer, never past ``end``.
 
@@ -147,13 +164,7 @@ class ByteReader:
         try:
             text = str(raw, "utf-8")
         except UnicodeDecodeError as exc:
-            raise FormatError(
-                f"{what} is not valid UTF-8 ({exc.reason})",
-                offset=start + 4 + exc.start,
-                chunk=self.chunk,
-                expected="UTF-8",
-                found=raw[max(0, exc.start - 16) : exc.end + 16],
-            ) from None
+            raise invalid_utf8(what, raw, exc, start + 4, self.chunk) from None
         self.pos += n
         return text
 
@@ -249,13 +260,7 @@ class ByteReader:
             try:
                 str(b, "utf-8")
             except UnicodeDecodeError as exc:
-                raise FormatError(
-                    f"{what} {i} is not valid UTF-8 ({exc.reason})",
-                    offset=pos + exc.start,
-                    chunk=self.chunk,
-                    expected="UTF-8",
-                    found=b[max(0, exc.start - 16) : exc.end + 16],
-                ) from None
+                raise invalid_utf8(f"{what} {i}", b, exc, pos, self.chunk) from None
             pos += len(b)
 
     def array(self, dtype: str, shape: tuple[int, ...], what: str = "array") -> npt.NDArray[Any]:

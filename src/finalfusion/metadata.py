@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import tomli_w
 
-from finalfusion._binary import ByteReader, ByteWriter
+from finalfusion._binary import ByteReader, ByteWriter, invalid_utf8
 from finalfusion._types import Source
 from finalfusion.chunks import Chunk, ChunkIdentifier, register
 from finalfusion.errors import FormatError
@@ -104,13 +104,7 @@ class Metadata(Chunk, MutableMapping[str, Any]):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise FormatError(
-                f"metadata is not valid UTF-8 ({exc.reason})",
-                offset=at + exc.start,
-                chunk=reader.chunk,
-                expected="UTF-8 text",
-                found=raw[max(0, exc.start - 16) : exc.end + 16],
-            ) from None
+            raise invalid_utf8("metadata", raw, exc, at, reader.chunk) from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

@@ -76,17 +76,8 @@ def load_ndarray(file: Source, mmap: bool = False) -> NdArray:
 def load_quantized_array(file: Source, mmap: bool = False) -> QuantizedArray:
     """Read a :class:`QuantizedArray` chunk from a finalfusion file.
 
-    Parameters
-    ----------
-    file
-        Path, bytes or binary file object.
-    mmap
-        Memory-map the arrays instead of reading them.
-
-    Raises
-    ------
-    FormatError
-        If the file is malformed or has no ``QuantizedArray`` chunk (e.g. it is dense).
+    ``file`` and ``mmap`` are as for :func:`load_storage`; a file without a
+    ``QuantizedArray`` chunk (e.g. a dense one) raises :class:`FormatError`.
 
     Examples
     --------
