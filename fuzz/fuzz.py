@@ -385,6 +385,9 @@ INTERESTING_BYTES = (0x00, 0xFF, 0x7F, 0x80, 0x01, 0xFE)
 INTERESTING_INTS = (0, 1, 2, 3, 4, 7, 8, 10, 0x7F, 0xFF, 0x100, 0x7FFF, 0xFFFF, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**40, 2**62, 2**63 - 1, 2**63, 2**64 - 1)
 INTERESTING_NUMBERS = (b"0", b"-1", b"1", b"2", b"99999999999999999999", b"1099511627776", b"4294967296", b"-2147483649")
 INTERESTING_NUMBERS += (b"1e40", b"nan", b"inf", b"3.4e39", b"")
+# float32 ties and forms float() and Rust's parse::<f32> disagree on (the text readers' exact re-read)
+INTERESTING_NUMBERS += (b"1.0000000596046448", b"16777217", b"16777217" + b"0" * 5000 + b"e-5000", b"16777217e" + b"0" * 5000)
+INTERESTING_NUMBERS += (b"3.4028235677973366e38", b"7.006492321624085e-46", b"1_0", b"1\x0b", b"+.5E-0", b"5.")
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
