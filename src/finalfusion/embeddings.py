@@ -27,7 +27,6 @@ from finalfusion.norms import Norms
 from finalfusion.similarity import SimilarityResult
 from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.storage.quantized import QuantizedArray
-from finalfusion.subword.indexers import ExplicitIndexer
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.subword import ExplicitVocab, FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
 
@@ -903,16 +902,9 @@ class Embeddings:
         vocab = self._vocab
         if not isinstance(vocab, ExplicitVocab) or vocab.subword_indexer.first_noncanonical() is None:
             return self
-        indexer = vocab.subword_indexer
-        old = indexer.ngram_index
-        renumber: dict[int, int] = {}
-        for ngram in indexer.ngrams:
-            renumber.setdefault(old[ngram], len(renumber))
-        source = np.empty(len(renumber), dtype=np.int64)  # new subword index -> old one
-        source[list(renumber.values())] = list(renumber.keys())
+        explicit, source = vocab.subword_indexer.renumbered()
         n = len(vocab)
         rows = np.concatenate([np.arange(n, dtype=np.int64), source + n])
-        explicit = ExplicitIndexer(indexer.ngrams, indexer.min_n, indexer.max_n, {ng: renumber[old[ng]] for ng in indexer.ngrams})
         storage: Storage
         if isinstance(self._storage, QuantizedArray):
             norms = self._storage.norms

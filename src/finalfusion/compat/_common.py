@@ -384,7 +384,9 @@ def near_float32_tie(values: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     return tie
 
 
-#: A decimal as the text readers accept it: sign, integer digits, fraction digits, exponent.
+#: What Rust's ``parse::<f32>`` accepts (``float`` accepts more: ``1_000``, surrounding ``\v``).
+RUST_F32 = re.compile(rb"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?|nan))")
+#: The parts of a decimal :data:`RUST_F32` accepts: sign, integer digits, fraction digits, exponent.
 _DECIMAL = re.compile(rb"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?)([0-9]+))?")
 #: Significant digits kept for the exact comparison: a float32 midpoint has at most ~115, so the first
 #: 200 digits and whether any later digit is nonzero decide the rounding.

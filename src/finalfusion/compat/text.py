@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion.compat._common import (
+    RUST_F32,
     RowSink,
     check_finite,
     check_limit,
@@ -59,8 +60,6 @@ _MAX_LINE = 1 << 26
 _THREADS = max(1, min(4, os.cpu_count() or 1))
 #: Words written per block.
 _WRITE_ROWS = 1 << 12
-#: What Rust's ``parse::<f32>`` accepts (``float`` accepts more: ``1_000``, surrounding ``\v``).
-_RUST_FLOAT = re.compile(rb"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?|nan))")
 #: A token's trailing ``.0`` (numpy writes ``1.0``, Rust ``1``).
 _POINT_ZERO = re.compile(r"\.0(?=[ \n]|$)")
 
@@ -407,7 +406,7 @@ def _parse_numbers(
     for j, i in enumerate(slow):
         token = block[int(starts[i]) : int(ends[i])]
         try:
-            if not _RUST_FLOAT.fullmatch(token):  # float() also takes 1_000 and "1\v", Rust does not
+            if not RUST_F32.fullmatch(token):  # float() also takes 1_000 and "1\v", Rust does not
                 raise ValueError(token)
             parsed[j] = float(token)
         except ValueError:
@@ -511,7 +510,7 @@ def _write(file: Any, embeddings: Embeddings, with_dims: bool, sep: str, unnorma
 def format_rows(matrix: npt.NDArray[np.float32]) -> list[str]:
     """Every row of ``matrix`` as space-separated :func:`format_f32` components.
 
-    Same result as ``" ".join(map(format_f32, row))`` per row, about 1.4x
+    Same result as ``" ".join(map(format_f32, row))`` per row, about 1.25x
     faster: numpy's ``str`` of a ``float32`` already is the shortest
     round-trip decimal, so rows are joined from it directly and the
     trailing ``.0`` of whole numbers is removed by one regular-expression

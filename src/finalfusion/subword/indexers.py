@@ -554,6 +554,24 @@ class ExplicitIndexer(SubwordIndexer):
         """
         return _first_noncanonical(self._index[ng] for ng in self._ngrams)
 
+    def renumbered(self) -> tuple[ExplicitIndexer, npt.NDArray[np.int64]]:
+        """The same table numbered by first appearance, and for each new index the old one.
+
+        Files require this numbering (FORMAT.md §5.8); subword row ``j`` of
+        the renumbered table is row ``source[j]`` of this one.
+
+        Examples
+        --------
+        >>> canonical, source = ExplicitIndexer(["<ab", "ab>", "<a"], 2, 3, {"<ab": 1, "ab>": 0, "<a": 1}).renumbered()
+        >>> canonical.ngram_index, source.tolist()
+        ({'<ab': 0, 'ab>': 1, '<a': 0}, [1, 0])
+        """
+        renumber: dict[int, int] = {}
+        for ngram in self._ngrams:
+            renumber.setdefault(self._index[ngram], len(renumber))
+        canonical = ExplicitIndexer(self._ngrams, self._min_n, self._max_n, {ng: renumber[self._index[ng]] for ng in self._ngrams})
+        return canonical, np.fromiter(renumber, dtype=np.int64, count=len(renumber))  # keys in order of first appearance
+
     def __len__(self) -> int:
         return len(self._ngrams)
 
