@@ -14,7 +14,8 @@ Examples
 
 from __future__ import annotations
 
-from finalfusion import compat, metadata, norms, quantize, similarity, storage, subword, vocab
+from finalfusion import compat, io, metadata, norms, quantize, similarity, storage, subword, vocab
+from finalfusion._source import Source
 from finalfusion.chunks import ChunkIdentifier, TypeId
 from finalfusion.compat import (
     load,
@@ -81,12 +82,14 @@ __all__ = [
     "QuantizedArray",
     "SimilarityResult",
     "SimpleVocab",
+    "Source",
     "Truncated",
     "TypeId",
     "UnknownChunk",
     "UnsupportedVersion",
     "__version__",
     "compat",
+    "io",
     "load",
     "load_fasttext",
     "load_floret",

@@ -11,16 +11,19 @@ import copy
 import dataclasses
 import functools
 import math
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from finalfusion import similarity
+from finalfusion._atomic import Target
+from finalfusion._fileref import FileRef, remap
+from finalfusion._source import Source
 from finalfusion._threads import CPUS, run_tasks
 from finalfusion.chunks import Chunk
+from finalfusion.container import read_chunks, read_source, write_chunks
 from finalfusion.errors import FormatError
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
@@ -29,9 +32,6 @@ from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.storage.quantized import QuantizedArray
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.subword import ExplicitVocab, FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
-
-if TYPE_CHECKING:
-    from finalfusion._fileref import FileRef
 
 __all__ = ["Embeddings", "SimilarityResult", "load_finalfusion"]
 
@@ -855,7 +855,7 @@ class Embeddings:
 
         return Embeddings(reconstruct_storage(self._storage), self._vocab, self._norms, self._metadata)
 
-    def write(self, file: Any, *, fsync: bool = False) -> None:
+    def write(self, file: Target, *, fsync: bool = False) -> None:
         """Write the embeddings as a finalfusion file.
 
         Writing to a path is atomic (temporary file + ``os.replace``): the
@@ -886,8 +886,6 @@ class Embeddings:
         >>> load_finalfusion(buf.getvalue())["b"].tolist()
         [0.0, 1.0]
         """
-        from finalfusion.io import write_chunks
-
         write_chunks(self._canonical().chunks(), file, fsync=fsync)
 
     def _canonical(self) -> Embeddings:
@@ -948,7 +946,7 @@ class Embeddings:
         return Embeddings(NdArray(matrix), vocab, norms=self._norms)
 
 
-def load_finalfusion(file: Any, mmap: bool = False) -> Embeddings:
+def load_finalfusion(file: Source, mmap: bool = False) -> Embeddings:
     """Read embeddings from a finalfusion file.
 
     Parameters
@@ -983,17 +981,7 @@ def load_finalfusion(file: Any, mmap: bool = False) -> Embeddings:
     >>> load_finalfusion(buf.getvalue())["a"].tolist()
     [1.0, 0.0]
     """
-    from finalfusion._fileref import map_with_ref, path_of
-    from finalfusion.io import read_chunks, read_source
-
-    path = path_of(file) if mmap else None
-    ref = None
-    if path is None:
-        name, chunks = read_source(file, mmap)
-    else:
-        buf, ref = map_with_ref(path)
-        name = os.fsdecode(file)
-        _, chunks = read_chunks(buf)
+    name, chunks, ref = read_source(file, mmap)
     emb = _assemble(chunks, name)
     emb._file_ref = ref
     return emb
@@ -1001,9 +989,6 @@ def load_finalfusion(file: Any, mmap: bool = False) -> Embeddings:
 
 def _from_file_ref(ref: FileRef) -> Embeddings:
     """Unpickle mapped embeddings: map the referenced file again after checking it is the same."""
-    from finalfusion._fileref import remap
-    from finalfusion.io import read_chunks
-
     _, chunks = read_chunks(remap(ref))
     emb = _assemble(chunks, ref.path)
     emb._file_ref = ref
@@ -1014,7 +999,7 @@ def _assemble(chunks: list[tuple[int, Chunk]], name: str) -> Embeddings:
     """Embeddings from the ``(offset, chunk)`` list of a file named ``name`` (for messages)."""
     parts: dict[str, tuple[int, Chunk]] = {}
     for at, chunk in chunks:
-        parts[type(chunk).role] = (at, chunk)  # type: ignore[attr-defined]
+        parts[chunk.chunk_id.role] = (at, chunk)
     for role in ("vocab", "storage"):
         if role not in parts:
             raise FormatError(

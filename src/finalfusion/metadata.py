@@ -14,8 +14,9 @@ from typing import Any, ClassVar
 import tomli_w
 
 from finalfusion._binary import ByteReader, ByteWriter, invalid_utf8
-from finalfusion._types import Source
-from finalfusion.chunks import Chunk, ChunkIdentifier, register
+from finalfusion._source import Source
+from finalfusion.chunks import ChunkIdentifier, register
+from finalfusion.container import FileChunk, load_chunk
 from finalfusion.errors import FormatError
 
 if sys.version_info >= (3, 11):
@@ -28,7 +29,7 @@ __all__ = ["Metadata", "load_metadata"]
 
 @register
 @dataclass(frozen=True, eq=False)
-class Metadata(Chunk, MutableMapping[str, Any]):
+class Metadata(FileChunk, MutableMapping[str, Any]):
     """Metadata as a mutable mapping of TOML values.
 
     Parameters
@@ -48,7 +49,6 @@ class Metadata(Chunk, MutableMapping[str, Any]):
 
     data: dict[str, Any] = field(default_factory=dict)
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.Metadata
-    role: ClassVar[str] = "metadata"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data", dict(self.data))
@@ -166,6 +166,4 @@ def load_metadata(file: Source) -> Metadata:
     >>> load_metadata(buf.getvalue())
     Metadata({'lang': 'de'})
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, Metadata)

@@ -18,17 +18,18 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._binary import ByteReader, ByteWriter, padding
-from finalfusion._types import Source
-from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, register
-from finalfusion.storage.ndarray import check_array_size, read_type_id
+from finalfusion._binary import ByteReader, ByteWriter, check_array_size, padding
+from finalfusion._source import Source
+from finalfusion.chunks import ChunkIdentifier, TypeId, register
+from finalfusion.container import FileChunk, load_chunk
+from finalfusion.storage.ndarray import read_type_id
 
 __all__ = ["Norms", "load_norms"]
 
 
 @register
 @dataclass(frozen=True, eq=False)
-class Norms(Chunk):
+class Norms(FileChunk):
     """Per-word norms.
 
     Parameters
@@ -45,7 +46,6 @@ class Norms(Chunk):
 
     norms: npt.NDArray[np.float32]
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.NdNorms
-    role: ClassVar[str] = "norms"
 
     def __post_init__(self) -> None:
         n = np.asarray(self.norms)
@@ -131,6 +131,4 @@ def load_norms(file: Source, mmap: bool = False) -> Norms:
     >>> load_norms(buf.getvalue()).norms.tolist()
     [3.0, 0.5]
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, Norms, mmap=mmap)

@@ -30,10 +30,10 @@ from typing import IO, Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._atomic import atomic_output
 from finalfusion.compat._common import check_limit, decode_word, dense_matrix_with_norms, embeddings_from, input_size, open_input, simple_vocab
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, LegacyFormatWarning, Truncated, UnsupportedVersion
-from finalfusion.io import atomic_output
 from finalfusion.metadata import Metadata
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FastTextIndexer

@@ -18,11 +18,11 @@ from typing import Any, Final
 
 import numpy as np
 
+from finalfusion._atomic import atomic_output
 from finalfusion.compat._common import check_header_int, decode_word, input_size, open_input, reuse_freed_memory
 from finalfusion.compat.text import read_text_rows
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
-from finalfusion.io import atomic_output
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FloretIndexer
 from finalfusion.vocab.subword import FloretVocab

@@ -29,6 +29,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._atomic import atomic_output
 from finalfusion.compat._common import (
     RUST_F32,
     RowSink,
@@ -48,7 +49,6 @@ from finalfusion.compat._common import (
 )
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
-from finalfusion.io import atomic_output
 
 __all__ = ["load_text", "load_text_dims", "write_text", "write_text_dims"]
 

@@ -22,6 +22,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._atomic import atomic_output
 from finalfusion.compat._common import (
     RowSink,
     check_finite,
@@ -38,7 +39,6 @@ from finalfusion.compat._common import (
 )
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
-from finalfusion.io import atomic_output
 
 __all__ = ["load_word2vec", "write_word2vec"]
 

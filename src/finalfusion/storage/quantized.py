@@ -29,10 +29,10 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._binary import ByteReader, ByteWriter, padding
+from finalfusion._binary import ByteReader, ByteWriter, check_array_size, padding
 from finalfusion.chunks import ChunkIdentifier, TypeId, register
 from finalfusion.errors import FormatError
-from finalfusion.storage.ndarray import Storage, check_array_size, read_type_id
+from finalfusion.storage.ndarray import Storage, read_type_id
 
 __all__ = ["PQ", "QuantizedArray"]
 

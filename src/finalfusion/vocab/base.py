@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from finalfusion._binary import ByteReader, ByteWriter
-from finalfusion.chunks import Chunk
+from finalfusion.container import FileChunk
 from finalfusion.errors import FormatError
 from finalfusion.subword.indexers import SubwordIndexer
 from finalfusion.subword.ngrams import ngrams
@@ -50,7 +50,7 @@ def read_words(reader: ByteReader, count: int, what: str = "word") -> tuple[list
     return words, index, reader.pos - start
 
 
-class Vocab(Chunk):
+class Vocab(FileChunk):
     """A vocabulary: words with indices, optionally subword indices for unknown words.
 
     Vocabularies are immutable; they behave as a read-only collection of
@@ -68,7 +68,6 @@ class Vocab(Chunk):
     _index: WordIndex
     #: On-disk size of the words (u32 length + UTF-8 each), once known.
     _words_nbytes: int | None = None
-    role: ClassVar[str] = "vocab"
 
     def _init_words(self, words: Sequence[str], index: Mapping[str, int] | None = None) -> None:
         if isinstance(index, WordIndex) and index.words is words:
