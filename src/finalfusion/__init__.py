@@ -14,7 +14,8 @@ Examples
 
 from __future__ import annotations
 
-from finalfusion import compat, io, metadata, norms, quantize, similarity, storage, subword, vocab
+from finalfusion import compat, metadata, norms, quantize, similarity, storage, subword, vocab
+from finalfusion import io as io  # finalfusion.io, as 0.7 code uses it (not in __all__: it would shadow the io module)
 from finalfusion._source import Source
 from finalfusion.chunks import ChunkIdentifier, TypeId
 from finalfusion.compat import (
@@ -89,7 +90,6 @@ __all__ = [
     "UnsupportedVersion",
     "__version__",
     "compat",
-    "io",
     "load",
     "load_fasttext",
     "load_floret",
