@@ -68,6 +68,11 @@ def test_large_file_uses_the_tail_thread(tmp_path: Path, monkeypatch: pytest.Mon
     assert started == ["tail"]
 
 
+def open_descriptors() -> list[str] | None:
+    """The open file descriptors of this process, where the OS lists them."""
+    return sorted(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+
+
 class Boom(RuntimeError):
     pass
 
@@ -86,10 +91,12 @@ def test_failure_on_either_thread_leaves_the_old_file(tmp_path: Path, monkeypatc
         raise Boom(where)
 
     monkeypatch.setattr(type(part), "write_payload", fail)
+    fds = open_descriptors()
     with pytest.raises(Boom, match=where):
         new.write(path)
     assert path.read_bytes() == before
     assert not temp_files(tmp_path)
+    assert open_descriptors() == fds  # the tail writer's duplicate descriptor is closed too
 
 
 def test_full_disk_fails_before_anything_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
