@@ -196,7 +196,7 @@ class ByteReader:
         pos = self.pos
         end = self.end
         unpack = _U32.unpack_from
-        raw: list[Any] = []
+        raw: list[bytes | bytearray | memoryview] = []
         append = raw.append
         for _ in range(count):
             if pos + 4 > end:
@@ -260,7 +260,7 @@ class ByteReader:
         self.pos = pos
         return words
 
-    def _locate_bad_utf8(self, raw: list[Any], what: str) -> None:
+    def _locate_bad_utf8(self, raw: list[bytes | bytearray | memoryview], what: str) -> None:
         pos = self.pos
         for i, b in enumerate(raw):
             pos += 4

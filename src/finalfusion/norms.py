@@ -12,6 +12,7 @@ body offset  type         field
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -61,7 +62,7 @@ class Norms(FileChunk):
     def __getitem__(self, key: Any) -> Any:
         return self.norms[key]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[np.float32]:
         return iter(self.norms)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]:

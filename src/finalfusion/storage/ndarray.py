@@ -16,6 +16,7 @@ bytes of padding) are all the parse reads; the matrix is only viewed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -140,7 +141,7 @@ class NdArray(Storage):
     def __getitem__(self, index: Any) -> Any:
         return self.matrix[index]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[npt.NDArray[np.float32]]:
         return iter(self.matrix)
 
     def __getattr__(self, name: str) -> Any:

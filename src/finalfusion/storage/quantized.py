@@ -23,6 +23,7 @@ Row ``i`` is ``concat(centroids[j][codes[i, j]]) @ projection.T * norms[i]``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -244,7 +245,7 @@ class QuantizedArray(Storage):
             return out
         return v
 
-    def __getitem__(self, key: Any) -> Any:
+    def __getitem__(self, key: int | np.integer[Any] | slice | npt.ArrayLike) -> npt.NDArray[np.float32]:
         if isinstance(key, (int, np.integer)):
             n = self.shape[0]
             if not -n <= key < n:
@@ -254,7 +255,7 @@ class QuantizedArray(Storage):
             return self.rows(np.arange(self.shape[0])[key])
         return self.rows(key)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[npt.NDArray[np.float32]]:
         for i in range(self.shape[0]):
             yield self.row(i)
 
