@@ -1,6 +1,6 @@
 """The :class:`Embeddings` facade: lookups over a vocabulary and a storage.
 
-Lookup semantics follow FORMAT.md §9: a known word returns its stored row;
+Lookup semantics follow docs/format.md §9: a known word returns its stored row;
 an unknown word in a subword vocabulary returns the l2-normalised sum of
 its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 """
@@ -863,7 +863,7 @@ class Embeddings:
         it is memory-mapped by this or another process. An explicit n-gram
         vocabulary whose indices are not numbered by first appearance is
         written renumbered, with its subword rows permuted to match
-        (FORMAT.md §5.8): the file gives the same lookups.
+        (docs/format.md §5.8): the file gives the same lookups.
 
         Parameters
         ----------
@@ -894,7 +894,7 @@ class Embeddings:
         """``self``, or equal embeddings whose explicit n-gram indices are numbered by first appearance.
 
         Files number the subword rows of an explicit vocabulary in order of
-        first appearance in the n-gram list (FORMAT.md §5.8; finalfusion-rust
+        first appearance in the n-gram list (docs/format.md §5.8; finalfusion-rust
         renumbers on reading). An :class:`~finalfusion.subword.ExplicitIndexer`
         built with other dense numbers is renumbered and the subword rows are
         permuted to match, so every lookup of the written file is unchanged.

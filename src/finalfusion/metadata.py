@@ -1,4 +1,4 @@
-"""``Metadata`` chunk (id 5): a free-form TOML table (FORMAT.md §5.5, §12).
+"""``Metadata`` chunk (id 5): a free-form TOML table (docs/format.md §5.5, §12).
 
 The payload is the UTF-8 TOML document itself; its length is the chunk length.
 """

@@ -1,4 +1,4 @@
-"""``NdNorms`` chunk (id 6): the l2 norm of every word before normalisation (FORMAT.md §5.6).
+"""``NdNorms`` chunk (id 6): the l2 norm of every word before normalisation (docs/format.md §5.6).
 
 ===========  ===========  =========================================
 body offset  type         field

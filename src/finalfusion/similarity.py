@@ -1,4 +1,4 @@
-"""Nearest neighbours, analogies and analogy evaluation (FORMAT.md §10).
+"""Nearest neighbours, analogies and analogy evaluation (docs/format.md §10).
 
 The public API is :data:`__all__` plus the query methods of
 :class:`~finalfusion.Embeddings`; the other functions here are the

@@ -1,4 +1,4 @@
-"""``NdArray`` chunk (id 2): a dense ``f32`` matrix (FORMAT.md §5.2).
+"""``NdArray`` chunk (id 2): a dense ``f32`` matrix (docs/format.md §5.2).
 
 ===========  ===========  =========================================
 body offset  type         field
@@ -78,7 +78,7 @@ class Storage(Chunk):
 
 
 def read_type_id(reader: ByteReader, expected: TypeId, what: str) -> None:
-    """Read a data type id and require ``expected`` (FORMAT.md §5)."""
+    """Read a data type id and require ``expected`` (docs/format.md §5)."""
     at = reader.pos
     found = reader.u32(what)
     if found != expected:
