@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion import similarity
+from finalfusion._display import embeddings_html as _embeddings_html
 from finalfusion._threads import CPUS, run_tasks
 from finalfusion.chunks import Chunk
 from finalfusion.errors import FormatError
@@ -497,6 +498,9 @@ class Embeddings:
             f"metadata={'yes' if self._metadata is not None else 'no'}",
         ]
         return f"Embeddings({', '.join(parts)})"
+
+    def _repr_html_(self) -> str:
+        return _embeddings_html(self, None if (ref := self._by_reference()) is None else ref.path)
 
     # -- queries (similarity.py) --
     def word_similarity(self, query: str, k: int = 10, *, skip: Iterable[str] | None = None, rerank: int | None = None) -> list[SimilarityResult] | None:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import tomli_w
 
+from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter, invalid_utf8
 from finalfusion._types import Source
 from finalfusion.chunks import Chunk, ChunkIdentifier, register
@@ -147,6 +148,9 @@ class Metadata(Chunk, MutableMapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"Metadata({self.data!r})"
+
+    def _repr_html_(self) -> str:
+        return _display.metadata_html(self)
 
 
 def load_metadata(file: Source) -> Metadata:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter, padding
 from finalfusion._types import Source
 from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, register
@@ -112,6 +113,9 @@ class Norms(Chunk):
 
     def __repr__(self) -> str:
         return f"Norms(<{len(self.norms)} norms>)"
+
+    def _repr_html_(self) -> str:
+        return _display.norms_html(self)
 
 
 def load_norms(file: Source, mmap: bool = False) -> Norms:

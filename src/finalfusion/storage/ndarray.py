@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter, padding
 from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, register
 from finalfusion.errors import FormatError
@@ -50,6 +51,9 @@ class Storage(Chunk):
         (3, 2)
         """
         raise NotImplementedError
+
+    def _repr_html_(self) -> str:
+        return _display.storage_html(self)
 
     def __len__(self) -> int:
         return self.shape[0]

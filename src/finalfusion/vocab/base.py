@@ -8,6 +8,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter
 from finalfusion.chunks import Chunk
 from finalfusion.errors import FormatError
@@ -189,6 +190,9 @@ class Vocab(Chunk):
 
     def _repr_extra(self) -> str:
         return ""
+
+    def _repr_html_(self) -> str:
+        return _display.vocab_html(self)
 
 
 #: Words serialised at once by :meth:`Vocab._write_words`.
