@@ -9,7 +9,7 @@ talks to it over the DevTools protocol with a minimal WebSocket client from the
 standard library. It fails (exit status 1) when a page logs a console error,
 throws an exception, fails to load a resource, or lacks what it must show (the
 ``Embeddings`` heading, the notebook's four pictures, decoded); it saves one
-PNG screenshot per page into ``--out`` (default ``build/screenshots``).
+full-page PNG screenshot per page into ``--out`` (default ``build/screenshots``).
 CI runs it when ``chromium`` is installed (.ci/run).
 """
 
@@ -23,6 +23,7 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -201,11 +202,12 @@ def serve(site: Path) -> Iterator[str]:
 @contextlib.contextmanager
 def chromium(binary: str) -> Iterator[str]:
     """A headless Chromium with a fresh profile; yields the base URL of its DevTools HTTP endpoint."""
-    with tempfile.TemporaryDirectory(prefix="ff-chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="ff-chromium-", ignore_cleanup_errors=True) as profile:
         proc = subprocess.Popen(
             [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: the browser's helper processes end with it
         )
         try:
             port_file = Path(profile) / "DevToolsActivePort"
@@ -219,12 +221,15 @@ def chromium(binary: str) -> Iterator[str]:
             port = port_file.read_text().split()[0]
             yield f"http://127.0.0.1:{port}"
         finally:
-            proc.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            time.sleep(0.5)  # helper processes of the group release the profile
 
 
 def problems(events: list[dict[str, Any]]) -> list[str]:
@@ -264,7 +269,9 @@ def check_page(devtools_http: str, url: str, ready: str, screenshot: Path) -> li
             time.sleep(0.25)
         time.sleep(0.5)  # late console messages
         tab.evaluate("1")
-        shot = tab.call("Page.captureScreenshot", format="png")
+        size = tab.call("Page.getLayoutMetrics")["cssContentSize"]
+        clip = {"x": 0, "y": 0, "width": 1280, "height": min(int(size["height"]), 16000), "scale": 1}
+        shot = tab.call("Page.captureScreenshot", format="png", clip=clip, captureBeyondViewport=True)
         screenshot.write_bytes(base64.b64decode(shot["data"]))
         return problems(tab.events)
     finally:

@@ -63,7 +63,7 @@ def test_notebook_runs_and_shows_what_it_promises(executed: Any) -> None:
     assert len(outputs(executed, "image/png")) == 4, "projection, heat map, norms, reconstruction error"
     text = "\n".join(outputs(executed, "stream"))
     assert "nebuchadnezzar" in text or "pharaoh" in text
-    assert "shared " in text, "neighbours before and after quantization"
+    assert "/5 shared)" in text, "neighbours before and after quantization"
     assert " bytes, quantized " in text, "file sizes"
 
 

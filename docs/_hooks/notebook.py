@@ -49,12 +49,17 @@ def _fence(text: str, lang: str) -> str:
     return f"{fence}{lang}\n{text.rstrip()}\n{fence}\n"
 
 
+def _text(text: str) -> str:
+    """A text output: a text block inside the output frame (md_in_html)."""
+    return f'<div class="nb-output nb-text" markdown>\n\n{_fence(text, "text")}\n</div>\n'
+
+
 def _output(out: Any) -> str:
     kind = out.get("output_type")
     if kind == "stream":
-        return _fence(ANSI.sub("", out.get("text", "")), "text")
+        return _text(ANSI.sub("", out.get("text", "")))
     if kind == "error":
-        return _fence(ANSI.sub("", "\n".join(out.get("traceback", []))), "text")
+        return _text(ANSI.sub("", "\n".join(out.get("traceback", []))))
     data = out.get("data", {})
     if "image/png" in data:
         png = "".join(data["image/png"]).replace("\n", "")
@@ -63,7 +68,7 @@ def _output(out: Any) -> str:
     if "text/html" in data:
         return f'<div class="nb-output nb-html">\n{"".join(data["text/html"]).strip()}\n</div>\n'
     if "text/plain" in data:
-        return _fence("".join(data["text/plain"]), "text")
+        return _text("".join(data["text/plain"]))
     return ""
 
 
