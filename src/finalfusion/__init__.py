@@ -45,7 +45,7 @@ from finalfusion.errors import (
 )
 from finalfusion.metadata import Metadata, load_metadata
 from finalfusion.norms import Norms, load_norms
-from finalfusion.similarity import AnalogyEvaluation, AnalogySection, SimilarityResult, evaluate_analogies
+from finalfusion.similarity import AnalogyEvaluation, AnalogySection, SimilarityResult, SimilarityResults, evaluate_analogies
 from finalfusion.storage import NdArray, QuantizedArray, load_storage
 from finalfusion.vocab import (
     ExplicitVocab,
@@ -82,6 +82,7 @@ __all__ = [
     "Norms",
     "QuantizedArray",
     "SimilarityResult",
+    "SimilarityResults",
     "SimpleVocab",
     "Source",
     "Truncated",

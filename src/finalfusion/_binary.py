@@ -36,7 +36,7 @@ _INTP_MAX: Final = int(np.iinfo(np.intp).max)
 def padding(offset: int) -> int:
     """Number of padding bytes written before an ``f32`` array at ``offset``.
 
-    Quirk (FORMAT.md §4): the result is ``4 - offset % 4`` and therefore
+    Quirk (docs/format.md §4): the result is ``4 - offset % 4`` and therefore
     **never zero** -- an already aligned position gets four bytes. Both
     reference implementations write and skip padding this way, so a reader
     that skips zero bytes at an aligned position misreads their files.
@@ -159,7 +159,7 @@ class ByteReader:
         self.pos += n
 
     def skip_padding(self) -> None:
-        """Skip the alignment padding that precedes an ``f32`` array (FORMAT.md §4)."""
+        """Skip the alignment padding that precedes an ``f32`` array (docs/format.md §4)."""
         self.skip(padding(self.pos), "alignment padding")
 
     def string(self, what: str = "string") -> str:
@@ -389,7 +389,7 @@ class ByteWriter:
         self.raw(data)
 
     def padding(self) -> None:
-        """Write the zero padding that precedes an ``f32`` array (FORMAT.md §4)."""
+        """Write the zero padding that precedes an ``f32`` array (docs/format.md §4)."""
         self.raw(b"\x00" * padding(self.pos))
 
     def array(self, arr: npt.ArrayLike, dtype: str) -> None:

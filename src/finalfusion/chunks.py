@@ -4,7 +4,7 @@ Every chunk on disk is framed as::
 
     u32 chunk id | u64 chunk length | payload (chunk length bytes)
 
-Only this module reads and writes that frame (FORMAT.md §1). Chunk classes
+Only this module reads and writes that frame (docs/format.md §1). Chunk classes
 parse and write their *payload* only and register themselves with
 :func:`register`; there is no ``if``/``elif`` over chunk ids anywhere. The
 role of a chunk (metadata, vocabulary, storage, norms) follows from its id
@@ -55,7 +55,7 @@ FRAME_BYTES: Final = _FRAME.size
 
 
 class ChunkIdentifier(enum.IntEnum):
-    """Identifiers of the finalfusion chunks (FORMAT.md §5).
+    """Identifiers of the finalfusion chunks (docs/format.md §5).
 
     Examples
     --------
@@ -122,7 +122,7 @@ class TypeId(enum.IntEnum):
     f32 = 10
 
 
-#: The role of every chunk id: the one table roles come from (FORMAT.md §5).
+#: The role of every chunk id: the one table roles come from (docs/format.md §5).
 _ROLES: Final[dict[ChunkIdentifier, str]] = {
     ChunkIdentifier.Header: "header",
     ChunkIdentifier.Metadata: "metadata",
@@ -201,7 +201,7 @@ class Chunk:
         """Length of the payload when it starts at absolute file ``offset``.
 
         The offset matters because array chunks pad to 4-byte alignment
-        relative to the start of the file (FORMAT.md §4).
+        relative to the start of the file (docs/format.md §4).
 
         Examples
         --------

@@ -1,6 +1,6 @@
 """Whole finalfusion files: a header and a sequence of chunks, read and written.
 
-A file is a header followed by chunks (FORMAT.md §1). :func:`read_chunks`
+A file is a header followed by chunks (docs/format.md §1). :func:`read_chunks`
 walks them strictly: every chunk must be known, parse to exactly its
 declared length, and match the header's list -- with two tolerated legacy
 deviations (a trailing ``NdNorms`` chunk the header omits, and the short

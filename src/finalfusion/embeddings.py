@@ -1,6 +1,6 @@
 """The :class:`Embeddings` facade: lookups over a vocabulary and a storage.
 
-Lookup semantics follow FORMAT.md §9: a known word returns its stored row;
+Lookup semantics follow docs/format.md §9: a known word returns its stored row;
 an unknown word in a subword vocabulary returns the l2-normalised sum of
 its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 """
@@ -21,6 +21,7 @@ from finalfusion import similarity
 from finalfusion._atomic import Target
 from finalfusion._fileref import FileRef, remap
 from finalfusion._source import Source
+from finalfusion._display import embeddings_html as _embeddings_html
 from finalfusion._threads import CPUS, run_tasks
 from finalfusion.chunks import Chunk
 from finalfusion.container import read_chunks, read_source, write_chunks
@@ -498,6 +499,9 @@ class Embeddings:
         ]
         return f"Embeddings({', '.join(parts)})"
 
+    def _repr_html_(self) -> str:
+        return _embeddings_html(self, None if (ref := self._by_reference()) is None else ref.path)
+
     # -- queries (similarity.py) --
     def word_similarity(self, query: str, k: int = 10, *, skip: Iterable[str] | None = None, rerank: int | None = None) -> list[SimilarityResult] | None:
         """The ``k`` nearest neighbours of a word by cosine similarity.
@@ -863,7 +867,7 @@ class Embeddings:
         it is memory-mapped by this or another process. An explicit n-gram
         vocabulary whose indices are not numbered by first appearance is
         written renumbered, with its subword rows permuted to match
-        (FORMAT.md §5.8): the file gives the same lookups.
+        (docs/format.md §5.8): the file gives the same lookups.
 
         Parameters
         ----------
@@ -892,7 +896,7 @@ class Embeddings:
         """``self``, or equal embeddings whose explicit n-gram indices are numbered by first appearance.
 
         Files number the subword rows of an explicit vocabulary in order of
-        first appearance in the n-gram list (FORMAT.md §5.8; finalfusion-rust
+        first appearance in the n-gram list (docs/format.md §5.8; finalfusion-rust
         renumbers on reading). An :class:`~finalfusion.subword.ExplicitIndexer`
         built with other dense numbers is renumbered and the subword rows are
         permuted to match, so every lookup of the written file is unchanged.

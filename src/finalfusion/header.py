@@ -1,4 +1,4 @@
-"""The finalfusion file header (FORMAT.md §2).
+"""The finalfusion file header (docs/format.md §2).
 
 ===========  ======  ==============================================
 offset       size    field

@@ -1,4 +1,4 @@
-"""``Metadata`` chunk (id 5): a free-form TOML table (FORMAT.md §5.5, §12).
+"""``Metadata`` chunk (id 5): a free-form TOML table (docs/format.md §5.5, §12).
 
 The payload is the UTF-8 TOML document itself; its length is the chunk length.
 """
@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import tomli_w
 
+from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter, invalid_utf8
 from finalfusion._source import Source
 from finalfusion.chunks import ChunkIdentifier, register
@@ -147,6 +148,9 @@ class Metadata(FileChunk, MutableMapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"Metadata({self.data!r})"
+
+    def _repr_html_(self) -> str:
+        return _display.metadata_html(self)
 
 
 def load_metadata(file: Source) -> Metadata:

@@ -1,4 +1,4 @@
-"""``NdNorms`` chunk (id 6): the l2 norm of every word before normalisation (FORMAT.md §5.6).
+"""``NdNorms`` chunk (id 6): the l2 norm of every word before normalisation (docs/format.md §5.6).
 
 ===========  ===========  =========================================
 body offset  type         field
@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter, check_array_size, padding
 from finalfusion._source import Source
 from finalfusion.chunks import ChunkIdentifier, TypeId, register
@@ -113,6 +114,9 @@ class Norms(FileChunk):
 
     def __repr__(self) -> str:
         return f"Norms(<{len(self.norms)} norms>)"
+
+    def _repr_html_(self) -> str:
+        return _display.norms_html(self)
 
 
 def load_norms(file: Source, mmap: bool = False) -> Norms:

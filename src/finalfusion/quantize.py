@@ -1,7 +1,7 @@
 """Product quantization in pure numpy: k-means, PQ, OPQ, Gaussian OPQ and encoding.
 
 The trained quantizer is stored in a :class:`~finalfusion.storage.QuantizedArray`
-chunk (FORMAT.md §5.4), which reconstructs row ``i`` as::
+chunk (docs/format.md §5.4), which reconstructs row ``i`` as::
 
     concat(centroids[j][codes[i, j]] for j in range(q)) @ projection.T * norms[i]
 

@@ -1,4 +1,4 @@
-"""Nearest neighbours, analogies and analogy evaluation (FORMAT.md §10).
+"""Nearest neighbours, analogies and analogy evaluation (docs/format.md §10).
 
 The public API is :data:`__all__` plus the query methods of
 :class:`~finalfusion.Embeddings`; the other functions here are the
@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import _display
 from finalfusion._threads import CPUS
 from finalfusion.errors import FormatError
 from finalfusion.storage.ndarray import NdArray
@@ -58,6 +59,7 @@ __all__ = [
     "AnalogyEvaluation",
     "AnalogySection",
     "SimilarityResult",
+    "SimilarityResults",
     "clear_cache",
     "evaluate_analogies",
 ]
@@ -113,6 +115,24 @@ class SimilarityResult:
 
     word: str = field(compare=False)
     similarity: float
+
+
+class SimilarityResults(list[SimilarityResult]):
+    """The neighbours of one query, best first: a plain ``list`` of :class:`SimilarityResult`.
+
+    It is a ``list`` subclass (equal to, and usable as, the list that
+    finalfusion-python 0.7 returned) whose only addition is a ranked table in
+    Jupyter (``_repr_html_``).
+
+    Examples
+    --------
+    >>> r = SimilarityResults([SimilarityResult("Potsdam", 0.88)])
+    >>> r == [SimilarityResult("Potsdam", 0.88)], isinstance(r, list), "<td" in r._repr_html_()
+    (True, True, True)
+    """
+
+    def _repr_html_(self) -> str:
+        return _display.results_html(self)
 
 
 def check_k(k: Any) -> int:
@@ -689,10 +709,10 @@ def prune(s: F32, lo: int, best_s: F32) -> tuple[I64, F32, I64] | None:
     return rows, out_s, out_i
 
 
-def results(index: QueryIndex, scores: F32, ids: I64) -> list[SimilarityResult]:
+def results(index: QueryIndex, scores: F32, ids: I64) -> SimilarityResults:
     """:class:`SimilarityResult` list for one query."""
     words = index.words
-    return [SimilarityResult(words[i], float(s)) for s, i in zip(scores.tolist(), ids.tolist(), strict=True)]
+    return SimilarityResults(SimilarityResult(words[i], float(s)) for s, i in zip(scores.tolist(), ids.tolist(), strict=True))
 
 
 def word_ids(index: QueryIndex, emb: Embeddings, words: Iterable[str] | None) -> I64:
@@ -885,6 +905,9 @@ class AnalogyEvaluation:
     """
 
     sections: list[AnalogySection]
+
+    def _repr_html_(self) -> str:
+        return _display.evaluation_html(self)
 
     @property
     def correct(self) -> int:

@@ -1,4 +1,4 @@
-"""Reading and writing foreign embedding formats (FORMAT.md §13).
+"""Reading and writing foreign embedding formats (docs/format.md §13).
 
 One module per format: :mod:`~finalfusion.compat.word2vec`,
 :mod:`~finalfusion.compat.text`, :mod:`~finalfusion.compat.fasttext`,

@@ -1,4 +1,4 @@
-"""Helpers shared by the readers and writers of foreign formats (FORMAT.md §13).
+"""Helpers shared by the readers and writers of foreign formats (docs/format.md §13).
 
 * :func:`open_input` opens a path or binary file object for reading and
   transparently decompresses gzip (recognised by its magic bytes); it is

@@ -1,4 +1,4 @@
-"""fastText ``.bin`` models (FORMAT.md §13.3).
+"""fastText ``.bin`` models (docs/format.md §13.3).
 
 =================  ===============================================================
 field              layout (little-endian)

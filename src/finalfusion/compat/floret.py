@@ -1,4 +1,4 @@
-"""floret text vectors (``.floret``, FORMAT.md §13.4), as floret's ``save_floret_vectors`` and spaCy write them.
+"""floret text vectors (``.floret``, docs/format.md §13.4), as floret's ``save_floret_vectors`` and spaCy write them.
 
 ::
 

@@ -1,4 +1,4 @@
-"""Text formats (FORMAT.md §13.2): one word per line followed by its components.
+"""Text formats (docs/format.md §13.2): one word per line followed by its components.
 
 * **text-dims** (word2vec text, fastText ``.vec``): a first line ``"<rows> <dims>"``;
   :func:`load_text_dims` / :func:`write_text_dims`.

@@ -1,4 +1,4 @@
-"""word2vec binary format (FORMAT.md §13.1).
+"""word2vec binary format (docs/format.md §13.1).
 
 ::
 

@@ -1,4 +1,4 @@
-"""``NdArray`` chunk (id 2): a dense ``f32`` matrix (FORMAT.md §5.2).
+"""``NdArray`` chunk (id 2): a dense ``f32`` matrix (docs/format.md §5.2).
 
 ===========  ===========  =========================================
 body offset  type         field
@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter, check_array_size, padding
 from finalfusion.chunks import ChunkIdentifier, TypeId, register
 from finalfusion.container import FileChunk
@@ -57,6 +58,9 @@ class Storage(FileChunk):
         """
         raise NotImplementedError
 
+    def _repr_html_(self) -> str:
+        return _display.storage_html(self)
+
     def __len__(self) -> int:
         return self.shape[0]
 
@@ -84,7 +88,7 @@ class Storage(FileChunk):
 
 
 def read_type_id(reader: ByteReader, expected: TypeId, what: str) -> None:
-    """Read a data type id and require ``expected`` (FORMAT.md §5)."""
+    """Read a data type id and require ``expected`` (docs/format.md §5)."""
     at = reader.pos
     found = reader.u32(what)
     if found != expected:

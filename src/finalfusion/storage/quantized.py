@@ -1,4 +1,4 @@
-"""``QuantizedArray`` chunk (id 4): product-quantized embeddings (FORMAT.md §5.4).
+"""``QuantizedArray`` chunk (id 4): product-quantized embeddings (docs/format.md §5.4).
 
 ===========  ==============  =============================================
 body offset  type            field

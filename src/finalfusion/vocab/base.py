@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter
 from finalfusion.container import FileChunk
 from finalfusion.errors import FormatError
@@ -188,6 +189,9 @@ class Vocab(FileChunk):
 
     def _repr_extra(self) -> str:
         return ""
+
+    def _repr_html_(self) -> str:
+        return _display.vocab_html(self)
 
 
 #: Words serialised at once by :meth:`Vocab._write_words`.

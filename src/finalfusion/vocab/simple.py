@@ -1,4 +1,4 @@
-"""``SimpleVocab`` chunk (id 1): a word list without subwords (FORMAT.md §5.1).
+"""``SimpleVocab`` chunk (id 1): a word list without subwords (docs/format.md §5.1).
 
 ===========  =========  ==========================
 body offset  type       field

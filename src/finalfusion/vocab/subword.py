@@ -1,4 +1,4 @@
-"""Subword vocabulary chunks (FORMAT.md §5.3, §5.7, §5.8, §5.9).
+"""Subword vocabulary chunks (docs/format.md §5.3, §5.7, §5.8, §5.9).
 
 ``BucketSubwordVocab`` (3) and ``FastTextSubwordVocab`` (7)::
 
@@ -296,7 +296,7 @@ class ExplicitVocab(SubwordVocab):
         return cls(words, ExplicitIndexer(ngrams, min_n, max_n, ngram_index), _index=index)._set_words_nbytes(nbytes)
 
     def legacy_length(self, declared: int, consumed: int) -> str | None:
-        """Accept the length finalfusion-python 0.7 writes: 8 bytes short per n-gram (FORMAT.md §5.8).
+        """Accept the length finalfusion-python 0.7 writes: 8 bytes short per n-gram (docs/format.md §5.8).
 
         Examples
         --------
