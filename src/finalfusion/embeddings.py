@@ -19,9 +19,9 @@ import numpy.typing as npt
 
 from finalfusion import similarity
 from finalfusion._atomic import Target
+from finalfusion._display import embeddings_html as _embeddings_html
 from finalfusion._fileref import FileRef, remap
 from finalfusion._source import Source
-from finalfusion._display import embeddings_html as _embeddings_html
 from finalfusion._threads import CPUS, run_tasks
 from finalfusion.chunks import Chunk
 from finalfusion.container import read_chunks, read_source, write_chunks
