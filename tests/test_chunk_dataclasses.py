@@ -145,6 +145,10 @@ def test_metadata_read_from_a_file_is_written_back_as_read_until_changed() -> No
 @pytest.mark.parametrize(
     "module",
     [
+        "finalfusion",
+        "finalfusion.compat",
+        "finalfusion.compat._registry",
+        "finalfusion.compat.sniff",
         "finalfusion.metadata",
         "finalfusion.vocab",
         "finalfusion.vocab.base",
