@@ -3,7 +3,8 @@
 One module per format: :mod:`~finalfusion.compat.word2vec`,
 :mod:`~finalfusion.compat.text`, :mod:`~finalfusion.compat.fasttext`,
 :mod:`~finalfusion.compat.floret`; :func:`load` recognises the format from
-the file's first bytes. Every loader accepts a path, ``bytes`` or a binary
+the file's first bytes, asking the formats of one registry
+(:func:`formats` lists them, with what each can do). Every loader accepts a path, ``bytes`` or a binary
 file object, decompresses gzip transparently, and returns
 :class:`~finalfusion.embeddings.Embeddings`; like finalfusion-python 0.7.1
 the word rows are l2-normalised and their norms kept (``normalize=False``
@@ -21,6 +22,8 @@ Examples
 
 from __future__ import annotations
 
+from finalfusion.compat import _finalfusion  # noqa: F401  (registers the finalfusion format)
+from finalfusion.compat._registry import Format, formats
 from finalfusion.compat.fasttext import load_fasttext, write_fasttext
 from finalfusion.compat.floret import load_floret, write_floret
 from finalfusion.compat.sniff import load, sniff_format
@@ -28,6 +31,8 @@ from finalfusion.compat.text import load_text, load_text_dims, write_text, write
 from finalfusion.compat.word2vec import load_word2vec, write_word2vec
 
 __all__ = [
+    "Format",
+    "formats",
     "load",
     "load_fasttext",
     "load_floret",

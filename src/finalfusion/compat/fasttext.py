@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from finalfusion._atomic import atomic_output
 from finalfusion.compat._common import check_limit, decode_word, dense_matrix_with_norms, embeddings_from, input_size, open_input, simple_vocab
+from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, LegacyFormatWarning, Truncated, UnsupportedVersion
 from finalfusion.metadata import Metadata
@@ -589,3 +590,23 @@ def _write_rows(f: IO[bytes], embeddings: Embeddings, lo: int, hi: int) -> None:
         stop = min(hi, start + step)
         block = storage.matrix[start:stop] if isinstance(storage, NdArray) else storage.rows(np.arange(start, stop))
         f.write(_raw_bytes(np.ascontiguousarray(block, dtype="<f4")))
+
+
+def _detect(sample: bytes, path: str | None) -> bool:
+    """fastText models start with the magic number (i32 793712314)."""
+    return sample.startswith(_MAGIC_BYTES)
+
+
+_MAGIC_BYTES: Final = struct.pack("<i", MAGIC)
+
+register_format(
+    "fasttext",
+    description="fastText .bin model (version 12): words, n-gram buckets and training settings",
+    extensions=(".bin",),
+    order=10,
+    detector=_detect,
+    loader=load_fasttext,
+    writer=write_fasttext,
+    options=("normalize", "lossy", "limit"),
+    mismatch="no magic 793712314",
+)

@@ -20,6 +20,7 @@ import numpy as np
 
 from finalfusion._atomic import atomic_output
 from finalfusion.compat._common import check_header_int, decode_word, input_size, open_input, reuse_freed_memory
+from finalfusion.compat._registry import register_format
 from finalfusion.compat.text import read_text_rows
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
@@ -187,3 +188,22 @@ def write_floret(file: Any, embeddings: Embeddings, *, fsync: bool = False) -> N
             block = storage.matrix[start:stop] if isinstance(storage, NdArray) else storage.rows(np.arange(start, stop))
             text = "".join([fmt % (start + i, *row) for i, row in enumerate(np.asarray(block, dtype=np.float32).tolist())])
             f.write(text.encode("ascii"))
+
+
+def _detect(sample: bytes, path: str | None) -> bool:
+    """A first line of 8 fields, the first 6 integers: ``n_buckets dims min_n max_n n_hashes seed bow eow``."""
+    fields = sample.split(b"\n", 1)[0].split()
+    return len(fields) == 8 and all(f.isdigit() for f in fields[:6])
+
+
+register_format(
+    "floret",
+    description="floret text vectors: an 8-field header, then one row per hashed n-gram bucket (no words)",
+    extensions=(".floret",),
+    order=100,
+    detector=_detect,
+    loader=load_floret,
+    writer=write_floret,
+    options=("lossy",),
+    mismatch='the first line is not "n_buckets dims min_n max_n n_hashes seed bow eow"',
+)

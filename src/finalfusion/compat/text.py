@@ -47,6 +47,8 @@ from finalfusion.compat._common import (
     read_dims_header,
     reuse_freed_memory,
 )
+from finalfusion.compat._registry import register_format
+from finalfusion.compat.word2vec import DIMS_MISMATCH, dims_file_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
 
@@ -531,3 +533,42 @@ def format_rows(matrix: npt.NDArray[np.float32]) -> list[str]:
     if not rows:
         return rows
     return _POINT_ZERO.sub("", "\n".join(rows)).split("\n")
+
+
+#: A number in a text file's first line (what the format sniffer accepts; the reader is stricter).
+_NUMBER = re.compile(rb"\A[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|\A[-+]?(nan|inf|infinity)\Z", re.IGNORECASE)
+
+
+def _detect_text_dims(sample: bytes, path: str | None) -> bool:
+    return dims_file_format(sample) == "text-dims"
+
+
+def _detect_text(sample: bytes, path: str | None) -> bool:
+    """A word followed by numbers on the first line (tried last: a "<rows> <dims>" line looks like that too)."""
+    first = sample.split(b"\n", 1)[0]
+    fields = first.split()
+    return len(fields) >= 2 and all(_NUMBER.match(f) for f in fields[1:]) and b"\x00" not in first
+
+
+register_format(
+    "text-dims",
+    description='text with a dims line (word2vec text, fastText .vec): "<rows> <dims>", then a word and dims numbers per line',
+    extensions=(".vec", ".txt"),
+    order=120,
+    detector=_detect_text_dims,
+    loader=load_text_dims,
+    writer=write_text_dims,
+    options=("normalize", "lossy", "limit"),
+    mismatch=DIMS_MISMATCH,
+)
+register_format(
+    "text",
+    description="text without a header (GloVe): a word and its numbers per line",
+    extensions=(".txt",),
+    order=200,
+    detector=_detect_text,
+    loader=load_text,
+    writer=write_text,
+    options=("normalize", "lossy", "limit"),
+    mismatch="the first line is not a word followed by numbers",
+)

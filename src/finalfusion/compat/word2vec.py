@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +37,7 @@ from finalfusion.compat._common import (
     read_dims_header,
     reuse_freed_memory,
 )
+from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
 
@@ -302,3 +303,53 @@ def write_word2vec(file: Any, embeddings: Embeddings, *, unnormalize: bool = Tru
             for j, w in enumerate(block):
                 parts += (w.encode("utf-8"), b" ", data[j * vec : (j + 1) * vec], b"\n")
             f.write(b"".join(parts))
+
+
+#: The ``"<rows> <dims>"`` line that starts word2vec and text-dims files.
+_DIMS_LINE = re.compile(rb"\A(\d+)[ \t]+(\d+)[ \t\r]*\n")
+#: Bytes a text-dims body may consist of (after the words).
+_TEXTUAL = re.compile(rb"\A[-+0-9.eEnaifNAIF \t\r\n]*\Z")
+#: Why a sample is neither word2vec nor text-dims (one reason for both, named together).
+DIMS_MISMATCH: Final = 'no "<rows> <dims>" first line'
+
+
+def dims_file_format(sample: bytes) -> str | None:
+    """``"word2vec"`` or ``"text-dims"`` for a sample that starts with a ``"<rows> <dims>"`` line, else ``None``.
+
+    After the line, the first word is followed by binary floats (word2vec) or
+    by decimal numbers (text-dims); binary floats almost never look like text.
+
+    Examples
+    --------
+    >>> dims_file_format(b"2 3\\nBerlin 1 2 3\\n"), dims_file_format(b"2 3\\nBerlin \\x00\\x00\\x80?"), dims_file_format(b"Berlin 1 2 3\\n")
+    ('text-dims', 'word2vec', None)
+    """
+    header = _DIMS_LINE.match(sample)
+    if header is None:
+        return None
+    body, dims = sample[header.end() :], int(header.group(2))
+    sep = body.find(b" ")
+    if sep < 0 or dims == 0:
+        return "text-dims"
+    vector = body[sep + 1 : sep + 1 + 4 * dims]
+    line = body.split(b"\n", 1)[0]
+    if _TEXTUAL.match(vector.split(b"\n", 1)[0]) and (len(line.split()) == dims + 1 or b"\n" not in body):
+        return "text-dims"
+    return "word2vec"
+
+
+def _detect(sample: bytes, path: str | None) -> bool:
+    return dims_file_format(sample) == "word2vec"
+
+
+register_format(
+    "word2vec",
+    description='word2vec binary: a "<rows> <dims>" line, then per row a word, a space and dims float32s',
+    extensions=(".bin", ".w2v"),
+    order=110,
+    detector=_detect,
+    loader=load_word2vec,
+    writer=write_word2vec,
+    options=("normalize", "lossy", "limit"),
+    mismatch=DIMS_MISMATCH,
+)
