@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from finalfusion.compat.fasttext import load_fasttext, write_fasttext
 from finalfusion.compat.floret import load_floret, write_floret
+from finalfusion.compat.lightseq import load_lightseq
+from finalfusion.compat.safetensors import load_safetensors
 from finalfusion.compat.sniff import load, sniff_format
 from finalfusion.compat.text import load_text, load_text_dims, write_text, write_text_dims
 from finalfusion.compat.word2vec import load_word2vec, write_word2vec
@@ -31,6 +33,8 @@ __all__ = [
     "load",
     "load_fasttext",
     "load_floret",
+    "load_lightseq",
+    "load_safetensors",
     "load_text",
     "load_text_dims",
     "load_word2vec",
