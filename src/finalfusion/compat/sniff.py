@@ -6,6 +6,7 @@
 what the input starts with       format
 ===============================  ==============================================
 ``FiFu``                         finalfusion
+``GGUF``                         GGUF (llama.cpp; either byte order)
 i32 793712314 (``ba 16 4f 2f``)  fastText ``.bin``
 8 fields, 6 integers             floret text (``n_buckets dims min_n max_n n_hashes seed bow eow``)
 2 integers, then binary floats   word2vec binary
@@ -31,7 +32,7 @@ from finalfusion.errors import FormatError
 __all__ = ["FORMATS", "load", "sniff_format"]
 
 #: Names returned by :func:`sniff_format`.
-FORMATS = ("finalfusion", "fasttext", "floret", "word2vec", "text-dims", "text")
+FORMATS = ("finalfusion", "gguf", "fasttext", "floret", "word2vec", "text-dims", "text")
 
 #: Bytes looked at.
 _SAMPLE = 1 << 16
@@ -70,6 +71,8 @@ def sniff_format(sample: bytes) -> str:
         raise FormatError("cannot tell the format of an empty input", offset=0, expected="data", found="no data")
     if sample.startswith(b"FiFu"):
         return "finalfusion"
+    if sample.startswith(b"GGUF"):
+        return "gguf"
     if sample.startswith(_FASTTEXT_MAGIC):
         return "fasttext"
     first = sample.split(b"\n", 1)[0]
@@ -116,8 +119,8 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
 
     Gzip-compressed input is decompressed transparently. The options apply
     where the format has them: ``normalize``, ``lossy`` and ``limit`` to
-    word2vec, text, text-dims and fastText (see :func:`~finalfusion.compat.load_word2vec`);
-    ``lossy`` to floret; ``mmap`` to uncompressed finalfusion files given by path.
+    word2vec, text, text-dims, fastText (see :func:`~finalfusion.compat.load_word2vec`) and GGUF (``normalize``);
+    ``lossy`` to floret; ``mmap`` to uncompressed finalfusion files and F32 GGUF tables given by path.
 
     Parameters
     ----------
@@ -140,10 +143,15 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
     >>> emb.vocab.words, emb["foo"].tolist()
     (['foo', 'bar'], [0.6000000238418579, 0.800000011920929])
     """
-    if mmap and isinstance(file, (str, os.PathLike)):
+    if isinstance(file, (str, os.PathLike)) and os.path.isfile(file):
         with open(file, "rb") as raw:
-            if raw.read(4) == b"FiFu":
-                return load_finalfusion(file, mmap=True)
+            magic = raw.read(4)
+        if mmap and magic == b"FiFu":
+            return load_finalfusion(file, mmap=True)
+        if magic == b"GGUF":  # mapped, so only the header and the table are read
+            from finalfusion.compat.gguf import load_gguf
+
+            return load_gguf(file, normalize=normalize, mmap=mmap)
     with open_input(file) as f:
         sample, stream = peek(f, _SAMPLE)
         fmt = sniff_format(sample)
@@ -153,6 +161,10 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
 def _load_as(fmt: str, f: IO[bytes], normalize: bool, lossy: bool, limit: int | None) -> Embeddings:
     if fmt == "finalfusion":
         return load_finalfusion(f)
+    if fmt == "gguf":
+        from finalfusion.compat.gguf import load_gguf
+
+        return load_gguf(f, normalize=normalize)
     if fmt == "fasttext":
         from finalfusion.compat.fasttext import load_fasttext
 

@@ -1,0 +1,291 @@
+"""SentencePiece models with piece vectors (BPEmb-style) as embeddings.
+
+BPEmb and similar projects ship a SentencePiece ``.model`` and one vector
+per piece, usually as a word2vec file keyed by piece. :func:`load_sentencepiece`
+joins the two: row ``i`` is piece id ``i``, and words that are not pieces
+are embedded through the model's own tokenizer (a
+:class:`~finalfusion.vocab.TokenizerVocab` with a
+:class:`~finalfusion.vocab.SentencePieceTokenizer`).
+
+The pieces are read from the ``ModelProto`` here, from the protobuf wire
+format (``ModelProto.pieces`` = field 1, each ``SentencePiece`` with
+``piece`` = 1, ``score`` = 2, ``type`` = 3; ``trainer_spec`` = 2 with the
+special ids 40-43; ``normalizer_spec`` = 3), so loading works without the
+``sentencepiece`` and ``protobuf`` packages; tokenizing unknown words
+needs ``sentencepiece``.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.compat._common import normalize_rows
+from finalfusion.embeddings import Embeddings
+from finalfusion.errors import FormatError
+from finalfusion.metadata import Metadata
+from finalfusion.norms import Norms
+from finalfusion.storage import NdArray
+from finalfusion.vocab.tokenizer import SentencePieceTokenizer, TokenizerVocab
+
+__all__ = ["load_sentencepiece", "sentencepiece_pieces", "sentencepiece_proto"]
+
+FORMAT: Final = "SentencePiece model"
+# Piece types (SentencePiece's ModelProto.SentencePiece.Type; llama.cpp's token types use the same numbers).
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _field(number: int, wire: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | wire) + payload
+
+
+def _pb_bytes(number: int, data: bytes) -> bytes:
+    return _field(number, 2, _varint(len(data)) + data)
+
+
+def _pb_int(number: int, value: int) -> bytes:
+    return _field(number, 0, _varint(value))
+
+
+def sentencepiece_proto(
+    tokens: list[str],
+    scores: npt.NDArray[Any] | None,
+    types: npt.NDArray[Any] | None,
+    *,
+    special: dict[str, int] | None = None,
+    add_dummy_prefix: bool = True,
+) -> bytes:
+    """A SentencePiece ``ModelProto`` (BPE, identity normaliser) as llama.cpp tokenizes GGUF ``llama`` vocabularies.
+
+    The protobuf wire format is written directly (no ``protobuf``
+    dependency): pieces with score and type, a trainer spec with the model
+    type, byte fallback (when all 256 ``<0xNN>`` byte pieces exist) and the
+    special ids, and a normaliser that only escapes spaces as ``▁`` and adds
+    the dummy prefix (``tokenizer.ggml.add_space_prefix``, default true).
+
+    Examples
+    --------
+    >>> proto = sentencepiece_proto(["<unk>", "a"], np.array([0.0, -1.0]), np.array([2, 1]))
+    >>> sentencepiece_pieces(proto)
+    (['<unk>', 'a'], [0.0, -1.0], [2, 1], {'unk': 0, 'bos': -1, 'eos': -1, 'pad': -1}, True)
+    """
+    special = special or {}
+    out = bytearray()
+    byte_pieces = 0
+    for i, piece in enumerate(tokens):
+        t = int(types[i]) if types is not None and i < len(types) else NORMAL
+        if t not in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE):
+            t = NORMAL
+        if t == BYTE:
+            byte_pieces += 1
+        s = float(scores[i]) if scores is not None and i < len(scores) else 0.0
+        body = _pb_bytes(1, piece.encode("utf-8")) + _field(2, 5, struct.pack("<f", s)) + _pb_int(3, t)
+        out += _pb_bytes(1, body)
+    unk = special.get("unk", next((i for i in range(len(tokens)) if types is not None and i < len(types) and int(types[i]) == UNKNOWN), -1))
+    trainer = _pb_int(3, 2) + _pb_int(4, len(tokens)) + _pb_int(35, 1 if byte_pieces >= 256 else 0)
+    trainer += _pb_int(40, unk) + _pb_int(41, special.get("bos", -1)) + _pb_int(42, special.get("eos", -1)) + _pb_int(43, special.get("pad", -1))
+    out += _pb_bytes(2, trainer)
+    normalizer = _pb_bytes(1, b"identity") + _pb_int(3, int(add_dummy_prefix)) + _pb_int(4, 0) + _pb_int(5, 1)
+    out += _pb_bytes(3, normalizer)
+    return bytes(out)
+
+
+def _pb_fields(data: bytes, where: str) -> Iterator[tuple[int, int, Any]]:
+    """``(number, wire type, value)`` of every field of a protobuf message (varints as ints, others as bytes)."""
+    pos, n = 0, len(data)
+
+    def varint() -> int:
+        nonlocal pos
+        shift = result = 0
+        while True:
+            if pos >= n or shift > 63:
+                raise FormatError("malformed protobuf varint", offset=pos, chunk=where, expected="a varint", found="end of data or too long")
+            b = data[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+
+    while pos < n:
+        key = varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            yield number, wire, varint()
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            if pos + size > n:
+                raise FormatError("protobuf field runs past the end", offset=pos, chunk=where, expected=f"{size} bytes", found=n - pos)
+            yield number, wire, data[pos : pos + size]
+            pos += size
+        elif wire == 2:
+            size = varint()
+            if pos + size > n:
+                raise FormatError("protobuf field runs past the end", offset=pos, chunk=where, expected=f"{size} bytes", found=n - pos)
+            yield number, wire, data[pos : pos + size]
+            pos += size
+        else:
+            raise FormatError("unsupported protobuf wire type", offset=pos, chunk=where, expected="0, 1, 2 or 5", found=wire)
+
+
+def sentencepiece_pieces(proto: bytes) -> tuple[list[str], list[float], list[int], dict[str, int], bool]:
+    """Pieces, scores, types, special ids and ``add_dummy_prefix`` of a SentencePiece ``ModelProto`` (without ``protobuf``).
+
+    Examples
+    --------
+    >>> sentencepiece_pieces(sentencepiece_proto(["<unk>"], None, np.array([2])))[0]
+    ['<unk>']
+    """
+    where = "SentencePiece model"
+    pieces: list[str] = []
+    scores: list[float] = []
+    types: list[int] = []
+    special = {"unk": 0, "bos": 1, "eos": 2, "pad": -1}  # the TrainerSpec defaults
+    dummy = True
+    for number, wire, value in _pb_fields(proto, where):
+        if number == 1 and wire == 2:
+            piece, score, ptype = "", 0.0, NORMAL
+            for n2, w2, v2 in _pb_fields(value, where):
+                if n2 == 1 and w2 == 2:
+                    piece = v2.decode("utf-8", "surrogateescape")
+                elif n2 == 2 and w2 == 5:
+                    score = struct.unpack("<f", v2)[0]
+                elif n2 == 3 and w2 == 0:
+                    ptype = v2
+            pieces.append(piece)
+            scores.append(score)
+            types.append(ptype)
+        elif number == 2 and wire == 2:
+            for n2, w2, v2 in _pb_fields(value, where):
+                if w2 == 0 and n2 in (40, 41, 42, 43):
+                    v = v2 - (1 << 64) if v2 >= 1 << 63 else v2
+                    special[("unk", "bos", "eos", "pad")[n2 - 40]] = v if v < 1 << 31 else v - (1 << 32)
+        elif number == 3 and wire == 2:
+            for n2, w2, v2 in _pb_fields(value, where):
+                if n2 == 3 and w2 == 0:
+                    dummy = bool(v2)
+    return pieces, scores, types, special, dummy
+
+
+def _model_bytes(model: Any) -> bytes:
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model)
+    if isinstance(model, (str, os.PathLike)):
+        with open(model, "rb") as f:
+            return f.read()
+    if hasattr(model, "read"):
+        data = model.read()
+        if isinstance(data, bytes):
+            return data
+    raise TypeError(f"model must be a path, bytes or a binary file object, got {type(model).__name__}")
+
+
+def load_sentencepiece(model: Any, vectors: Any, *, normalize: bool = True) -> Embeddings:
+    """Embeddings from a SentencePiece model and its piece vectors (BPEmb-style).
+
+    Parameters
+    ----------
+    model
+        A SentencePiece ``.model`` file: path, ``bytes`` or binary file object.
+    vectors
+        Either an array with one row per piece id (``(n_pieces, dims)``), or
+        embeddings keyed by piece: :class:`~finalfusion.embeddings.Embeddings`
+        or any file :func:`finalfusion.load` reads (BPEmb ships word2vec
+        files). Keyed vectors are reordered by piece id; control, unknown
+        and unused pieces the file lacks get zero rows.
+    normalize
+        l2-normalise the rows and keep their norms (``False``: rows as given).
+
+    Returns
+    -------
+    Embeddings
+        With a :class:`~finalfusion.vocab.TokenizerVocab`: pieces are known
+        words, anything else goes through the model's tokenizer.
+
+    Raises
+    ------
+    FormatError
+        If the model is malformed, the array has the wrong number of rows,
+        or a keyed file lacks ordinary pieces or has keys that are not
+        pieces (the message counts them and names a few).
+
+    Examples
+    --------
+    >>> proto = sentencepiece_proto(["<unk>", "\\u2581a", "b"], np.zeros(3), np.array([UNKNOWN, NORMAL, NORMAL]))
+    >>> emb = load_sentencepiece(proto, np.array([[0, 0], [3, 4], [0, 1]], dtype=np.float32))
+    >>> emb["\\u2581a"].tolist(), emb.norms.norms.tolist(), type(emb.vocab).__name__
+    ([0.6000000238418579, 0.800000011920929], [0.0, 5.0, 1.0], 'TokenizerVocab')
+    """
+    proto = _model_bytes(model)
+    pieces, _, types, _, _ = sentencepiece_pieces(proto)
+    if not pieces:
+        raise FormatError("the model has no pieces", chunk=FORMAT, expected="a SentencePiece ModelProto", found=f"{len(proto)} bytes without pieces")
+    n = len(pieces)
+    if isinstance(vectors, np.ndarray):
+        if vectors.ndim != 2 or vectors.shape[0] != n:
+            raise FormatError(
+                "the vectors do not match the model's pieces", chunk="vectors", expected=f"a ({n}, dims) array, one row per piece id", found=vectors.shape
+            )
+        matrix = np.array(vectors, dtype=np.float32, order="C")
+        source = "array"
+    else:
+        matrix = _keyed_rows(vectors, pieces, types)
+        source = "keyed"
+    try:
+        vocab = TokenizerVocab(pieces, SentencePieceTokenizer(proto))
+    except ValueError as exc:
+        raise FormatError("the model has duplicate pieces", chunk=FORMAT, expected="distinct pieces", found=str(exc)) from None
+    norms = Norms(normalize_rows(matrix)) if normalize else None
+    return Embeddings(NdArray(matrix), vocab, norms=norms, metadata=Metadata({"sentencepiece": {"pieces": n, "vectors": source}}))
+
+
+def _keyed_rows(vectors: Any, pieces: list[str], types: list[int]) -> npt.NDArray[np.float32]:
+    if not isinstance(vectors, Embeddings):
+        from finalfusion.compat.sniff import load
+
+        vectors = load(vectors, normalize=False)
+    keyed: Embeddings = vectors
+    words = keyed.vocab.words
+    rows = keyed.vocab.word_index.lookup(pieces)
+    missing = [(i, p) for i, p in enumerate(pieces) if rows[i] < 0 and types[i] not in (CONTROL, UNKNOWN, UNUSED)]
+    if missing:
+        raise FormatError(
+            f"{len(missing)} pieces of the model have no vector",
+            chunk="vectors",
+            expected="a vector for every ordinary piece",
+            found=", ".join(f"{p!r} (id {i})" for i, p in missing[:5]),
+        )
+    piece_set = set(pieces)
+    extra = [w for w in words if w not in piece_set]
+    if extra:
+        raise FormatError(
+            f"{len(extra)} vectors are keyed by strings that are not pieces of the model",
+            chunk="vectors",
+            expected="keys that are pieces",
+            found=", ".join(repr(w) for w in extra[:5]),
+        )
+    from finalfusion.compat._common import dense_matrix_with_norms
+
+    source = dense_matrix_with_norms(keyed)
+    matrix = np.zeros((len(pieces), keyed.dims), dtype=np.float32)
+    have = rows >= 0
+    matrix[have] = source[rows[have]]
+    return matrix
