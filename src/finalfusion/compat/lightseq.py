@@ -330,7 +330,7 @@ def load_lightseq(file: Any, vocab: Any, *, side: str = "src", normalize: bool =
     >>> table = np.array([[3, 4], [0, 1]], dtype="<f4").tobytes()
     >>> layer = field(1, table) + field(3, np.ones(2, dtype="<f4").tobytes())
     >>> emb = load_lightseq(field(1, layer), ["hello", "world"])   # a GPT/BERT export
-    >>> emb["hello"].tolist(), float(emb.norms[0]), emb.metadata["hidden_size"]
+    >>> emb["hello"].tolist(), float(emb.norms[0]), emb.metadata["lightseq"]["hidden_size"]
     ([0.6000000238418579, 0.800000011920929], 5.0, 2)
     """
     if side not in ("src", "trg"):
@@ -356,7 +356,6 @@ def load_lightseq(file: Any, vocab: Any, *, side: str = "src", normalize: bool =
         raise FormatError(f"row {bad} has a NaN or infinite component", offset=t.offset, chunk=where, expected="finite numbers", found=matrix[bad].tolist()[:8])
     scaling = ("at lookup" if t.quantized else "none" if t.no_scale else "stored") if t.model.endswith("Transformer") else "none"
     meta: dict[str, Any] = {
-        "source_format": _FORMAT,
         "file": os.path.basename(name),
         "model": t.model,
         "side": side,
@@ -371,4 +370,4 @@ def load_lightseq(file: Any, vocab: Any, *, side: str = "src", normalize: bool =
         meta["emb_clip_max"] = t.clip_max
     if t.no_scale is not None:
         meta["no_scale_embedding"] = t.no_scale
-    return embeddings_from([], matrix, normalize, Metadata(meta), vocab=vocabulary)
+    return embeddings_from([], matrix, normalize, Metadata({"lightseq": meta}), vocab=vocabulary)

@@ -534,7 +534,8 @@ def _decode_into(out: npt.NDArray[np.float32], raw: Any, dtype: str) -> None:
     elif dtype == "F16":
         out[...] = np.frombuffer(raw, dtype="<f2")
     elif dtype == "F64":
-        out[...] = np.frombuffer(raw, dtype="<f8")
+        with np.errstate(over="ignore"):  # values beyond float32 become inf, refused by the finiteness check
+            out[...] = np.frombuffer(raw, dtype="<f8")
     else:  # BF16: the upper half of a float32
         bits = out.view(np.uint32)
         np.left_shift(np.frombuffer(raw, dtype="<u2"), 16, out=bits, dtype=np.uint32)
@@ -605,7 +606,7 @@ def load_safetensors(path: Any, *, tensor: str | None = None, tokenizer: Any = N
     >>> table = np.array([[3, 4], [0, 2], [9, 9]], dtype="<f4")
     >>> head = json.dumps({"embeddings": {"dtype": "F32", "shape": [3, 2], "data_offsets": [0, 24]}}).encode()
     >>> emb = load_safetensors(struct.pack("<Q", len(head)) + head + table.tobytes(), tokenizer=["a", "b"])
-    >>> emb["a"].tolist(), float(emb.norms[0]), emb.metadata["padding_rows_dropped"]
+    >>> emb["a"].tolist(), float(emb.norms[0]), emb.metadata["safetensors"]["padding_rows_dropped"]
     ([0.6000000238418579, 0.800000011920929], 5.0, 1)
     """
     loc = _locate(path, tensor)
@@ -620,7 +621,6 @@ def load_safetensors(path: Any, *, tensor: str | None = None, tokenizer: Any = N
     matrix = _read_rows(loc.file, loc.header.data_start, info, n_tokens, normalize)
     _check_finite(matrix, where)
     meta: dict[str, Any] = {
-        "source_format": _FORMAT,
         "file": os.path.basename(loc.name),
         "tensor": info.name,
         "dtype": info.dtype,
@@ -628,4 +628,4 @@ def load_safetensors(path: Any, *, tensor: str | None = None, tokenizer: Any = N
         "tokenizer": described,
         "padding_rows_dropped": n_rows - n_tokens,
     }
-    return embeddings_from([], matrix, normalize, Metadata(meta), vocab=vocab)
+    return embeddings_from([], matrix, normalize, Metadata({"safetensors": meta}), vocab=vocab)
