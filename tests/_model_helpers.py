@@ -34,7 +34,7 @@ def random_words(n: int, seed: int = 0) -> list[str]:
     """``n`` distinct words, a quarter from each script, some mixed."""
     rng = random.Random(seed)
     out: dict[str, None] = {}
-    names = sorted(SCRIPTS) + [None]  # type: ignore[list-item]
+    names: list[str | None] = [*sorted(SCRIPTS), None]
     while len(out) < n:
         out[random_word(rng, names[len(out) % len(names)])] = None
     return list(out)
