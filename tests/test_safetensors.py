@@ -138,11 +138,9 @@ def test_table_and_unknown_words_bpe(tmp_path: Path, bpe_json: str, dtype: str) 
     assert type(emb.vocab).__name__ == "TokenizerVocab"
     assert emb.vocab.words == tokens
     np.testing.assert_array_equal(emb.storage.matrix, source)
-    assert (
-        emb.metadata["safetensors"]["tensor"] == name
-        and emb.metadata["safetensors"]["dtype"] == dtype
-        and emb.metadata["safetensors"]["padding_rows_dropped"] == 0
-    )
+    assert emb.metadata["safetensors"]["tensor"] == name
+    assert emb.metadata["safetensors"]["dtype"] == dtype
+    assert emb.metadata["safetensors"]["padding_rows_dropped"] == 0
     for i, tok in enumerate(tokens):
         np.testing.assert_array_equal(emb[tok], source[i])
     words = [w for w in random_words(400, 7) if w not in emb.vocab.words]
@@ -244,14 +242,15 @@ def test_model2vec_and_explicit_tensor(tmp_path: Path) -> None:
     emb = load_safetensors(tmp_path / "model.safetensors", tokenizer=["a", "b", "c", "d"], normalize=False)
     assert emb.metadata["safetensors"]["tensor"] == "embeddings"
     np.testing.assert_array_equal(emb["c"], table[2])
-    with pytest.raises(FormatError, match="cannot be read as float32|non-empty matrix"):
+    with pytest.raises(FormatError, match=r"cannot be read as float32|non-empty matrix"):
         load_safetensors(tmp_path / "model.safetensors", tensor="weights", tokenizer=["a"])
     with pytest.raises(FormatError, match="no tensor 'nope'"):
         load_safetensors(tmp_path / "model.safetensors", tensor="nope", tokenizer=["a"])
     save(tmp_path / "other.safetensors", {"encoder.layer.0.weight": table})
     with pytest.raises(FormatError) as info:
         load_safetensors(tmp_path / "other.safetensors", tokenizer=["a"])
-    assert "model.embed_tokens.weight" in str(info.value.expected) and "encoder.layer.0.weight" in str(info.value.found)
+    assert "model.embed_tokens.weight" in str(info.value.expected)
+    assert "encoder.layer.0.weight" in str(info.value.found)
     with pytest.raises(FileNotFoundError, match="tokenizer"):
         load_safetensors(tmp_path / "model.safetensors")
 
@@ -275,7 +274,8 @@ def test_golden_file() -> None:
     emb = load_safetensors(DATA / "safetensors_tiny.safetensors", tokenizer=DATA / "safetensors_tokenizer.json", normalize=False)
     assert emb.vocab.words == expected["tokens"]
     np.testing.assert_array_equal(emb.storage.matrix, np.array(expected["table"], dtype=np.float32))
-    assert emb.metadata["safetensors"]["dtype"] == "BF16" and emb.metadata["safetensors"]["padding_rows_dropped"] == expected["padding_rows"]
+    assert emb.metadata["safetensors"]["dtype"] == "BF16"
+    assert emb.metadata["safetensors"]["padding_rows_dropped"] == expected["padding_rows"]
     pytest.importorskip("tokenizers")
     for word, vec in expected["unknown"].items():
         np.testing.assert_allclose(emb.embedding(word), np.array(vec, dtype=np.float32), rtol=0, atol=2e-6, err_msg=word)
@@ -333,17 +333,21 @@ GOOD = {"embeddings": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}
 def test_hostile_headers(data: bytes, message: str) -> None:
     with pytest.raises(FormatError, match=message) as info:
         load_safetensors(data, tokenizer=["x", "y"])
-    assert info.value.chunk is not None and info.value.chunk.startswith("safetensors")
-    assert info.value.expected is not None and info.value.found is not None
+    assert info.value.chunk is not None
+    assert info.value.chunk.startswith("safetensors")
+    assert info.value.expected is not None
+    assert info.value.found is not None
 
 
 def test_errors_carry_offsets() -> None:
     with pytest.raises(Truncated) as info:
         read_safetensors_header(raw_file({"e": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, bytes(8)))
-    assert info.value.offset is not None and info.value.offset > 8
+    assert info.value.offset is not None
+    assert info.value.offset > 8
     with pytest.raises(FormatError) as info2:
         read_safetensors_header(raw_file(b'{"a": 1, "b": {"dtype": "X", "shape": [], "data_offsets": [0, 0]}}'))
-    assert info2.value.offset is not None and info2.value.offset >= 8
+    assert info2.value.offset is not None
+    assert info2.value.offset >= 8
 
 
 def test_shard_outside_directory_refused(tmp_path: Path) -> None:

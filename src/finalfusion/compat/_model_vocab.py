@@ -29,8 +29,8 @@ FAIRSEQ_SPECIALS: Final = ("<s>", "<pad>", "</s>", "<unk>")
 def read_fairseq_dict(data: bytes, where: str = "fairseq dict.txt") -> list[str]:
     """The tokens of a fairseq ``dict.txt``, in id order, with fairseq's four specials first.
 
-    Each line is ``<token> <count>`` (the count is ignored; a token may end
-    in ``#fairseq:overwrite`` to replace a special). fairseq's
+    Each line is ``<token> <count>`` (the count is ignored; a line may end in
+    `` #fairseq:overwrite`` to redefine a token that exists already). fairseq's
     ``Dictionary`` numbers ``<s> <pad> </s> <unk>`` 0-3 and the lines from 4
     on, as its ``add_from_file`` does.
 
@@ -59,9 +59,9 @@ def read_fairseq_dict(data: bytes, where: str = "fairseq dict.txt") -> list[str]
         except UnicodeDecodeError as exc:
             raise FormatError(f"line {number} is not UTF-8", offset=line_at + exc.start, chunk=where, expected="UTF-8 text", found=line[:40]) from None
         word, sep, count = text.rpartition(" ")
-        overwrite = False
-        if word.endswith(" #fairseq:overwrite"):
-            word, overwrite = word[: -len(" #fairseq:overwrite")], True
+        overwrite = count == "#fairseq:overwrite"
+        if overwrite:
+            word, sep, count = word.rpartition(" ")
         if not sep or not word or not count.lstrip("-").isdigit():
             raise FormatError(f"line {number} is not '<token> <count>'", offset=line_at, chunk=where, expected="<token> <count>", found=text[:60])
         if word in index and not overwrite:

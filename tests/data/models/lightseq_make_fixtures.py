@@ -277,7 +277,7 @@ def build_hdf5(path: Path, proto: str, hidden: int, src: np.ndarray, trg: np.nda
 
 
 #: The fairseq dictionary of the golden Transformer (fairseq adds <s> <pad> </s> <unk> in front).
-GOLDEN_DICT = "▁the 50\n▁of 40\n▁Haus 30\nen 20\ns 10\n▁Bär 5\nмир 4\nmadeupword0000 0\n"
+GOLDEN_DICT = "▁the 50\n▁of 40\n▁Haus 30\nen 20\ns 10\n▁Bär 5\nмир 4\nmadeupword0000 0\n"  # noqa: RUF001
 
 
 def main() -> None:
