@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion.compat._common import dense_matrix_with_norms, normalize_rows
-from finalfusion.compat.sentencepiece import CONTROL, NORMAL, USER_DEFINED, sentencepiece_pieces, sentencepiece_proto
+from finalfusion.compat.sentencepiece import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVersion
 from finalfusion.metadata import Metadata
@@ -591,13 +591,32 @@ def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray
     return json.dumps(doc, ensure_ascii=False)
 
 
-def _special_ids(kv: dict[str, Any]) -> dict[str, int]:
+def _special_ids(kv: dict[str, Any], types: npt.NDArray[Any] | None) -> dict[str, int]:
     out = {}
     for name in ("unk", "bos", "eos", "pad"):
         v = kv.get(f"tokenizer.ggml.{name}_token_id")
-        if isinstance(v, int) and not isinstance(v, bool):
-            out[name] = v
+        out[name] = v if isinstance(v, int) and not isinstance(v, bool) else -1
+    if out["unk"] < 0 and types is not None:
+        unknown = np.flatnonzero(types == UNKNOWN)
+        out["unk"] = int(unknown[0]) if len(unknown) else -1
     return out
+
+
+def _sentencepiece_model(kv: dict[str, Any], tokens: list[str], types: npt.NDArray[Any] | None, model_type: int) -> SentencePieceModel:
+    """The SentencePiece model llama.cpp tokenizes with: ``llama`` (BPE by scores, no normaliser) or ``t5`` (unigram, precompiled charsmap)."""
+    n = len(tokens)
+    scores = _typed_array(kv, "tokenizer.ggml.scores", n)
+    charsmap = kv.get("tokenizer.ggml.precompiled_charsmap") if model_type == UNIGRAM_MODEL else None
+    return SentencePieceModel(
+        tokens,
+        scores.astype(float).tolist() if scores is not None else [0.0] * n,
+        types.astype(int).tolist() if types is not None else [NORMAL] * n,
+        _special_ids(kv, types),
+        model_type=model_type,
+        add_dummy_prefix=bool(kv.get("tokenizer.ggml.add_space_prefix", True)),
+        remove_extra_whitespaces=bool(kv.get("tokenizer.ggml.remove_extra_whitespaces", model_type == UNIGRAM_MODEL)),
+        charsmap=charsmap.astype(np.uint8).tobytes() if isinstance(charsmap, np.ndarray) else b"",
+    )
 
 
 def _typed_array(kv: dict[str, Any], key: str, n: int) -> npt.NDArray[Any] | None:
@@ -624,10 +643,8 @@ def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
     hf = kv.get("tokenizer.huggingface.json")
     model = kv.get("tokenizer.ggml.model")
     types = _typed_array(kv, "tokenizer.ggml.token_type", len(tokens))
-    if model == "llama":
-        scores = _typed_array(kv, "tokenizer.ggml.scores", len(tokens))
-        dummy = kv.get("tokenizer.ggml.add_space_prefix", True)
-        return SentencePieceTokenizer(sentencepiece_proto(tokens, scores, types, special=_special_ids(kv), add_dummy_prefix=bool(dummy)))
+    if model in ("llama", "t5"):
+        return SentencePieceTokenizer(_sentencepiece_model(kv, tokens, types, BPE_MODEL if model == "llama" else UNIGRAM_MODEL).to_proto())
     if model == "gpt2":
         merges = kv.get("tokenizer.ggml.merges", [])
         if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
@@ -790,16 +807,21 @@ def _tokenizer_kv(vocab: Vocab) -> list[tuple[str, int, Any]]:
     words = list(vocab.words)
     tok = vocab.tokenizer if isinstance(vocab, TokenizerVocab) else None
     if isinstance(tok, SentencePieceTokenizer):
-        pieces, scores, types, special, dummy = sentencepiece_pieces(tok.to_bytes())
-        if pieces == words:
+        spm = SentencePieceModel.parse(tok.to_bytes())
+        if spm.pieces == words:
+            unigram = spm.model_type == UNIGRAM_MODEL
             out: list[tuple[str, int, Any]] = [
-                ("tokenizer.ggml.model", _STRING, "llama"),
+                ("tokenizer.ggml.model", _STRING, "t5" if unigram else "llama"),
                 ("tokenizer.ggml.tokens", _ARRAY, (_STRING, words)),
-                ("tokenizer.ggml.scores", _ARRAY, (_F32, scores)),
-                ("tokenizer.ggml.token_type", _ARRAY, (_I32, types)),
-                ("tokenizer.ggml.add_space_prefix", _BOOL, dummy),
+                ("tokenizer.ggml.scores", _ARRAY, (_F32, spm.scores)),
+                ("tokenizer.ggml.token_type", _ARRAY, (_I32, spm.types)),
+                ("tokenizer.ggml.add_space_prefix", _BOOL, spm.add_dummy_prefix),
             ]
-            out += [(f"tokenizer.ggml.{k}_token_id", _U32, v) for k, v in special.items() if 0 <= v < len(words)]
+            if unigram:
+                out.append(("tokenizer.ggml.remove_extra_whitespaces", _BOOL, spm.remove_extra_whitespaces))
+                if spm.charsmap:
+                    out.append(("tokenizer.ggml.precompiled_charsmap", _ARRAY, (_U8, np.frombuffer(spm.charsmap, dtype=np.uint8))))
+            out += [(f"tokenizer.ggml.{k}_token_id", _U32, v) for k, v in spm.special.items() if 0 <= v < len(words)]
             return out
     if isinstance(tok, HuggingFaceTokenizer):
         out = [("tokenizer.ggml.model", _STRING, "none"), ("tokenizer.ggml.tokens", _ARRAY, (_STRING, words))]

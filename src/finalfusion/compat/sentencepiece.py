@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -33,11 +34,109 @@ from finalfusion.norms import Norms
 from finalfusion.storage import NdArray
 from finalfusion.vocab.tokenizer import SentencePieceTokenizer, TokenizerVocab
 
-__all__ = ["load_sentencepiece", "sentencepiece_pieces", "sentencepiece_proto"]
+__all__ = ["SentencePieceModel", "load_sentencepiece"]
 
 FORMAT: Final = "SentencePiece model"
 # Piece types (SentencePiece's ModelProto.SentencePiece.Type; llama.cpp's token types use the same numbers).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+#: TrainerSpec.model_type values.
+UNIGRAM_MODEL, BPE_MODEL = 1, 2
+
+
+@dataclass
+class SentencePieceModel:
+    """The parts of a SentencePiece ``ModelProto`` that tokenizing needs.
+
+    ``model_type`` is SentencePiece's (1 unigram, 2 BPE); ``special`` maps
+    ``unk``/``bos``/``eos``/``pad`` to ids (-1: none); ``charsmap`` is the
+    normaliser's precompiled character map (empty: no normalisation).
+
+    Examples
+    --------
+    >>> m = SentencePieceModel(["<unk>", "a"], [0.0, -1.0], [UNKNOWN, NORMAL])
+    >>> SentencePieceModel.parse(m.to_proto()) == m
+    True
+    """
+
+    pieces: list[str]
+    scores: list[float]
+    types: list[int]
+    special: dict[str, int] = field(default_factory=lambda: {"unk": 0, "bos": -1, "eos": -1, "pad": -1})
+    model_type: int = BPE_MODEL
+    add_dummy_prefix: bool = True
+    remove_extra_whitespaces: bool = False
+    charsmap: bytes = b""
+
+    def to_proto(self) -> bytes:
+        """The serialised ``ModelProto`` (protobuf wire format, written directly: no ``protobuf`` needed).
+
+        Byte fallback is switched on when all 256 ``<0xNN>`` byte pieces exist.
+        """
+        out = bytearray()
+        byte_pieces = 0
+        for piece, score, ptype in zip(self.pieces, self.scores, self.types, strict=True):
+            t = ptype if ptype in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE) else NORMAL
+            byte_pieces += t == BYTE
+            body = _pb_bytes(1, piece.encode("utf-8")) + _field(2, 5, struct.pack("<f", score)) + _pb_int(3, t)
+            out += _pb_bytes(1, body)
+        sp = self.special
+        trainer = _pb_int(3, self.model_type) + _pb_int(4, len(self.pieces)) + _pb_int(35, 1 if byte_pieces >= 256 else 0)
+        trainer += _pb_int(40, sp.get("unk", -1)) + _pb_int(41, sp.get("bos", -1)) + _pb_int(42, sp.get("eos", -1)) + _pb_int(43, sp.get("pad", -1))
+        out += _pb_bytes(2, trainer)
+        normalizer = _pb_bytes(1, b"precompiled" if self.charsmap else b"identity")
+        if self.charsmap:
+            normalizer += _pb_bytes(2, self.charsmap)
+        normalizer += _pb_int(3, int(self.add_dummy_prefix)) + _pb_int(4, int(self.remove_extra_whitespaces)) + _pb_int(5, 1)
+        out += _pb_bytes(3, normalizer)
+        return bytes(out)
+
+    @classmethod
+    def parse(cls, proto: bytes) -> SentencePieceModel:
+        """Read the pieces, scores, types, special ids and normaliser settings of a ``ModelProto``.
+
+        Raises
+        ------
+        FormatError
+            If the protobuf wire format is malformed.
+        """
+        where = FORMAT
+        pieces: list[str] = []
+        scores: list[float] = []
+        types: list[int] = []
+        special = {"unk": 0, "bos": 1, "eos": 2, "pad": -1}  # the TrainerSpec defaults
+        out = cls(pieces, scores, types, special, model_type=UNIGRAM_MODEL, remove_extra_whitespaces=True)
+        for number, wire, value in _pb_fields(proto, where):
+            if number == 1 and wire == 2:
+                piece, score, ptype = "", 0.0, NORMAL
+                for n2, w2, v2 in _pb_fields(value, where):
+                    if n2 == 1 and w2 == 2:
+                        try:
+                            piece = v2.decode("utf-8")
+                        except UnicodeDecodeError:
+                            raise FormatError(f"piece {len(pieces)} is not UTF-8", chunk=where, expected="UTF-8", found=v2[:40]) from None
+                    elif n2 == 2 and w2 == 5:
+                        score = struct.unpack("<f", v2)[0]
+                    elif n2 == 3 and w2 == 0:
+                        ptype = v2
+                pieces.append(piece)
+                scores.append(score)
+                types.append(ptype)
+            elif number == 2 and wire == 2:
+                for n2, w2, v2 in _pb_fields(value, where):
+                    if w2 == 0 and n2 in (40, 41, 42, 43):
+                        v = v2 - (1 << 64) if v2 >= 1 << 63 else v2
+                        special[("unk", "bos", "eos", "pad")[n2 - 40]] = v
+                    elif w2 == 0 and n2 == 3:
+                        out.model_type = v2
+            elif number == 3 and wire == 2:
+                for n2, w2, v2 in _pb_fields(value, where):
+                    if n2 == 2 and w2 == 2:
+                        out.charsmap = bytes(v2)
+                    elif n2 == 3 and w2 == 0:
+                        out.add_dummy_prefix = bool(v2)
+                    elif n2 == 4 and w2 == 0:
+                        out.remove_extra_whitespaces = bool(v2)
+        return out
 
 
 def _varint(n: int) -> bytes:
@@ -63,49 +162,6 @@ def _pb_bytes(number: int, data: bytes) -> bytes:
 
 def _pb_int(number: int, value: int) -> bytes:
     return _field(number, 0, _varint(value))
-
-
-def sentencepiece_proto(
-    tokens: list[str],
-    scores: npt.NDArray[Any] | None,
-    types: npt.NDArray[Any] | None,
-    *,
-    special: dict[str, int] | None = None,
-    add_dummy_prefix: bool = True,
-) -> bytes:
-    """A SentencePiece ``ModelProto`` (BPE, identity normaliser) as llama.cpp tokenizes GGUF ``llama`` vocabularies.
-
-    The protobuf wire format is written directly (no ``protobuf``
-    dependency): pieces with score and type, a trainer spec with the model
-    type, byte fallback (when all 256 ``<0xNN>`` byte pieces exist) and the
-    special ids, and a normaliser that only escapes spaces as ``▁`` and adds
-    the dummy prefix (``tokenizer.ggml.add_space_prefix``, default true).
-
-    Examples
-    --------
-    >>> proto = sentencepiece_proto(["<unk>", "a"], np.array([0.0, -1.0]), np.array([2, 1]))
-    >>> sentencepiece_pieces(proto)
-    (['<unk>', 'a'], [0.0, -1.0], [2, 1], {'unk': 0, 'bos': -1, 'eos': -1, 'pad': -1}, True)
-    """
-    special = special or {}
-    out = bytearray()
-    byte_pieces = 0
-    for i, piece in enumerate(tokens):
-        t = int(types[i]) if types is not None and i < len(types) else NORMAL
-        if t not in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE):
-            t = NORMAL
-        if t == BYTE:
-            byte_pieces += 1
-        s = float(scores[i]) if scores is not None and i < len(scores) else 0.0
-        body = _pb_bytes(1, piece.encode("utf-8")) + _field(2, 5, struct.pack("<f", s)) + _pb_int(3, t)
-        out += _pb_bytes(1, body)
-    unk = special.get("unk", next((i for i in range(len(tokens)) if types is not None and i < len(types) and int(types[i]) == UNKNOWN), -1))
-    trainer = _pb_int(3, 2) + _pb_int(4, len(tokens)) + _pb_int(35, 1 if byte_pieces >= 256 else 0)
-    trainer += _pb_int(40, unk) + _pb_int(41, special.get("bos", -1)) + _pb_int(42, special.get("eos", -1)) + _pb_int(43, special.get("pad", -1))
-    out += _pb_bytes(2, trainer)
-    normalizer = _pb_bytes(1, b"identity") + _pb_int(3, int(add_dummy_prefix)) + _pb_int(4, 0) + _pb_int(5, 1)
-    out += _pb_bytes(3, normalizer)
-    return bytes(out)
 
 
 def _pb_fields(data: bytes, where: str) -> Iterator[tuple[int, int, Any]]:
@@ -144,45 +200,6 @@ def _pb_fields(data: bytes, where: str) -> Iterator[tuple[int, int, Any]]:
             pos += size
         else:
             raise FormatError("unsupported protobuf wire type", offset=pos, chunk=where, expected="0, 1, 2 or 5", found=wire)
-
-
-def sentencepiece_pieces(proto: bytes) -> tuple[list[str], list[float], list[int], dict[str, int], bool]:
-    """Pieces, scores, types, special ids and ``add_dummy_prefix`` of a SentencePiece ``ModelProto`` (without ``protobuf``).
-
-    Examples
-    --------
-    >>> sentencepiece_pieces(sentencepiece_proto(["<unk>"], None, np.array([2])))[0]
-    ['<unk>']
-    """
-    where = "SentencePiece model"
-    pieces: list[str] = []
-    scores: list[float] = []
-    types: list[int] = []
-    special = {"unk": 0, "bos": 1, "eos": 2, "pad": -1}  # the TrainerSpec defaults
-    dummy = True
-    for number, wire, value in _pb_fields(proto, where):
-        if number == 1 and wire == 2:
-            piece, score, ptype = "", 0.0, NORMAL
-            for n2, w2, v2 in _pb_fields(value, where):
-                if n2 == 1 and w2 == 2:
-                    piece = v2.decode("utf-8", "surrogateescape")
-                elif n2 == 2 and w2 == 5:
-                    score = struct.unpack("<f", v2)[0]
-                elif n2 == 3 and w2 == 0:
-                    ptype = v2
-            pieces.append(piece)
-            scores.append(score)
-            types.append(ptype)
-        elif number == 2 and wire == 2:
-            for n2, w2, v2 in _pb_fields(value, where):
-                if w2 == 0 and n2 in (40, 41, 42, 43):
-                    v = v2 - (1 << 64) if v2 >= 1 << 63 else v2
-                    special[("unk", "bos", "eos", "pad")[n2 - 40]] = v if v < 1 << 31 else v - (1 << 32)
-        elif number == 3 and wire == 2:
-            for n2, w2, v2 in _pb_fields(value, where):
-                if n2 == 3 and w2 == 0:
-                    dummy = bool(v2)
-    return pieces, scores, types, special, dummy
 
 
 def _model_bytes(model: Any) -> bytes:
@@ -229,13 +246,14 @@ def load_sentencepiece(model: Any, vectors: Any, *, normalize: bool = True) -> E
 
     Examples
     --------
-    >>> proto = sentencepiece_proto(["<unk>", "\\u2581a", "b"], np.zeros(3), np.array([UNKNOWN, NORMAL, NORMAL]))
+    >>> proto = SentencePieceModel(["<unk>", "\\u2581a", "b"], [0.0, 0.0, 0.0], [UNKNOWN, NORMAL, NORMAL]).to_proto()
     >>> emb = load_sentencepiece(proto, np.array([[0, 0], [3, 4], [0, 1]], dtype=np.float32))
     >>> emb["\\u2581a"].tolist(), emb.norms.norms.tolist(), type(emb.vocab).__name__
     ([0.6000000238418579, 0.800000011920929], [0.0, 5.0, 1.0], 'TokenizerVocab')
     """
     proto = _model_bytes(model)
-    pieces, _, types, _, _ = sentencepiece_pieces(proto)
+    parsed = SentencePieceModel.parse(proto)
+    pieces, types = parsed.pieces, parsed.types
     if not pieces:
         raise FormatError("the model has no pieces", chunk=FORMAT, expected="a SentencePiece ModelProto", found=f"{len(proto)} bytes without pieces")
     n = len(pieces)
