@@ -86,9 +86,9 @@ def test_huggingface_unknown_words_follow_the_real_tokenizer(trainer) -> None:
 def _spm_embeddings() -> tuple[Embeddings, np.ndarray, bytes]:
     pytest.importorskip("sentencepiece")
     proto = train_sentencepiece("bpe", True)
-    from finalfusion.compat.sentencepiece import sentencepiece_pieces
+    from finalfusion.compat.sentencepiece import SentencePieceModel
 
-    pieces = sentencepiece_pieces(proto)[0]
+    pieces = SentencePieceModel.parse(proto).pieces
     matrix = _matrix(len(pieces))
     return Embeddings(NdArray(matrix), TokenizerVocab(pieces, SentencePieceTokenizer(proto)), metadata=Metadata({"source": "test"})), matrix, proto
 
@@ -138,9 +138,9 @@ def test_pickle_and_similarity() -> None:
 def test_without_the_extra_known_tokens_work_and_unknown_words_name_it(monkeypatch, package: str) -> None:
     monkeypatch.setitem(sys.modules, package, None)  # import fails as if not installed
     if package == "sentencepiece":
-        from finalfusion.compat.sentencepiece import sentencepiece_proto
+        from finalfusion.compat.sentencepiece import SentencePieceModel
 
-        tok: Tokenizer = SentencePieceTokenizer(sentencepiece_proto(["<unk>", "a", "b"], None, np.array([2, 1, 1])))
+        tok: Tokenizer = SentencePieceTokenizer(SentencePieceModel(["<unk>", "a", "b"], [0.0] * 3, [2, 1, 1]).to_proto())
     else:
         tok = HuggingFaceTokenizer('{"model": {"type": "BPE", "vocab": {"<unk>": 0, "a": 1, "b": 2}, "merges": []}}')
     emb = Embeddings(NdArray(_matrix(3)), TokenizerVocab(["<unk>", "a", "b"], tok))
