@@ -82,3 +82,48 @@ def test_prefixes_of_real_files(testdata: Path, name: str) -> None:
             emb = load_finalfusion(data[:end])
         assert emb.norms is None
     assert_prefixes_fail(data, sorted(p for p in prefixes if p < len(data)), valid)
+
+
+# -- model formats: safetensors and LightSeq protobuf ------------------------------------------
+
+MODELS = Path(__file__).resolve().parent / "data" / "models"
+
+
+def test_every_prefix_of_safetensors() -> None:
+    from finalfusion.compat.safetensors import load_safetensors
+
+    data = (MODELS / "safetensors_tiny.safetensors").read_bytes()
+    tokens = [f"t{i}" for i in range(10)]
+    assert load_safetensors(data, tokenizer=tokens).storage.shape[0] == 10
+    for n in range(len(data)):
+        with pytest.raises(FormatError) as info:
+            load_safetensors(data[:n], tokenizer=tokens)
+        assert info.type.__module__ == "finalfusion.errors", (n, info.value)
+
+
+def _top_level_field_ends(data: bytes) -> set[int]:
+    """Offsets where a top-level protobuf field ends: a message cut there is a shorter valid message."""
+    from finalfusion.compat._protowire import parse_message
+
+    return {f.value[1] for fields in parse_message(data, "test").fields.values() for f in fields if f.wire == 2}
+
+
+@pytest.mark.parametrize("name", ["lightseq_transformer.pb", "lightseq_quant_gpt.pb"])
+def test_every_prefix_of_lightseq(name: str) -> None:
+    # Protobuf has no overall length: a cut between two top-level fields is itself a valid message (e.g. a Transformer
+    # without its decoder reads as a GPT/BERT export). Every other prefix must fail with a FormatError.
+    from finalfusion.compat.lightseq import load_lightseq
+
+    data = (MODELS / name).read_bytes()
+    vocab = ["a", "b"]
+    load_lightseq(data, vocab)
+    boundaries = _top_level_field_ends(data)
+    checked = 0
+    for n in range(len(data)):
+        if n in boundaries:
+            continue
+        with pytest.raises(FormatError) as info:
+            load_lightseq(data[:n], vocab)
+        assert info.type.__module__ == "finalfusion.errors", (n, info.value)
+        checked += 1
+    assert checked > len(data) // 2
