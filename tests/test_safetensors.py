@@ -363,3 +363,18 @@ def test_names_cover_common_architectures() -> None:
     for name in ("model.embed_tokens.weight", "transformer.wte.weight", "embeddings.word_embeddings.weight", "shared.weight", "gpt_neox.embed_in.weight"):
         assert name in EMBEDDING_TENSOR_NAMES
     assert EMBEDDING_TENSOR_NAMES[-1] == "embeddings"  # model2vec, tried last
+
+
+def test_finalfusion_load_recognises_safetensors_and_hdf5(tmp_path: Path) -> None:
+    table = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+    save(tmp_path / "model.safetensors", {"model.embed_tokens.weight": table})
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "WordLevel", "vocab": {"a": 0, "b": 1, "c": 2}}}), encoding="utf-8")
+    assert finalfusion.compat.sniff_format((tmp_path / "model.safetensors").read_bytes()[:64]) == "safetensors"
+    for source in (tmp_path, tmp_path / "model.safetensors"):
+        emb = finalfusion.load(source, normalize=False)
+        np.testing.assert_array_equal(emb["b"], table[1])
+    with pytest.raises(FormatError, match="no tokenizer beside it"):
+        finalfusion.load((tmp_path / "model.safetensors").read_bytes())
+    assert finalfusion.compat.sniff_format((DATA / "lightseq_bert.hdf5").read_bytes()[:64]) == "hdf5"
+    with pytest.raises(FormatError, match="load_lightseq"):
+        finalfusion.load(DATA / "lightseq_bert.hdf5")

@@ -7,6 +7,8 @@ what the input starts with       format
 ===============================  ==============================================
 ``FiFu``                         finalfusion
 ``GGUF``                         GGUF (llama.cpp; either byte order)
+u64 header length, then ``{``    safetensors (also a directory or a ``*.safetensors.index.json``)
+``89 48 44 46 0d 0a 1a 0a``      HDF5 (a LightSeq export: needs its vocabulary, see ``load_lightseq``)
 i32 793712314 (``ba 16 4f 2f``)  fastText ``.bin``
 8 fields, 6 integers             floret text (``n_buckets dims min_n max_n n_hashes seed bow eow``)
 2 integers, then binary floats   word2vec binary
@@ -32,11 +34,12 @@ from finalfusion.errors import FormatError
 __all__ = ["FORMATS", "load", "sniff_format"]
 
 #: Names returned by :func:`sniff_format`.
-FORMATS = ("finalfusion", "gguf", "fasttext", "floret", "word2vec", "text-dims", "text")
+FORMATS = ("finalfusion", "gguf", "safetensors", "hdf5", "fasttext", "floret", "word2vec", "text-dims", "text")
 
 #: Bytes looked at.
 _SAMPLE = 1 << 16
 _FASTTEXT_MAGIC = struct.pack("<i", 793712314)
+_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 _DIMS = re.compile(rb"\A(\d+)[ \t]+(\d+)[ \t\r]*\n")
 _NUMBER = re.compile(rb"\A[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|\A[-+]?(nan|inf|infinity)\Z", re.IGNORECASE)
 #: Bytes a text-dims body may consist of (after the words).
@@ -73,6 +76,10 @@ def sniff_format(sample: bytes) -> str:
         return "finalfusion"
     if sample.startswith(b"GGUF"):
         return "gguf"
+    if _is_safetensors(sample):
+        return "safetensors"
+    if sample.startswith(_HDF5_MAGIC):
+        return "hdf5"
     if sample.startswith(_FASTTEXT_MAGIC):
         return "fasttext"
     first = sample.split(b"\n", 1)[0]
@@ -99,6 +106,11 @@ def sniff_format(sample: bytes) -> str:
         expected="one of " + ", ".join(FORMATS),
         found=sample[:60],
     )
+
+
+def _is_safetensors(sample: bytes) -> bool:
+    """A u64 little-endian header length of at most 100 MB followed by a JSON object (safetensors pads with spaces, never leads with them)."""
+    return len(sample) >= 9 and 2 <= int.from_bytes(sample[:8], "little") <= 100_000_000 and sample[8:9] == b"{"
 
 
 def _rows_dims_format(body: bytes, dims: int) -> str:
@@ -143,6 +155,10 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
     >>> emb.vocab.words, emb["foo"].tolist()
     (['foo', 'bar'], [0.6000000238418579, 0.800000011920929])
     """
+    if isinstance(file, (str, os.PathLike)) and (os.path.isdir(file) or os.fspath(file).endswith(".safetensors.index.json")):
+        from finalfusion.compat.safetensors import load_safetensors
+
+        return load_safetensors(file, normalize=normalize)  # a model directory or a sharded checkpoint
     if isinstance(file, (str, os.PathLike)) and os.path.isfile(file):
         with open(file, "rb") as raw:
             magic = raw.read(4)
@@ -152,6 +168,11 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
             from finalfusion.compat.gguf import load_gguf
 
             return load_gguf(file, normalize=normalize, mmap=mmap)
+        with open(file, "rb") as raw:
+            if _is_safetensors(raw.read(9)):  # read block by block, the tokenizer taken from beside the file
+                from finalfusion.compat.safetensors import load_safetensors
+
+                return load_safetensors(file, normalize=normalize)
     with open_input(file) as f:
         sample, stream = peek(f, _SAMPLE)
         fmt = sniff_format(sample)
@@ -161,6 +182,22 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
 def _load_as(fmt: str, f: IO[bytes], normalize: bool, lossy: bool, limit: int | None) -> Embeddings:
     if fmt == "finalfusion":
         return load_finalfusion(f)
+    if fmt == "safetensors":
+        raise FormatError(
+            "a safetensors checkpoint given as data has no tokenizer beside it",
+            offset=0,
+            chunk="safetensors",
+            expected="a path (the tokenizer is read from beside it), or load_safetensors(data, tokenizer=...)",
+            found="safetensors data",
+        )
+    if fmt == "hdf5":
+        raise FormatError(
+            "an HDF5 file (a LightSeq export) stores no vocabulary",
+            offset=0,
+            chunk="HDF5",
+            expected="finalfusion.load_lightseq(file, vocab)",
+            found="HDF5 data",
+        )
     if fmt == "gguf":
         from finalfusion.compat.gguf import load_gguf
 
