@@ -127,3 +127,46 @@ def test_every_prefix_of_lightseq(name: str) -> None:
         assert info.type.__module__ == "finalfusion.errors", (n, info.value)
         checked += 1
     assert checked > len(data) // 2
+
+
+MODELS = Path(__file__).resolve().parent / "data" / "models"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in MODELS.glob("gguf_*.gguf")))
+def test_every_prefix_of_gguf_files(name: str) -> None:
+    from finalfusion.compat.gguf import read_gguf
+
+    data = (MODELS / name).read_bytes()
+    finalfusion.load_gguf(data)  # the whole file is valid
+    head = read_gguf(data)
+    end = max(t.offset + t.n_bytes for t in head.tensors.values())
+    assert len(data) - end < head.alignment  # gguf-py pads the file after the last tensor: those prefixes are complete
+    for n in range(end):
+        with pytest.raises(FormatError) as info:
+            finalfusion.load_gguf(data[:n])
+        assert info.type.__module__ == "finalfusion.errors", (n, info.value)
+
+
+def test_every_prefix_of_a_sentencepiece_model() -> None:
+    # A protobuf cut at a field boundary is a valid, shorter message: such prefixes load (with as many rows as pieces);
+    # all others are FormatErrors. Unknown words then go through sentencepiece, which must reject or tokenize.
+    import numpy as np
+
+    from finalfusion.compat.sentencepiece import SentencePieceModel
+    from finalfusion.vocab.tokenizer import MissingExtraError
+
+    data = (MODELS / "sentencepiece_bpemb.model").read_bytes()
+    loaded = 0
+    for n in range(len(data)):
+        try:
+            pieces = SentencePieceModel.parse(data[:n]).pieces
+            emb = finalfusion.load_sentencepiece(data[:n], np.ones((max(1, len(pieces)), 2), dtype=np.float32))
+        except FormatError as exc:
+            assert type(exc).__module__ == "finalfusion.errors"
+            continue
+        loaded += 1
+        try:
+            emb.embedding_batch(["fox", "zebra"])
+        except (FormatError, MissingExtraError):
+            pass
+    assert 0 < loaded < len(data)
