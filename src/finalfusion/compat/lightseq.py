@@ -70,6 +70,7 @@ class _Table:
         self.hidden = hidden
         self.no_scale = no_scale
         self.offset = offset
+        self.owned = False  # values is a private array (read from HDF5) that may become the result
 
 
 def _is_hdf5(head: bytes) -> bool:
@@ -168,9 +169,10 @@ def _hdf5_table(source: Any, side: str) -> _Table:
     import io
 
     fileobj = source if isinstance(source, (str, os.PathLike)) else io.BytesIO(bytes(source))
+    size = os.path.getsize(source) if isinstance(source, (str, os.PathLike)) else len(source)
     try:
         with h5py.File(fileobj, "r") as f:
-            return _hdf5_read(f, side)
+            return _hdf5_read(f, side, size)
     except FormatError:
         raise
     except (OSError, KeyError, ValueError, TypeError, RuntimeError, AttributeError, IndexError) as exc:
@@ -189,7 +191,7 @@ def _dataset(f: Any, name: str) -> Any:
     return obj
 
 
-def _hdf5_read(f: Any, side: str) -> _Table:
+def _hdf5_read(f: Any, side: str, file_size: int) -> _Table:
     transformer = "trg_embedding" in f
     if transformer:
         model = "Transformer"
@@ -217,12 +219,21 @@ def _hdf5_read(f: Any, side: str) -> _Table:
         raise FormatError(
             "token_embedding has the wrong type", chunk=f"{_FORMAT} HDF5 {name}", expected="uint8 with emb_clip_max, else float", found=str(table.dtype)
         )
-    if table.size > 1 << 40:
-        raise FormatError("token_embedding is implausibly large", chunk=f"{_FORMAT} HDF5 {name}", expected="at most 2**40 values", found=table.size)
-    values = table[()].reshape(-1)
+    # A dataset may declare more elements than it stores (fill values, compression): bound what is allocated by the file size.
+    limit = 16 * file_size + (1 << 20)
+    if table.size * table.dtype.itemsize > limit:
+        raise FormatError(
+            "token_embedding declares more data than the file can hold",
+            chunk=f"{_FORMAT} HDF5 {name}",
+            expected=f"at most {limit} bytes",
+            found=f"{table.size} x {table.dtype}",
+        )
+    values = table[()].reshape(-1)  # read whole: float32 tables are then used in place (see _matrix)
     values = values.astype(np.uint8) if quantized else values.astype(np.float32, copy=False)
     clip_max = float(_scalar(clip_ds, f"{side}_embedding/emb_clip_max")) if quantized else 0.0
-    return _Table(("Quant" if quantized else "") + model, values, int(values.size), quantized, clip_max, hidden, no_scale, None)
+    t = _Table(("Quant" if quantized else "") + model, values, int(values.size), quantized, clip_max, hidden, no_scale, None)
+    t.owned = True
+    return t
 
 
 def _scalar(ds: Any, name: str) -> Any:
@@ -248,6 +259,10 @@ def _matrix(t: _Table, side: str, rows_used: int) -> npt.NDArray[np.float32]:
     rows = t.n_values // hidden
     out = np.empty((rows_used, hidden), dtype=np.float32)
     transposed = t.model.endswith("Transformer") and side == "trg"
+    values = t.values
+    if t.owned and not transposed and not t.quantized and values.dtype == np.float32 and values.flags.c_contiguous:
+        own: npt.NDArray[np.float32] = values[: rows_used * hidden].reshape(rows_used, hidden)
+        return own  # a private array read from HDF5: no second copy
     if not transposed:
         flat = out.reshape(-1)
         for start in range(0, flat.size, _BLOCK):
