@@ -378,3 +378,17 @@ def test_finalfusion_load_recognises_safetensors_and_hdf5(tmp_path: Path) -> Non
     assert finalfusion.compat.sniff_format((DATA / "lightseq_bert.hdf5").read_bytes()[:64]) == "hdf5"
     with pytest.raises(FormatError, match="load_lightseq"):
         finalfusion.load(DATA / "lightseq_bert.hdf5")
+
+
+def test_file_objects_and_bytes(tmp_path: Path) -> None:
+    import io
+
+    table = np.random.default_rng(8).standard_normal((4, 3)).astype(np.float16)
+    save(tmp_path / "m.safetensors", {"embeddings": table})
+    data = (tmp_path / "m.safetensors").read_bytes()
+    with open(tmp_path / "m.safetensors", "rb") as f:
+        from_file = load_safetensors(f, tokenizer=list("abcd"), normalize=False)
+    for emb in (from_file, load_safetensors(io.BytesIO(data), tokenizer=list("abcd"), normalize=False), load_safetensors(data, tokenizer=list("abcd"))):
+        np.testing.assert_allclose(emb.embedding_with_norm("d")[0] * emb.embedding_with_norm("d")[1], table[3].astype(np.float32), rtol=1e-6)
+    with pytest.raises(ValueError, match="tokenizer"):
+        load_safetensors(data)
