@@ -182,9 +182,15 @@ def _load_lightseq(path: str) -> object:
     return load_lightseq(path, [f"t{i}" for i in range(rows)])
 
 
-# Model formats whose loaders need a vocabulary (HDF5 is not fuzzed: libhdf5 is not hardened against hostile files).
+# Model formats whose loaders need a vocabulary.
 READERS["safetensors"] = _via_path(_load_safetensors)
 READERS["lightseq"] = _via_path(_load_lightseq)
+try:  # LightSeq's HDF5 exports go through h5py (libhdf5 is C: a crash or hang there is a finding to report upstream)
+    import h5py  # noqa: F401
+
+    READERS["lightseq-hdf5"] = _via_path(_load_lightseq)
+except ImportError:
+    pass
 
 
 def _load_sentencepiece(path: str) -> object:
@@ -214,6 +220,7 @@ SEEDS: dict[str, list[str]] = {
     "sentencepiece": ["models/sentencepiece_*.model"],
     "safetensors": ["models/safetensors_*.safetensors"],
     "lightseq": ["models/lightseq_*.pb"],
+    "lightseq-hdf5": ["models/lightseq_*.hdf5"],
 }
 SEEDS["finalfusion-mmap"] = SEEDS["finalfusion-file-mmap"] = SEEDS["finalfusion"]
 SEEDS["load"] = [g for r in ("word2vec", "text", "text_dims", "fasttext", "floret", "finalfusion", "gguf") for g in SEEDS[r]]

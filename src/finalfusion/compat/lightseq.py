@@ -175,7 +175,7 @@ def _hdf5_table(source: Any, side: str) -> _Table:
             return _hdf5_read(f, side, size)
     except FormatError:
         raise
-    except (OSError, KeyError, ValueError, TypeError, RuntimeError, AttributeError, IndexError) as exc:
+    except (OSError, KeyError, ValueError, TypeError, RuntimeError, AttributeError, IndexError, OverflowError) as exc:
         # h5py reports a corrupt file as OSError ("file signature not found", "bad object header", ...).
         raise FormatError("HDF5 data that h5py cannot read", offset=None, chunk=f"{_FORMAT} HDF5", expected="a valid HDF5 file", found=str(exc)[:200]) from None
 
