@@ -328,6 +328,8 @@ GOOD = {"embeddings": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}
         (raw_file(GOOD, np.array([1, np.nan, 0, 1], dtype="<f4").tobytes()), "NaN or infinite"),
         (raw_file({"embeddings": {"dtype": "F64", "shape": [2, 1], "data_offsets": [0, 16]}}, np.array([1, 1e300], "<f8").tobytes()), "overflows float32"),
         (raw_file(b'{"a": ' * 100_000), "nests too deeply|not valid JSON"),
+        (raw_file(b'{"a": {"dtype": "F32", "shape": [1' + b"0" * 5000 + b'], "data_offsets": [0, 4]}}', bytes(4)), "not valid JSON"),
+        (raw_file(b'{"a": {"dtype": "F32", "shape": [NaN], "data_offsets": [0, 4]}}', bytes(4)), "not valid JSON"),
     ],
 )
 def test_hostile_headers(data: bytes, message: str) -> None:

@@ -244,6 +244,10 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 class _Duplicate(Exception):
     def __init__(self, key: str) -> None:
         super().__init__(key)
@@ -261,13 +265,15 @@ def _parse_header(raw: bytes, size: int, name: str) -> SafetensorsHeader:
         kind = _json_kind(text)
         raise FormatError("the JSON header is not an object", offset=8, chunk=_FORMAT, expected="a JSON object", found=kind)
     try:
-        obj = json.loads(text, object_pairs_hook=_reject_duplicates)
+        obj = json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
     except _Duplicate as dup:
         at = 8 + len(text[: _find_key(text, dup.key, last=True)].encode("utf-8"))
         raise FormatError("the header names a tensor twice", offset=at, chunk=_FORMAT, expected="unique names", found=dup.key) from None
     except json.JSONDecodeError as exc:
         at = 8 + len(text[: exc.pos].encode("utf-8"))
         raise FormatError("the header is not valid JSON", offset=at, chunk=_FORMAT, expected="a JSON object", found=exc.msg) from None
+    except ValueError as exc:  # NaN/Infinity (not JSON), integers beyond Python's digit limit
+        raise FormatError("the header is not valid JSON", offset=8, chunk=_FORMAT, expected="a JSON object", found=str(exc)[:80]) from None
     except RecursionError:
         raise FormatError("the header nests too deeply", offset=8, chunk=_FORMAT, expected="a flat JSON object", found="deep nesting") from None
     if not isinstance(obj, dict):
@@ -422,10 +428,10 @@ def _locate_sharded(index: Path, tensor: str | None) -> _Located:
     where = f"{_FORMAT} index {index.name}"
     raw = index.read_bytes()
     try:
-        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_reject_duplicates)
+        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
     except _Duplicate as dup:
         raise FormatError("the index names a tensor twice", chunk=where, expected="unique names", found=dup.key) from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise FormatError("the index is not valid JSON", offset=getattr(exc, "pos", 0), chunk=where, expected="a JSON object", found=str(exc)[:80]) from None
     weight_map = obj.get("weight_map") if isinstance(obj, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
