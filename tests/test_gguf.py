@@ -470,3 +470,15 @@ def test_golden_files(name: str) -> None:
         except MissingExtraError:  # tokenizing needs the extra; the table and vocabulary did not
             continue
         np.testing.assert_allclose(got, np.array(expected, dtype=np.float32), atol=2e-6)
+
+
+@pytest.mark.parametrize("qtype", NATIVE)
+def test_decoding_in_many_blocks_on_threads_gives_the_same_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qtype: str) -> None:
+    from finalfusion.compat import gguf as ours
+
+    path = tmp_path / "t.gguf"
+    reference = write_with_gguf(path, _table(rows=50, dims=64), qtype, [f"t{i}" for i in range(50)])
+    monkeypatch.setattr(ours, "_BLOCK_BYTES", 3 * 64 * 4)  # 3 rows per block: 17 blocks, the last one short
+    for threads in (1, 3):
+        monkeypatch.setattr(ours, "DECODE_THREADS", threads)
+        np.testing.assert_array_equal(load_gguf(path, normalize=False).storage.matrix, reference)

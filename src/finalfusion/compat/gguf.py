@@ -35,6 +35,7 @@ library), so unknown words are embedded through it (see
 
 from __future__ import annotations
 
+import functools
 import json
 import mmap as _mmap
 import struct
@@ -44,6 +45,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._threads import CPUS, run_tasks
 from finalfusion.compat._common import dense_matrix_with_norms, normalize_rows
 from finalfusion.compat.sentencepiece import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
@@ -65,6 +67,8 @@ DEFAULT_ALIGNMENT: Final = 32
 MAX_ARRAY_DEPTH: Final = 8
 #: Output bytes decoded per block (bounds the temporaries of a decode).
 _BLOCK_BYTES: Final = 1 << 24
+#: Threads that decode a table's blocks (the calling one included); results do not depend on it.
+DECODE_THREADS: int = min(4, CPUS)
 
 #: ggml type id -> (name, elements per block, bytes per block); from ggml.h / gguf-py's GGML_QUANT_SIZES.
 GGML_TYPES: Final[dict[int, tuple[str, int, int]]] = {
@@ -464,8 +468,10 @@ def decode_tensor(head: GGUFFile, tensor: GGUFTensor, out: npt.NDArray[np.float3
     """Decode a 2-D tensor into a new ``float32`` matrix, block by block.
 
     F32, F16, BF16, F64, Q8_0 and Q4_0 are decoded with numpy; every other
-    type with ``gguf.quants.dequantize``. Only one block of temporaries is
-    alive at a time; pages of a mapped file are released as they are done.
+    type with ``gguf.quants.dequantize``. Blocks of about 16 MiB of output
+    are decoded on up to :data:`DECODE_THREADS` threads (one block of
+    temporaries per thread); pages of a mapped file are released from this
+    process's memory as they are done.
 
     Raises
     ------
@@ -485,27 +491,34 @@ def decode_tensor(head: GGUFFile, tensor: GGUFTensor, out: npt.NDArray[np.float3
     rows, dims = _matrix_shape(tensor)
     if out is None:
         out = np.empty((rows, dims), dtype=np.float32)
-    name = tensor.type_name
     _, block, bsize = GGML_TYPES[tensor.ggml_type]
     row_bytes = dims // block * bsize
     step = _rows_per_block(dims)
-    buf = head.buffer
-    for lo in range(0, rows, step):
+    target = out
+
+    def decode(lo: int) -> None:
         hi = min(rows, lo + step)
         start = tensor.offset + lo * row_bytes
-        raw = np.frombuffer(buf, dtype=np.uint8, count=(hi - lo) * row_bytes, offset=start)
-        target = out[lo:hi]
-        if name in ("F32", "F16", "BF16", "F64"):
-            _decode_float(raw, target, name, head.byte_order)
-        elif name == "Q8_0":
-            _decode_q8_0(raw, target, head.byte_order)
-        elif name == "Q4_0":
-            _decode_q4_0(raw, target, head.byte_order)
-        else:
-            _decode_with_gguf(raw, target, tensor, head.byte_order)
+        raw = np.frombuffer(head.buffer, dtype=np.uint8, count=(hi - lo) * row_bytes, offset=start)
+        _decode_block(raw, target[lo:hi], tensor, head.byte_order)
         del raw
-        _release(buf, start, start + (hi - lo) * row_bytes)
+        _release(head.buffer, start, start + (hi - lo) * row_bytes)
+
+    # numpy releases the GIL in the decoding loops: blocks are decoded on a few threads, each into its own rows.
+    run_tasks((functools.partial(decode, lo) for lo in range(0, rows, step)), min(DECODE_THREADS, -(-rows // step)))
     return out
+
+
+def _decode_block(raw: npt.NDArray[np.uint8], target: npt.NDArray[np.float32], tensor: GGUFTensor, order: str) -> None:
+    name = tensor.type_name
+    if name in ("F32", "F16", "BF16", "F64"):
+        _decode_float(raw, target, name, order)
+    elif name == "Q8_0":
+        _decode_q8_0(raw, target, order)
+    elif name == "Q4_0":
+        _decode_q4_0(raw, target, order)
+    else:
+        _decode_with_gguf(raw, target, tensor, order)
 
 
 def _matrix_shape(tensor: GGUFTensor) -> tuple[int, int]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 import os
 import threading
@@ -580,7 +581,7 @@ class TokenizerVocab(SubwordVocab):
         encoded = self._tokenizer.encode_batch(items)
         lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         total = int(lens.sum())
-        flat = self._clip(np.fromiter((i for ids in encoded for i in ids), dtype=np.int64, count=total))
+        flat = self._clip(np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=total))
         keep = self._allowed_ids()[flat]
         owner = np.repeat(np.arange(len(encoded), dtype=np.int64), lens)
         kept_lens = np.bincount(owner[keep], minlength=len(encoded)).astype(np.int64)
