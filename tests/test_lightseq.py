@@ -251,3 +251,17 @@ def test_bad_arguments() -> None:
         load_lightseq(b"", ["a"], side="tgt")
     with pytest.raises(TypeError):
         load_lightseq(DATA / "lightseq_transformer.pb", 42)
+
+
+def test_unpacked_and_split_repeated_floats() -> None:
+    # proto3 writers pack repeated floats, but parsers must also accept one I32 field per value and several packed runs.
+    table = np.arange(8, dtype="<f4").reshape(4, 2) + 1
+    unpacked = b"".join(b"\x0d" + v.tobytes() for v in table.reshape(-1))
+    split = field(1, table[:1].tobytes()) + field(1, table[1:].tobytes())
+    norm = field(3, np.ones(2, "<f4").tobytes())
+    for layer in (unpacked + norm, split + norm, unpacked[:10] + field(1, table.reshape(-1)[2:].tobytes()) + norm):
+        emb = load_lightseq(field(1, layer), list("abcd"), normalize=False)
+        np.testing.assert_array_equal(emb.storage.matrix, table)
+    # Two occurrences of the embedding layer are merged, as protobuf merges messages.
+    emb = load_lightseq(field(1, split) + field(1, norm), list("abcd"), normalize=False)
+    np.testing.assert_array_equal(emb.storage.matrix, table)

@@ -24,9 +24,8 @@ absolute offset.
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterator
-from dataclasses import dataclass
+from array import array
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -34,26 +33,37 @@ import numpy.typing as npt
 
 from finalfusion.errors import FormatError, Truncated
 
-__all__ = ["Field", "Message", "parse_message"]
+__all__ = ["Entries", "Message", "parse_message"]
 
 
-@dataclass(frozen=True)
-class Field:
-    """One field occurrence: its wire type, value and where it starts.
+class Entries:
+    """Every occurrence of one field number in a message, stored compactly.
 
-    ``value`` is the integer for VARINT/I64/I32 fields (raw bits for the
-    fixed ones) and ``(start, end)`` absolute offsets of the payload for
-    LEN fields.
+    A message may repeat a field millions of times (unpacked repeated
+    floats); instead of one object per occurrence, the payload ranges of
+    LEN (wire 2) and I32 (wire 5) occurrences are kept as ``start, end``
+    pairs and VARINT/I64 values as integers, each in an ``array``, in the
+    order they appear.
     """
 
-    number: int
-    wire: int
-    value: Any
-    offset: int
+    __slots__ = ("first_offset", "ints", "last_wire", "spans", "wires")
+
+    def __init__(self, offset: int) -> None:
+        self.first_offset = offset
+        self.wires: set[int] = set()
+        self.last_wire = -1
+        self.spans = array("Q")
+        self.ints = array("Q")
+
+    def extend(self, other: Entries) -> None:
+        self.wires |= other.wires
+        self.last_wire = other.last_wire
+        self.spans.extend(other.spans)
+        self.ints.extend(other.ints)
 
 
 class Message:
-    """The fields of one message, by number (each a list of occurrences, in order).
+    """The fields of one message, by number.
 
     Examples
     --------
@@ -62,7 +72,7 @@ class Message:
     (150, b'hi')
     """
 
-    def __init__(self, buf: Any, start: int, end: int, fields: dict[int, list[Field]], where: str) -> None:
+    def __init__(self, buf: Any, start: int, end: int, fields: dict[int, Entries], where: str) -> None:
         self.buf = buf
         self.start = start
         self.end = end
@@ -72,102 +82,113 @@ class Message:
     def __contains__(self, number: int) -> bool:
         return number in self.fields
 
-    def _last(self, number: int, wires: tuple[int, ...], what: str) -> Field | None:
-        found = self.fields.get(number)
-        if not found:
+    def wires(self, number: int) -> set[int]:
+        """The wire types the field occurs with (empty if absent)."""
+        e = self.fields.get(number)
+        return set(e.wires) if e is not None else set()
+
+    def _entries(self, number: int, wires: set[int], what: str) -> Entries | None:
+        e = self.fields.get(number)
+        if e is None:
             return None
-        f = found[-1]  # proto3: the last occurrence of a singular field wins
-        if f.wire not in wires:
-            raise FormatError(f"field {number} has the wrong wire type", offset=f.offset, chunk=self.where, expected=what, found=f"wire type {f.wire}")
-        return f
+        if not e.wires <= wires:
+            raise FormatError(
+                f"field {number} has the wrong wire type", offset=e.first_offset, chunk=self.where, expected=what, found=f"wire types {sorted(e.wires)}"
+            )
+        return e
 
     def varint(self, number: int, default: int = 0) -> int:
-        """A varint field (``int32``, ``bool``, ...) as a signed 64-bit value, or ``default``."""
-        f = self._last(number, (0,), "a varint")
-        if f is None:
+        """A varint field (``int32``, ``bool``, ...) as a signed 64-bit value (the last occurrence wins), or ``default``."""
+        e = self._entries(number, {0}, "a varint")
+        if e is None:
             return default
-        v = int(f.value)
+        v = int(e.ints[-1])
         return v - (1 << 64) if v >= 1 << 63 else v
 
     def float32(self, number: int, default: float = 0.0) -> float:
-        """A ``float`` field, or ``default``."""
-        f = self._last(number, (5,), "a 32-bit float (wire type 5)")
-        if f is None:
+        """A ``float`` field (the last occurrence wins), or ``default``."""
+        e = self._entries(number, {5}, "a 32-bit float (wire type 5)")
+        if e is None:
             return default
-        return float(np.array([f.value], dtype=np.uint32).view(np.float32)[0])
+        at = e.spans[-2]
+        return float(np.frombuffer(self.buf, dtype="<f4", count=1, offset=at)[0])
 
     def span(self, number: int) -> tuple[int, int] | None:
-        """The payload range of the last LEN occurrence of ``number``."""
-        f = self._last(number, (2,), "a length-delimited field (wire type 2)")
-        return None if f is None else f.value
+        """The payload range of the last occurrence of a length-delimited field."""
+        e = self._entries(number, {2}, "a length-delimited field (wire type 2)")
+        return None if e is None else (int(e.spans[-2]), int(e.spans[-1]))
 
     def blob(self, number: int) -> bytes | None:
         """A ``bytes`` or ``string`` field, or ``None``."""
         s = self.span(number)
         return None if s is None else bytes(self.buf[s[0] : s[1]])
 
-    def message(self, number: int, where: str) -> Message | None:
-        """A singular embedded message; several occurrences are merged (their fields concatenated, as protobuf does)."""
-        found = self.fields.get(number)
-        if not found:
-            return None
-        merged: dict[int, list[Field]] = {}
-        start = end = 0
-        for f in found:
-            if f.wire != 2:
-                raise FormatError(f"field {number} is not a message", offset=f.offset, chunk=self.where, expected="wire type 2", found=f"wire type {f.wire}")
-            start, end = f.value
-            for key, values in parse_message(self.buf, where, start, end).fields.items():
-                merged.setdefault(key, []).extend(values)
-        return Message(self.buf, start, end, merged, where)
-
     def messages(self, number: int) -> list[tuple[int, int]]:
-        """Payload ranges of a repeated message field."""
-        out = []
-        for f in self.fields.get(number, []):
-            if f.wire != 2:
-                raise FormatError(f"field {number} is not a message", offset=f.offset, chunk=self.where, expected="wire type 2", found=f"wire type {f.wire}")
-            out.append(f.value)
-        return out
+        """Payload ranges of a repeated message field, in order."""
+        e = self._entries(number, {2}, "a message (wire type 2)")
+        if e is None:
+            return []
+        return [(int(e.spans[i]), int(e.spans[i + 1])) for i in range(0, len(e.spans), 2)]
+
+    def message(self, number: int, where: str, wanted: Collection[int] | None = None) -> Message | None:
+        """A singular embedded message; several occurrences are merged (their fields concatenated, as protobuf does)."""
+        spans = self.messages(number)
+        if not spans:
+            return None
+        merged: dict[int, Entries] = {}
+        for start, end in spans:
+            for key, entries in parse_message(self.buf, where, start, end, wanted).fields.items():
+                if key in merged:
+                    merged[key].extend(entries)
+                else:
+                    merged[key] = entries
+        return Message(self.buf, spans[0][0], spans[-1][1], merged, where)
+
+    def _float_spans(self, number: int) -> npt.NDArray[np.uint64]:
+        e = self._entries(number, {2, 5}, "floats (wire type 2 or 5)")
+        if e is None:
+            return np.zeros((0, 2), dtype=np.uint64)
+        spans = np.frombuffer(e.spans, dtype=np.uint64).reshape(-1, 2)
+        bad = np.flatnonzero((spans[:, 1] - spans[:, 0]) % 4)
+        if bad.size:
+            at, stop = (int(v) for v in spans[bad[0]])
+            raise FormatError(
+                f"packed floats of field {number} are not a multiple of 4 bytes",
+                offset=at,
+                chunk=self.where,
+                expected="a multiple of 4 bytes",
+                found=f"{stop - at} bytes",
+            )
+        return spans
 
     def float_count(self, number: int) -> int:
         """Number of values of a ``repeated float`` field (packed and unpacked occurrences)."""
-        n = 0
-        for f in self.fields.get(number, []):
-            if f.wire == 2:
-                start, end = f.value
-                if (end - start) % 4:
-                    raise FormatError(
-                        f"packed floats of field {number} are not a multiple of 4 bytes",
-                        offset=start,
-                        chunk=self.where,
-                        expected="a multiple of 4 bytes",
-                        found=f"{end - start} bytes",
-                    )
-                n += (end - start) // 4
-            elif f.wire == 5:
-                n += 1
-            else:
-                raise FormatError(f"field {number} is not a float", offset=f.offset, chunk=self.where, expected="wire type 2 or 5", found=f"wire type {f.wire}")
-        return n
-
-    def float_segments(self, number: int) -> Iterator[tuple[int, Any]]:
-        """The raw little-endian float32 bytes of a ``repeated float`` field, segment by segment.
-
-        Yields ``(absolute offset, buffer slice)``; call :meth:`float_count` first (it validates).
-        """
-        for f in self.fields.get(number, []):
-            if f.wire == 2:
-                start, end = f.value
-                yield start, memoryview(self.buf)[start:end]
-            else:
-                yield f.offset, struct.pack("<I", f.value)
+        spans = self._float_spans(number)
+        return int((spans[:, 1] - spans[:, 0]).sum()) // 4
 
     def floats(self, number: int) -> npt.NDArray[np.float32]:
-        """A (small) ``repeated float`` field as an array."""
-        self.float_count(number)
-        parts = [np.frombuffer(seg, dtype="<f4") for _, seg in self.float_segments(number)]
-        return np.concatenate(parts).astype(np.float32) if parts else np.zeros(0, dtype=np.float32)
+        """A ``repeated float`` field as a little-endian float array: a view of the buffer when it is one packed run."""
+        spans = self._float_spans(number)
+        if len(spans) == 1:
+            start, end = (int(v) for v in spans[0])
+            return np.frombuffer(self.buf, dtype="<f4", count=(end - start) // 4, offset=start)
+        if len(spans) == 0:
+            return np.zeros(0, dtype=np.float32)
+        lengths = spans[:, 1] - spans[:, 0]
+        raw = np.frombuffer(self.buf, dtype=np.uint8)
+        if bool((lengths == 4).all()):  # unpacked: one 4-byte value per occurrence, gathered block by block
+            out = np.empty((len(spans), 4), dtype=np.uint8)
+            block = 1 << 16
+            for i in range(0, len(spans), block):
+                idx = spans[i : i + block, :1].astype(np.int64) + np.arange(4, dtype=np.int64)
+                out[i : i + block] = raw[idx]
+            return out.reshape(-1).view("<f4")
+        return np.concatenate([raw[int(a) : int(b)] for a, b in spans]).view("<f4")
+
+    def first_offset(self, number: int) -> int:
+        """Where the field first occurs (for messages); the message start if it is absent."""
+        e = self.fields.get(number)
+        return e.first_offset if e is not None else self.start
 
 
 def _varint(buf: Any, pos: int, end: int, where: str) -> tuple[int, int]:
@@ -190,8 +211,12 @@ def _varint(buf: Any, pos: int, end: int, where: str) -> tuple[int, int]:
     return result, pos
 
 
-def parse_message(buf: Any, where: str, start: int = 0, end: int | None = None) -> Message:
+def parse_message(buf: Any, where: str, start: int = 0, end: int | None = None, wanted: Collection[int] | None = None) -> Message:
     """Split ``buf[start:end]`` into its fields (payloads are not copied).
+
+    ``wanted`` limits which field numbers are kept (the others are still
+    checked, then skipped), so a file cannot make the reader build large
+    structures for fields it does not need.
 
     Raises
     ------
@@ -209,7 +234,7 @@ def parse_message(buf: Any, where: str, start: int = 0, end: int | None = None) 
     """
     if end is None:
         end = len(buf)
-    fields: dict[int, list[Field]] = {}
+    fields: dict[int, Entries] = {}
     pos = start
     while pos < end:
         at = pos
@@ -217,7 +242,8 @@ def parse_message(buf: Any, where: str, start: int = 0, end: int | None = None) 
         number, wire = key >> 3, key & 7
         if number == 0 or number >= 1 << 29:
             raise FormatError("invalid field number", offset=at, chunk=where, expected="1 .. 2**29-1", found=number)
-        value: Any
+        value = 0
+        span_start = span_end = -1
         if wire == 0:
             value, pos = _varint(buf, pos, end, where)
         elif wire in (1, 5):
@@ -226,7 +252,10 @@ def parse_message(buf: Any, where: str, start: int = 0, end: int | None = None) 
                 raise Truncated(
                     f"field {number} runs past the end of its message", offset=pos, chunk=where, expected=f"{size} bytes", found=f"{end - pos} bytes"
                 )
-            value = int.from_bytes(bytes(buf[pos : pos + size]), "little")
+            if wire == 1:
+                value = int.from_bytes(bytes(buf[pos : pos + 8]), "little")
+            else:
+                span_start, span_end = pos, pos + 4
             pos += size
         elif wire == 2:
             length, pos = _varint(buf, pos, end, where)
@@ -234,9 +263,20 @@ def parse_message(buf: Any, where: str, start: int = 0, end: int | None = None) 
                 raise Truncated(
                     f"field {number} runs past the end of its message", offset=pos, chunk=where, expected=f"at most {end - pos} bytes", found=f"{length} bytes"
                 )
-            value = (pos, pos + length)
+            span_start, span_end = pos, pos + length
             pos += length
         else:
             raise FormatError(f"unsupported wire type of field {number}", offset=at, chunk=where, expected="0, 1, 2 or 5", found=wire)
-        fields.setdefault(number, []).append(Field(number, wire, value, at))
+        if wanted is not None and number not in wanted:
+            continue
+        entries = fields.get(number)
+        if entries is None:
+            entries = fields[number] = Entries(at)
+        entries.wires.add(wire)
+        entries.last_wire = wire
+        if span_start >= 0:
+            entries.spans.append(span_start)
+            entries.spans.append(span_end)
+        else:
+            entries.ints.append(value)
     return Message(buf, start, end, fields, where)

@@ -97,26 +97,33 @@ def _open_buffer(file: Any) -> tuple[Any, str, Path | None]:
 
 # -- protobuf --------------------------------------------------------------------------
 
+#: Fields read (all others are skipped unstored): the model's embedding layers, decoder stack (presence) and config;
+#: a layer's token_embedding, norm_scale and the quantized emb_clip_max (5: GPT/BERT, 9: Transformer);
+#: the configs' sampling_method/is_post_ln (3), use_gelu (4), eos_id (6), extra_decode_length (7), no_scale_embedding (13).
+_TOP_FIELDS: Final = frozenset({1, 3, 4, 5})
+_LAYER_FIELDS: Final = frozenset({1, 3, 5, 9})
+_CONF_FIELDS: Final = frozenset({3, 4, 6, 7, 13})
+
 
 def _proto_table(buf: Any, side: str) -> _Table:
-    top = parse_message(buf, f"{_FORMAT} model")
+    top = parse_message(buf, f"{_FORMAT} model", wanted=_TOP_FIELDS)
     transformer = 4 in top or 5 in top
     if transformer:
         model = "Transformer"
-        conf = top.message(5, f"{_FORMAT} model_conf")
+        conf = top.message(5, f"{_FORMAT} model_conf", _CONF_FIELDS)
         no_scale: bool | None = bool(conf.varint(13)) if conf is not None else False
-        hidden_layer = top.message(3, f"{_FORMAT} trg_embedding")
+        hidden_layer = top.message(3, f"{_FORMAT} trg_embedding", _LAYER_FIELDS)
         hidden_name = "trg_embedding.norm_scale"
     else:
         if side != "src":
             raise ValueError(f"side={side!r}: a LightSeq GPT or BERT model has only a source embedding (side='src')")
-        conf = top.message(3, f"{_FORMAT} model_conf")
+        conf = top.message(3, f"{_FORMAT} model_conf", _CONF_FIELDS)
         model = _gpt_or_bert(conf)
         no_scale = None
-        hidden_layer = top.message(1, f"{_FORMAT} src_embedding")
+        hidden_layer = top.message(1, f"{_FORMAT} src_embedding", _LAYER_FIELDS)
         hidden_name = "src_embedding.norm_scale"
     number = 1 if side == "src" else 3
-    layer = top.message(number, f"{_FORMAT} {side}_embedding")
+    layer = top.message(number, f"{_FORMAT} {side}_embedding", _LAYER_FIELDS)
     if layer is None:
         raise FormatError(
             f"the model has no {side}_embedding", offset=0, chunk=f"{_FORMAT} {model}", expected=f"field {number} ({side}_embedding)", found="none"
@@ -127,33 +134,24 @@ def _proto_table(buf: Any, side: str) -> _Table:
             "no norm_scale to take the hidden size from", offset=0, chunk=f"{_FORMAT} {model}", expected=f"a non-empty {hidden_name}", found="none"
         )
     clip_field = 9 if transformer else 5
-    clip = layer.fields.get(clip_field, [])
-    quantized = any(f.wire == 5 for f in clip)
+    quantized = 5 in layer.wires(clip_field)
     if quantized:
         clip_max = layer.float32(clip_field)
         span = layer.span(1)
         start, end = span if span is not None else (layer.start, layer.start)
         values: Any = np.frombuffer(buf, dtype=np.uint8, count=end - start, offset=start) if end > start else np.zeros(0, np.uint8)
         return _Table("Quant" + model, values, end - start, True, clip_max, hidden, no_scale, start)
-    n = layer.float_count(1)
-    segments = list(layer.float_segments(1))
-    if len(segments) == 1 and n:
-        at, seg = segments[0]
-        values = np.frombuffer(seg, dtype="<f4")
-    else:
-        at = segments[0][0] if segments else layer.start
-        values = np.concatenate([np.frombuffer(s, dtype="<f4") for _, s in segments]) if segments else np.zeros(0, np.float32)
-    return _Table(model, values, n, False, 0.0, hidden, no_scale, at)
+    values = layer.floats(1)
+    return _Table(model, values, int(values.size), False, 0.0, hidden, no_scale, layer.first_offset(1))
 
 
 def _gpt_or_bert(conf: Message | None) -> str:
     # GptModelConf: 3 sampling_method (string), 6 eos_id; BertModelConf: 3 is_post_ln, 4 use_gelu (bools).
     if conf is None:
         return "GPT or BERT"
-    f3 = conf.fields.get(3, [])
-    if any(f.wire == 2 for f in f3) or 6 in conf or 7 in conf:
+    if 2 in conf.wires(3) or 6 in conf or 7 in conf:
         return "GPT"
-    if any(f.wire == 0 for f in f3) or 4 in conf:
+    if 0 in conf.wires(3) or 4 in conf:
         return "BERT"
     return "GPT or BERT"
 
