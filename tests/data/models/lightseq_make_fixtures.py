@@ -6,8 +6,9 @@ LightSeq's exporters fill messages generated from its ``.proto`` files
 descriptors below declare the same messages -- same names, field numbers,
 types and labels -- as a ``FileDescriptorProto`` built in Python, so the
 real ``protobuf`` runtime serialises them exactly as LightSeq's generated
-``_pb2`` modules would (no ``protoc`` needed). Layer messages declare the
-fields the files here use; unknown fields are skipped by every reader.
+``_pb2`` modules would (no ``protoc`` needed). Every field of the
+embedding layers, configs and top-level messages is declared, and every
+field of the encoder and decoder layers (the files fill a few of them).
 
 Run from the repository root to regenerate the committed fixtures::
 
@@ -33,11 +34,121 @@ REP = "repeated"
 
 #: message -> [(field name, number, type, label or None, message type)]
 _EMB_COMMON = [("token_embedding", 1, F, REP), ("position_embedding", 2, F, REP), ("norm_scale", 3, F, REP), ("norm_bias", 4, F, REP)]
-_LAYER = [("multihead_norm_scale", 1, F, REP), ("multihead_norm_bias", 2, F, REP), ("ffn_first_kernel", 9, F, REP)]
+_ENC_NAMES = [
+    "multihead_norm_scale",
+    "multihead_norm_bias",
+    "multihead_project_kernel_qkv",
+    "multihead_project_bias_qkv",
+    "multihead_project_kernel_output",
+    "multihead_project_bias_output",
+    "ffn_norm_scale",
+    "ffn_norm_bias",
+    "ffn_first_kernel",
+    "ffn_first_bias",
+    "ffn_second_kernel",
+    "ffn_second_bias",
+]
+_DEC_NAMES = [
+    "self_norm_scale",
+    "self_norm_bias",
+    "self_project_kernel_qkv",
+    "self_project_bias_qkv",
+    "self_project_kernel_output",
+    "self_project_bias_output",
+    "encdec_norm_scale",
+    "encdec_norm_bias",
+    "encdec_project_kernel_q",
+    "encdec_project_bias_q",
+    "encdec_project_kernel_output",
+    "encdec_project_bias_output",
+    "ffn_norm_scale",
+    "ffn_norm_bias",
+    "ffn_first_kernel",
+    "ffn_first_bias",
+    "ffn_second_kernel",
+    "ffn_second_bias",
+]
+#: Layers: every field a repeated float; in the quantized variants the kernels are bytes and float clip_max fields follow.
+_LAYER = [(name, i, F, REP) for i, name in enumerate(_ENC_NAMES, 1)]
+_DEC_LAYER = [(name, i, F, REP) for i, name in enumerate(_DEC_NAMES, 1)]
+_ENC_CLIPS = [
+    "multihead_project_kernel_qkv_clip_max",
+    "multihead_project_kernel_output_clip_max",
+    "ffn_first_kernel_clip_max",
+    "ffn_second_kernel_clip_max",
+    "multihead_ln_clip_max",
+    "multihead_project_output_clip_max",
+    "ffn_ln_clip_max",
+    "ffn_first_act_clip_max",
+    "multihead_qkv_dense_clip_max",
+    "multihead_output_dense_clip_max",
+    "ffn_first_output_clip_max",
+]
+_DEC_CLIPS = [
+    "self_project_kernel_qkv_clip_max",
+    "self_project_kernel_output_clip_max",
+    "encdec_project_kernel_q_clip_max",
+    "encdec_project_kernel_output_clip_max",
+    "ffn_first_kernel_clip_max",
+    "ffn_second_kernel_clip_max",
+    "self_ln_clip_max",
+    "self_project_output_clip_max",
+    "encdec_ln_clip_max",
+    "encdec_project_output_clip_max",
+    "ffn_ln_clip_max",
+    "ffn_first_act_clip_max",
+    "self_qkv_dense_clip_max",
+    "self_output_dense_clip_max",
+    "encdec_q_dense_clip_max",
+    "encdec_output_dense_clip_max",
+    "ffn_first_output_clip_max",
+    "ffn_second_output_clip_max",
+    "self_qkv_bias_out_clip_max",
+]
+
+
+def _quant_layer(names: list[str], clips: list[str]) -> list[tuple[Any, ...]]:
+    fields: list[tuple[Any, ...]] = [(n, i, BYTES if "kernel" in n else F, None if "kernel" in n else REP) for i, n in enumerate(names, 1)]
+    return fields + [(c, len(names) + i, F, None) for i, c in enumerate(clips, 1)]
+
+
+_MODEL_CONF = [
+    ("head_num", 1, I32, None),
+    ("beam_size", 2, I32, None),
+    ("extra_decode_length", 3, I32, None),
+    ("length_penalty", 4, F, None),
+    ("src_padding_id", 5, I32, None),
+    ("trg_start_id", 6, I32, None),
+    ("diverse_lambda", 7, F, None),
+    ("sampling_method", 8, S, None),
+    ("topp", 9, F, None),
+    ("topk", 10, I32, None),
+    ("trg_end_id", 11, I32, None),
+    ("is_post_ln", 12, B, None),
+    ("no_scale_embedding", 13, B, None),
+    ("use_gelu", 14, B, None),
+    ("multilg_type", 15, I32, None),
+]
+_GPT_CONF = [
+    ("head_num", 1, I32, None),
+    ("src_padding_id", 2, I32, None),
+    ("sampling_method", 3, S, None),
+    ("topp", 4, F, None),
+    ("topk", 5, I32, None),
+    ("eos_id", 6, I32, None),
+    ("extra_decode_length", 7, I32, None),
+]
+_BERT_CONF = [
+    ("head_num", 1, I32, None),
+    ("src_padding_id", 2, I32, None),
+    ("is_post_ln", 3, B, None),
+    ("use_gelu", 4, B, None),
+    ("multilg_type", 5, I32, None),
+]
 SPECS: dict[str, dict[str, list[tuple[Any, ...]]]] = {
     "transformer": {
         "EncoderLayer": _LAYER,
-        "DecoderLayer": [("self_norm_scale", 1, F, REP), ("self_norm_bias", 2, F, REP), ("ffn_first_kernel", 15, F, REP)],
+        "DecoderLayer": _DEC_LAYER,
         "EmbeddingLayer": [
             *_EMB_COMMON,
             ("encode_output_project_kernel_kv", 5, F, REP),
@@ -45,23 +156,7 @@ SPECS: dict[str, dict[str, list[tuple[Any, ...]]]] = {
             ("shared_bias", 7, F, REP),
             ("lang_emb", 8, F, REP),
         ],
-        "ModelConf": [
-            ("head_num", 1, I32, None),
-            ("beam_size", 2, I32, None),
-            ("extra_decode_length", 3, I32, None),
-            ("length_penalty", 4, F, None),
-            ("src_padding_id", 5, I32, None),
-            ("trg_start_id", 6, I32, None),
-            ("diverse_lambda", 7, F, None),
-            ("sampling_method", 8, S, None),
-            ("topp", 9, F, None),
-            ("topk", 10, I32, None),
-            ("trg_end_id", 11, I32, None),
-            ("is_post_ln", 12, B, None),
-            ("no_scale_embedding", 13, B, None),
-            ("use_gelu", 14, B, None),
-            ("multilg_type", 15, I32, None),
-        ],
+        "ModelConf": _MODEL_CONF,
         "Transformer": [
             ("src_embedding", 1, MSG, None, "EmbeddingLayer"),
             ("encoder_stack", 2, MSG, REP, "EncoderLayer"),
@@ -71,8 +166,8 @@ SPECS: dict[str, dict[str, list[tuple[Any, ...]]]] = {
         ],
     },
     "quant_transformer": {
-        "QuantEncoderLayer": [("multihead_norm_scale", 1, F, REP), ("multihead_project_kernel_qkv", 3, BYTES, None)],
-        "QuantDecoderLayer": [("self_norm_scale", 1, F, REP)],
+        "QuantEncoderLayer": _quant_layer(_ENC_NAMES, [*_ENC_CLIPS, "ffn_second_output_clip_max"]),
+        "QuantDecoderLayer": _quant_layer(_DEC_NAMES, _DEC_CLIPS),
         "QuantEmbeddingLayer": [
             ("token_embedding", 1, BYTES, None),
             ("position_embedding", 2, F, REP),
@@ -85,7 +180,7 @@ SPECS: dict[str, dict[str, list[tuple[Any, ...]]]] = {
             ("output_ln_clip_max", 11, F, None),
             ("logits_clip_max", 12, F, None),
         ],
-        "QuantModelConf": [("head_num", 1, I32, None), ("beam_size", 2, I32, None), ("no_scale_embedding", 13, B, None)],
+        "QuantModelConf": _MODEL_CONF,
         "QuantTransformer": [
             ("src_embedding", 1, MSG, None, "QuantEmbeddingLayer"),
             ("encoder_stack", 2, MSG, REP, "QuantEncoderLayer"),
@@ -97,15 +192,7 @@ SPECS: dict[str, dict[str, list[tuple[Any, ...]]]] = {
     "gpt": {
         "GptEncoderLayer": _LAYER,
         "GptEmbeddingLayer": _EMB_COMMON,
-        "GptModelConf": [
-            ("head_num", 1, I32, None),
-            ("src_padding_id", 2, I32, None),
-            ("sampling_method", 3, S, None),
-            ("topp", 4, F, None),
-            ("topk", 5, I32, None),
-            ("eos_id", 6, I32, None),
-            ("extra_decode_length", 7, I32, None),
-        ],
+        "GptModelConf": _GPT_CONF,
         "Gpt": [
             ("src_embedding", 1, MSG, None, "GptEmbeddingLayer"),
             ("encoder_stack", 2, MSG, REP, "GptEncoderLayer"),
@@ -113,7 +200,7 @@ SPECS: dict[str, dict[str, list[tuple[Any, ...]]]] = {
         ],
     },
     "quant_gpt": {
-        "QuantGptEncoderLayer": [("multihead_norm_scale", 1, F, REP)],
+        "QuantGptEncoderLayer": _quant_layer(_ENC_NAMES, [*_ENC_CLIPS, "self_qkv_bias_out_clip_max"]),
         "QuantGptEmbeddingLayer": [
             ("token_embedding", 1, BYTES, None),
             ("position_embedding", 2, F, REP),
@@ -123,7 +210,7 @@ SPECS: dict[str, dict[str, list[tuple[Any, ...]]]] = {
             ("output_ln_clip_max", 6, F, None),
             ("logits_clip_max", 7, F, None),
         ],
-        "QuantGptModelConf": [("head_num", 1, I32, None), ("src_padding_id", 2, I32, None), ("sampling_method", 3, S, None), ("eos_id", 6, I32, None)],
+        "QuantGptModelConf": _GPT_CONF,
         "QuantGpt": [
             ("src_embedding", 1, MSG, None, "QuantGptEmbeddingLayer"),
             ("encoder_stack", 2, MSG, REP, "QuantGptEncoderLayer"),
@@ -133,13 +220,7 @@ SPECS: dict[str, dict[str, list[tuple[Any, ...]]]] = {
     "bert": {
         "BertEncoderLayer": _LAYER,
         "BertEmbeddingLayer": _EMB_COMMON,
-        "BertModelConf": [
-            ("head_num", 1, I32, None),
-            ("src_padding_id", 2, I32, None),
-            ("is_post_ln", 3, B, None),
-            ("use_gelu", 4, B, None),
-            ("multilg_type", 5, I32, None),
-        ],
+        "BertModelConf": _BERT_CONF,
         "Bert": [
             ("src_embedding", 1, MSG, None, "BertEmbeddingLayer"),
             ("encoder_stack", 2, MSG, REP, "BertEncoderLayer"),
@@ -147,7 +228,7 @@ SPECS: dict[str, dict[str, list[tuple[Any, ...]]]] = {
         ],
     },
     "quant_bert": {
-        "QuantBertEncoderLayer": [("multihead_norm_scale", 1, F, REP)],
+        "QuantBertEncoderLayer": _quant_layer(_ENC_NAMES, _ENC_CLIPS),
         "QuantBertEmbeddingLayer": [
             ("token_embedding", 1, BYTES, None),
             ("position_embedding", 2, F, REP),
@@ -155,7 +236,7 @@ SPECS: dict[str, dict[str, list[tuple[Any, ...]]]] = {
             ("norm_bias", 4, F, REP),
             ("emb_clip_max", 5, F, None),
         ],
-        "QuantBertModelConf": [("head_num", 1, I32, None), ("src_padding_id", 2, I32, None), ("is_post_ln", 3, B, None), ("use_gelu", 4, B, None)],
+        "QuantBertModelConf": _BERT_CONF[:4],
         "QuantBert": [
             ("src_embedding", 1, MSG, None, "QuantBertEmbeddingLayer"),
             ("encoder_stack", 2, MSG, REP, "QuantBertEncoderLayer"),
