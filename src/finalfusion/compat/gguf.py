@@ -47,7 +47,7 @@ import numpy.typing as npt
 
 from finalfusion._threads import CPUS, run_tasks
 from finalfusion.compat._common import dense_matrix_with_norms, normalize_rows
-from finalfusion.compat.sentencepiece import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
+from finalfusion.compat._spmodel import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVersion
 from finalfusion.metadata import Metadata
