@@ -150,25 +150,32 @@ def bench_unknown(dims: int, reps: int) -> None:
 
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
     from _model_helpers import corpus, random_words
-
     from finalfusion import Embeddings
     from finalfusion.storage import NdArray
     from finalfusion.vocab import SentencePieceTokenizer, TokenizerVocab
 
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(corpus(6000)), model_writer=buf, model_type="bpe", vocab_size=4000, byte_fallback=True, minloglevel=2, num_threads=1, hard_vocab_limit=False
+        sentence_iterator=iter(corpus(6000)),
+        model_writer=buf,
+        model_type="bpe",
+        vocab_size=4000,
+        byte_fallback=True,
+        minloglevel=2,
+        num_threads=1,
+        hard_vocab_limit=False,
     )
     sp = spm.SentencePieceProcessor(model_proto=buf.getvalue())
     pieces = [sp.IdToPiece(i) for i in range(sp.GetPieceSize())]
-    emb = Embeddings(NdArray(np.random.default_rng(0).standard_normal((len(pieces), dims), dtype=np.float32)), TokenizerVocab(pieces, SentencePieceTokenizer(buf.getvalue())))
+    table = np.random.default_rng(0).standard_normal((len(pieces), dims), dtype=np.float32)
+    emb = Embeddings(NdArray(table), TokenizerVocab(pieces, SentencePieceTokenizer(buf.getvalue())))
     words = [w for w in random_words(12_000, seed=1) if w not in emb.vocab][:10_000]
     random.Random(0).shuffle(words)
     emb.embedding(words[0])  # build the tokenizer once, outside the clock
     batch_s, loop_s = [], []
     for _ in range(reps):
         t0 = time.perf_counter()
-        matrix, _ = emb.embedding_batch(words)
+        _matrix, _ = emb.embedding_batch(words)
         batch_s.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         for w in words:
@@ -202,15 +209,14 @@ def main() -> int:
         for qtype in a.types.split(","):
             path = os.path.join(tmp, f"{qtype}.gguf")
             write_gguf_file(path, rows, a.dims, qtype)
-            if qtype == "F32":
-                variants = ["load", "mmap"]
-            else:
-                variants = ["numpy", "load", "load+normalize"] + ([] if a.no_gguf_py else ["gguf-py"])
+            variants = ["load", "mmap"] if qtype == "F32" else ["numpy", "load", "load+normalize"] + ([] if a.no_gguf_py else ["gguf-py"])
             results: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
             args = ["--rows", str(rows), "--dims", str(a.dims)]
             for _ in range(a.reps):
                 for v in variants:
-                    out = subprocess.run([sys.executable, os.path.abspath(__file__), *args, "--worker", v, qtype, path], capture_output=True, text=True, check=True)
+                    out = subprocess.run(
+                        [sys.executable, os.path.abspath(__file__), *args, "--worker", v, qtype, path], capture_output=True, text=True, check=True
+                    )
                     results[v].append(json.loads(out.stdout))
             base = statistics.median(r["seconds"] for r in results[variants[0]])
             size = os.path.getsize(path) / 2**20
