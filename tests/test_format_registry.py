@@ -41,7 +41,7 @@ SOURCES: dict[str, Callable[[], Embeddings]] = {"floret": floret}
 
 def test_formats_are_listed_in_detection_order() -> None:
     names = [f.name for f in formats()]
-    assert names == ["finalfusion", "fasttext", "floret", "word2vec", "text-dims", "text"]
+    assert names == ["finalfusion", "gguf", "safetensors", "hdf5", "fasttext", "floret", "word2vec", "text-dims", "text"]
     assert tuple(names) == FORMATS
     assert [f.order for f in formats()] == sorted(f.order for f in formats())
     for f in formats():
@@ -76,9 +76,12 @@ def test_no_format_matches_names_every_format() -> None:
     with pytest.raises(FormatError) as err:
         load(b"<html><body>")
     message = str(err.value)
-    assert message.startswith("cannot tell the format: not finalfusion (no FiFu magic), not fasttext (no magic 793712314), not floret (")
+    assert message.startswith(
+        "cannot tell the format: not finalfusion (no FiFu magic), not gguf (no GGUF magic), not safetensors (no safetensors header), "
+        "not hdf5 (no HDF5 signature), not fasttext (no magic 793712314), not floret ("
+    )
     assert 'not word2vec or text-dims (no "<rows> <dims>" first line) and not text (the first line is not a word followed by numbers)' in message
-    assert "expected one of finalfusion, fasttext, floret, word2vec, text-dims, text" in message
+    assert "expected one of finalfusion, gguf, safetensors, hdf5, fasttext, floret, word2vec, text-dims, text" in message
 
 
 def test_registering_twice_fails() -> None:

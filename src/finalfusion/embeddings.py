@@ -33,6 +33,7 @@ from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.storage.quantized import QuantizedArray
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.subword import ExplicitVocab, FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
+from finalfusion.vocab.tokenizer import restore_tokenizer_vocab, with_tokenizer_table
 
 __all__ = ["Embeddings", "SimilarityResult", "load_finalfusion"]
 
@@ -236,8 +237,9 @@ class Embeddings:
         ['Metadata', 'SimpleVocab', 'NdArray']
         """
         out: list[Chunk] = []
-        if self._metadata is not None:
-            out.append(self._metadata)
+        metadata = with_tokenizer_table(self._vocab, self._metadata)
+        if metadata is not None:
+            out.append(metadata)
         out.append(self._vocab)
         out.append(self._storage)
         if self._norms is not None:
@@ -1021,4 +1023,5 @@ def _assemble(chunks: list[tuple[int, Chunk]], name: str) -> Embeddings:
             at, culprit, expected, found = storage_at, storage, f"{vocab.upper_bound} rows", storage.shape[0]
         raise FormatError(problem, offset=at, chunk=type(culprit).__name__, expected=expected, found=found)
     metadata = parts.get("metadata", (0, None))[1]
-    return Embeddings(storage, vocab, norms, metadata)  # type: ignore[arg-type]
+    vocab, metadata = restore_tokenizer_vocab(vocab, metadata, parts.get("metadata", (None, None))[0])  # type: ignore[arg-type]
+    return Embeddings(storage, vocab, norms, metadata)

@@ -26,6 +26,10 @@ from finalfusion.compat import _finalfusion  # noqa: F401  (registers the finalf
 from finalfusion.compat._registry import Format, formats
 from finalfusion.compat.fasttext import load_fasttext, write_fasttext
 from finalfusion.compat.floret import load_floret, write_floret
+from finalfusion.compat.gguf import load_gguf, write_gguf
+from finalfusion.compat.lightseq import load_lightseq
+from finalfusion.compat.safetensors import load_safetensors
+from finalfusion.compat.sentencepiece import load_sentencepiece
 from finalfusion.compat.sniff import load, sniff_format
 from finalfusion.compat.text import load_text, load_text_dims, write_text, write_text_dims
 from finalfusion.compat.word2vec import load_word2vec, write_word2vec
@@ -36,12 +40,17 @@ __all__ = [
     "load",
     "load_fasttext",
     "load_floret",
+    "load_gguf",
+    "load_lightseq",
+    "load_safetensors",
+    "load_sentencepiece",
     "load_text",
     "load_text_dims",
     "load_word2vec",
     "sniff_format",
     "write_fasttext",
     "write_floret",
+    "write_gguf",
     "write_text",
     "write_text_dims",
     "write_word2vec",

@@ -209,11 +209,11 @@ def formats() -> tuple[Format, ...]:
     --------
     >>> from finalfusion.compat import formats
     >>> [f.name for f in formats()]
-    ['finalfusion', 'fasttext', 'floret', 'word2vec', 'text-dims', 'text']
+    ['finalfusion', 'gguf', 'safetensors', 'hdf5', 'fasttext', 'floret', 'word2vec', 'text-dims', 'text']
     >>> for f in formats()[:2]:
     ...     print(f"{f.name:12} {' '.join(f.extensions):10} read={f.can_read} write={f.can_write}")
     finalfusion  .fifu      read=True write=True
-    fasttext     .bin       read=True write=True
+    gguf         .gguf      read=True write=True
     """
     return tuple(sorted(_FORMATS.values(), key=lambda f: f.order))
 
@@ -233,7 +233,7 @@ def get_format(name: str) -> Format:
     >>> get_format("npy")
     Traceback (most recent call last):
     ...
-    KeyError: "unknown format 'npy'; known formats: finalfusion, fasttext, floret, word2vec, text-dims, text"
+    KeyError: "unknown format 'npy'; known formats: finalfusion, gguf, safetensors, hdf5, fasttext, floret, word2vec, text-dims, text"
     """
     try:
         return _FORMATS[name]

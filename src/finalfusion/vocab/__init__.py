@@ -15,14 +15,19 @@ from finalfusion.vocab._index import WordIndex
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.simple import SimpleVocab
 from finalfusion.vocab.subword import ExplicitVocab, FastTextVocab, FinalfusionBucketVocab, FloretVocab
+from finalfusion.vocab.tokenizer import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer, TokenizerVocab
 
 __all__ = [
     "ExplicitVocab",
     "FastTextVocab",
     "FinalfusionBucketVocab",
     "FloretVocab",
+    "HuggingFaceTokenizer",
+    "SentencePieceTokenizer",
     "SimpleVocab",
     "SubwordVocab",
+    "Tokenizer",
+    "TokenizerVocab",
     "Vocab",
     "WordIndex",
     "load_explicit_vocab",
