@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._progress import Progress, ProgressArg, reporter
 from finalfusion._threads import CPUS
 from finalfusion.errors import FormatError
 from finalfusion.storage.ndarray import NdArray
@@ -981,6 +982,7 @@ def evaluate_analogies(
     case_insensitive: bool = False,
     restrict_vocab: int | None = None,
     batch_size: int = 512,
+    progress: ProgressArg = None,
 ) -> AnalogyEvaluation:
     """Answer every question of an analogy file and count correct answers.
 
@@ -1009,6 +1011,9 @@ def evaluate_analogies(
         Only the first ``restrict_vocab`` words are known and candidates.
     batch_size
         Questions answered per matrix product.
+    progress
+        Report the questions done: a callable ``progress("evaluate", done,
+        total)`` or ``True`` for a tqdm bar (when tqdm is installed).
 
     Returns
     -------
@@ -1045,9 +1050,30 @@ def evaluate_analogies(
         key = fold(w)
         known.setdefault(key, i)
         variants.setdefault(key, []).append(i)
-    out: list[AnalogySection] = []
     step = max(1, batch_size)
-    for name, items in read_analogies(questions):
+    sections = read_analogies(questions)
+    with reporter(progress) as report:
+        out = _evaluate(sections, known, variants, index, words, fold, case_insensitive, limit, step, report)
+    return AnalogyEvaluation(out)
+
+
+def _evaluate(
+    sections: list[tuple[str, list[tuple[int, list[str]]]]],
+    known: dict[str, int],
+    variants: dict[str, list[int]],
+    index: QueryIndex,
+    words: Sequence[str],
+    fold: Callable[[str], str],
+    case_insensitive: bool,
+    limit: int,
+    step: int,
+    report: Progress | None,
+) -> list[AnalogySection]:
+    """The per-section counts of :func:`evaluate_analogies`, reporting questions done."""
+    out: list[AnalogySection] = []
+    total = sum(len(items) for _, items in sections)
+    done = 0
+    for name, items in sections:
         todo = [keys for keys in ([fold(p) for p in parts] for _no, parts in items) if all(key in known for key in keys)]
         correct = 0
         for lo in range(0, len(todo), step):
@@ -1056,8 +1082,13 @@ def evaluate_analogies(
             excluded = [np.asarray(sorted({i for key in keys[:3] for i in (variants[key] if case_insensitive else [known[key]])}), np.int64) for keys in chunk]
             _, best = search_batch(index, qm, 1, skip_pairs(excluded), limit)
             correct += sum(i >= 0 and fold(words[i]) == keys[3] for keys, i in zip(chunk, best[:, 0].tolist(), strict=True))
+            if report is not None:
+                report("evaluate", done + len(items) - len(todo) + lo + len(chunk), total)
         out.append(AnalogySection(name, correct, len(todo), len(items) - len(todo)))
-    return AnalogyEvaluation(out)
+        done += len(items)
+        if report is not None:
+            report("evaluate", done, total)
+    return out
 
 
 def analogy_queries(index: QueryIndex, triples: I64) -> F32:

@@ -27,6 +27,7 @@ from typing import IO, Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._progress import Progress, counting
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
 from finalfusion.io import _is_bytes_path
@@ -161,7 +162,7 @@ def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
 
 
 @contextlib.contextmanager
-def open_input(source: Any) -> Iterator[IO[bytes]]:
+def open_input(source: Any, progress: Progress | None = None) -> Iterator[IO[bytes]]:
     """Open ``source`` for binary reading, decompressing gzip transparently.
 
     Parameters
@@ -172,6 +173,9 @@ def open_input(source: Any) -> Iterator[IO[bytes]]:
         descriptor, the file's contents as ``bytes``, or a binary file object
         (read from its current position; it is not closed). Gzip data is recognised by its magic bytes
         ``1f 8b``, whatever the file is called.
+    progress
+        Called as ``progress("read", bytes_read, total)`` while the input is
+        read (compressed bytes for gzip; ``total`` is ``None`` if unknown).
 
     Yields
     ------
@@ -197,6 +201,7 @@ def open_input(source: Any) -> Iterator[IO[bytes]]:
             f = source
         else:
             raise TypeError(f"expected a path, bytes or a binary file object, got {type(source).__name__}")
+        f = counting(f, progress, input_size(f) if progress is not None else None)
         head, f = peek(f, 2)
         if not isinstance(head, bytes):
             raise TypeError("the file object must be opened in binary mode")

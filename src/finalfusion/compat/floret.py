@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import check_header_int, decode_word, input_size, open_input, reuse_freed_memory
 from finalfusion.compat.text import read_text_rows
 from finalfusion.embeddings import Embeddings
@@ -34,7 +35,7 @@ _WHERE: Final = "floret header"
 _WRITE_ROWS: Final = 4096
 
 
-def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
+def load_floret(file: Any, *, lossy: bool = False, progress: ProgressArg = None) -> Embeddings:
     """Read floret text vectors into a :class:`~finalfusion.vocab.FloretVocab`.
 
     Parameters
@@ -45,6 +46,10 @@ def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
     lossy
         Replace invalid UTF-8 in the begin/end-of-word markers with U+FFFD
         instead of raising.
+    progress
+        Report the bytes read: a callable ``progress("read", done, total)``
+        or ``True`` for a tqdm bar (when tqdm is installed); see
+        :mod:`finalfusion._progress`.
 
     Returns
     -------
@@ -68,7 +73,7 @@ def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
     >>> emb.storage.matrix.tolist()
     [[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
     """
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         head = f.readline()
         indexer, dims = _parse_header(head, lossy)
         n = indexer.n_buckets

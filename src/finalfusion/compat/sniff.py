@@ -24,6 +24,7 @@ import re
 import struct
 from typing import IO, Any
 
+from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import open_input, peek
 from finalfusion.embeddings import Embeddings, load_finalfusion
 from finalfusion.errors import FormatError
@@ -111,13 +112,15 @@ def _rows_dims_format(body: bytes, dims: int) -> str:
     return "word2vec"
 
 
-def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, mmap: bool = False) -> Embeddings:
+def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, mmap: bool = False, progress: ProgressArg = None) -> Embeddings:
     """Load embeddings in any supported format, recognised from the file's first bytes.
 
     Gzip-compressed input is decompressed transparently. The options apply
     where the format has them: ``normalize``, ``lossy`` and ``limit`` to
     word2vec, text, text-dims and fastText (see :func:`~finalfusion.compat.load_word2vec`);
     ``lossy`` to floret; ``mmap`` to uncompressed finalfusion files given by path.
+    ``progress`` reports the bytes read (a callable ``progress("read", done,
+    total)``, or ``True`` for a tqdm bar when tqdm is installed).
 
     Parameters
     ----------
@@ -144,7 +147,7 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
         with open(file, "rb") as raw:
             if raw.read(4) == b"FiFu":
                 return load_finalfusion(file, mmap=True)
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         sample, stream = peek(f, _SAMPLE)
         fmt = sniff_format(sample)
         return _load_as(fmt, stream, normalize, lossy, limit)

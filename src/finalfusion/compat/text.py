@@ -29,6 +29,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import (
     RUST_F32,
     RowSink,
@@ -99,7 +100,7 @@ _FIRST_PAIR = _pair_tables(True)
 _NEXT_PAIR = _pair_tables(False)
 
 
-def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
     """Read embeddings in text format with a ``"<rows> <dims>"`` first line (word2vec text, fastText ``.vec``).
 
     Parameters
@@ -115,6 +116,10 @@ def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, li
         Replace invalid UTF-8 in words by U+FFFD instead of raising.
     limit
         Read only the first ``limit`` words.
+    progress
+        Report the bytes read: a callable ``progress("read", done, total)``
+        or ``True`` for a tqdm bar (when tqdm is installed); see
+        :mod:`finalfusion._progress`.
 
     Returns
     -------
@@ -141,13 +146,13 @@ def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, li
     """
     check_limit(limit)
     reuse_freed_memory()
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         n, dims, pos = read_dims_header(f, "text-dims")
         words, matrix = read_text_rows(f, "text-dims", n, dims, pos, lossy, limit)
     return embeddings_from(words, matrix, normalize, where="text-dims line", first=2)
 
 
-def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
     """Read embeddings in text format without a header (GloVe).
 
     The dimensionality is the number of components on the first line;
@@ -155,7 +160,7 @@ def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: 
 
     Parameters
     ----------
-    file, normalize, lossy, limit
+    file, normalize, lossy, limit, progress
         As for :func:`load_text_dims`.
 
     Returns
@@ -175,7 +180,7 @@ def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: 
     """
     check_limit(limit)
     reuse_freed_memory()
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         words, matrix = read_text_rows(f, "text", None, None, 0, lossy, limit)
     return embeddings_from(words, matrix, normalize, where="text line", first=1)
 
