@@ -23,10 +23,15 @@ def example(text: str) -> str:
     return "example:\n" + textwrap.indent(textwrap.dedent(text).strip("\n"), "  ")
 
 
-def subparser(subparsers: Any, name: str, help: str, epilog: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """A subcommand parser with the house formatting (raw epilog with an example)."""
+def subparser(subparsers: Any, name: str, help: str, epilog: str, extra: str = "", **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand parser with the house formatting (raw epilog with an example, then ``extra``)."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help, description=help[:1].upper() + help[1:] + ".", epilog=example(epilog), formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
+        name,
+        help=help,
+        description=help[:1].upper() + help[1:] + ".",
+        epilog=example(epilog) + ("\n\n" + extra if extra else ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
     )
     return parser
 

@@ -53,6 +53,8 @@ class Format:
     accepts: Callable[[Embeddings], bool] = field(default=lambda emb: True)
     #: Options of :class:`LoadOptions` the loader honours (others are refused rather than ignored).
     honours: frozenset[str] = frozenset({"normalize", "lossy", "limit"})
+    #: The format stores words only (subword rows are dropped): embeddings without words are refused.
+    words_only: bool = False
 
 
 def _load_finalfusion(path: str, o: LoadOptions) -> Embeddings:
@@ -142,9 +144,9 @@ def _is_floret(emb: Embeddings) -> bool:
 FORMATS: tuple[Format, ...] = (
     Format("finalfusion", "finalfusion (.fifu)", (".fifu",), _load_finalfusion, _write_finalfusion, ("finalfusion_mmap",), honours=frozenset({"mmap"})),
     Format("fasttext", "fastText model (.bin)", (".bin",), _load_fasttext, _write_fasttext, accepts=_is_fasttext),
-    Format("word2vec", "word2vec binary (.bin, .w2v)", (".bin", ".w2v"), _load_word2vec, _write_word2vec),
-    Format("text-dims", "text with a '<rows> <dims>' line (.vec)", (".vec",), _load_text_dims, _write_text_dims, ("textdims",)),
-    Format("text", "text without header, GloVe (.txt)", (".txt", ".glove"), _load_text, _write_text, ("glove",)),
+    Format("word2vec", "word2vec binary (.bin, .w2v)", (".bin", ".w2v"), _load_word2vec, _write_word2vec, words_only=True),
+    Format("text-dims", "text with a '<rows> <dims>' line (.vec)", (".vec",), _load_text_dims, _write_text_dims, ("textdims",), words_only=True),
+    Format("text", "text without header, GloVe (.txt)", (".txt", ".glove"), _load_text, _write_text, ("glove",), words_only=True),
     Format("floret", "floret text vectors (.floret)", (".floret",), _load_floret, _write_floret, accepts=_is_floret, honours=frozenset({"lossy"})),
 )
 _BY_NAME: dict[str, Format] = {name: f for f in FORMATS for name in (f.name, *f.aliases)}
@@ -207,8 +209,12 @@ def output_format(path: str, emb: Embeddings) -> Format:
 
 def write_as(path: str, emb: Embeddings, fmt: str | None, options: WriteOptions) -> None:
     """Write ``emb`` to ``path`` atomically; a failure becomes a :class:`CliError` naming the file."""
+    if path.lower().endswith(".gz"):
+        raise CliError(f"{path}: compressed output is not supported (gzip input is read transparently); write without .gz and compress afterwards")
     spec = _BY_NAME[fmt] if fmt is not None else output_format(path, emb)
     assert spec.write is not None  # every format in the table can be written
+    if spec.words_only and len(emb.vocab) == 0 and emb.storage.shape[0] > 0:
+        raise CliError(f"{path}: {spec.name} stores word vectors, and these embeddings have no words (only subword rows); write finalfusion or floret")
     try:
         spec.write(path, emb, options)
     except (OSError, ValueError, TypeError, MemoryError) as exc:
@@ -239,12 +245,10 @@ def register(subparsers: Any) -> None:
         subparsers,
         "convert",
         "convert embeddings between formats",
-        f"""
+        """
         finalfusion convert GoogleNews-vectors-negative300.bin.gz vectors.fifu
-        finalfusion convert --to text-dims vectors.fifu vectors.vec
-
-formats (input recognised from the content, output from the extension):
-{table}""",
+        finalfusion convert --to text-dims vectors.fifu vectors.vec""",
+        "formats (input recognised from the content, output from the extension):\n" + table,
     )
     p.add_argument("input", metavar="IN", help="embeddings to read (gzip is decompressed transparently)")
     p.add_argument("output", metavar="OUT", help="file to write (atomically: replaced only when complete)")
@@ -261,7 +265,7 @@ formats (input recognised from the content, output from the extension):
         "like finalfusion-utils without -u)",
     )
     out.add_argument("--metadata", metavar="FILE.toml", help="store this TOML as the metadata (finalfusion output only)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
 
