@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -40,7 +41,13 @@ def bars(args: argparse.Namespace) -> Iterator[Any]:
     except ImportError:
         yield None
         return
-    progress = TqdmBars(factory=tqdm, file=sys.stderr, leave=False, dynamic_ncols=True)
+    # A terminal that reports no size (a bare pseudo-terminal) would get empty bars: assume 80 x 24 there.
+    try:
+        sized = os.get_terminal_size(sys.stderr.fileno()).columns > 0
+    except (OSError, ValueError, AttributeError):
+        sized = False
+    width: dict[str, Any] = {"dynamic_ncols": True} if sized else {"ncols": 80, "nrows": 24}
+    progress = TqdmBars(factory=tqdm, file=sys.stderr, leave=False, **width)
     try:
         yield progress
     finally:
