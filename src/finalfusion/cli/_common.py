@@ -9,9 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from finalfusion.cli.progress import bars
-from finalfusion.embeddings import Embeddings
 
-__all__ = ["CliError", "add_input_options", "bars", "example", "load_input", "one_line", "positive_int", "read_lines", "subparser"]
+__all__ = ["CliError", "bars", "example", "one_line", "positive_int", "read_lines", "subparser"]
 
 
 class CliError(Exception):
@@ -36,26 +35,6 @@ def subparser(subparsers: Any, name: str, help: str, epilog: str, extra: str = "
     return parser
 
 
-def add_input_options(parser: argparse.ArgumentParser, *, formats: bool = True) -> None:
-    """``--from``, ``--lossy``, ``--mmap``, ``--limit``, ``--no-normalize`` for commands that read embeddings."""
-    from finalfusion.cli.convert import input_format_names
-
-    group = parser.add_argument_group("input")
-    if formats:
-        group.add_argument(
-            "-f",
-            "--from",
-            dest="input_format",
-            metavar="FORMAT",
-            choices=input_format_names(),
-            help="input format (default: recognised from the content): " + ", ".join(input_format_names()),
-        )
-    group.add_argument("--lossy", action="store_true", help="replace invalid UTF-8 in words by U+FFFD instead of failing")
-    group.add_argument("--mmap", action="store_true", help="memory-map a finalfusion input instead of reading it")
-    group.add_argument("--limit", type=positive_int, metavar="N", help="read only the first N words (word2vec, text, text-dims, fastText)")
-    group.add_argument("--no-normalize", dest="normalize", action="store_false", help="keep the vectors of a non-finalfusion input as stored (no norms)")
-
-
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1."""
     try:
@@ -65,20 +44,6 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
     return value
-
-
-def load_input(args: argparse.Namespace, path: str, progress: Any = None) -> Embeddings:
-    """Load ``path`` with the input options in ``args``; a failure becomes a :class:`CliError` naming the file."""
-    from finalfusion.cli.convert import LoadOptions, load_as
-
-    options = LoadOptions(
-        normalize=getattr(args, "normalize", True),
-        lossy=getattr(args, "lossy", False),
-        limit=getattr(args, "limit", None),
-        mmap=getattr(args, "mmap", False),
-        progress=progress,
-    )
-    return load_as(path, getattr(args, "input_format", None), options)
 
 
 def one_line(exc: BaseException) -> str:

@@ -14,10 +14,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from finalfusion.cli._common import CliError, add_input_options, bars, load_input, one_line, subparser
+from finalfusion.cli._common import CliError, bars, one_line, positive_int, subparser
 from finalfusion.embeddings import Embeddings
 
-__all__ = ["FORMATS", "Format", "LoadOptions", "WriteOptions", "input_format_names", "load_as", "output_format", "register", "write_as"]
+__all__ = [
+    "FORMATS",
+    "Format",
+    "LoadOptions",
+    "WriteOptions",
+    "add_input_options",
+    "input_format_names",
+    "load_as",
+    "load_input",
+    "output_format",
+    "register",
+    "write_as",
+]
 
 
 @dataclass(frozen=True)
@@ -236,6 +248,36 @@ def read_metadata(path: str) -> Any:
         raise CliError(f"{path}: {one_line(exc)}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise CliError(f"{path}: not valid TOML: {one_line(exc)}") from None
+
+
+def add_input_options(parser: argparse.ArgumentParser, *, formats: bool = True) -> None:
+    """``--from``, ``--lossy``, ``--mmap``, ``--limit``, ``--no-normalize`` for commands that read embeddings."""
+    group = parser.add_argument_group("input")
+    if formats:
+        group.add_argument(
+            "-f",
+            "--from",
+            dest="input_format",
+            metavar="FORMAT",
+            choices=input_format_names(),
+            help="input format (default: recognised from the content): " + ", ".join(input_format_names()),
+        )
+    group.add_argument("--lossy", action="store_true", help="replace invalid UTF-8 in words by U+FFFD instead of failing")
+    group.add_argument("--mmap", action="store_true", help="memory-map a finalfusion input instead of reading it")
+    group.add_argument("--limit", type=positive_int, metavar="N", help="read only the first N words (word2vec, text, text-dims, fastText)")
+    group.add_argument("--no-normalize", dest="normalize", action="store_false", help="keep the vectors of a non-finalfusion input as stored (no norms)")
+
+
+def load_input(args: argparse.Namespace, path: str, progress: Any = None) -> Embeddings:
+    """Load ``path`` with the input options in ``args``; a failure becomes a :class:`CliError` naming the file."""
+    options = LoadOptions(
+        normalize=getattr(args, "normalize", True),
+        lossy=getattr(args, "lossy", False),
+        limit=getattr(args, "limit", None),
+        mmap=getattr(args, "mmap", False),
+        progress=progress,
+    )
+    return load_as(path, getattr(args, "input_format", None), options)
 
 
 def register(subparsers: Any) -> None:

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from finalfusion.cli._common import CliError, add_input_options, bars, load_input, one_line, subparser
+from finalfusion.cli._common import CliError, bars, one_line, subparser
+from finalfusion.cli.convert import add_input_options, load_input
 from finalfusion.embeddings import Embeddings
 
 __all__ = ["describe", "register"]

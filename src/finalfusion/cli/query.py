@@ -8,7 +8,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from finalfusion.cli._common import CliError, add_input_options, bars, load_input, one_line, positive_int, read_lines, subparser
+from finalfusion.cli._common import CliError, bars, one_line, positive_int, read_lines, subparser
+from finalfusion.cli.convert import add_input_options, load_input
 from finalfusion.embeddings import Embeddings
 from finalfusion.similarity import SimilarityResult
 
