@@ -30,11 +30,29 @@ def env() -> dict[str, str]:
     return e
 
 
+def installed_from_here() -> bool:
+    """Whether finalfusion-py is installed (with its console scripts) from this tree."""
+    try:
+        dist = importlib.metadata.distribution("finalfusion-py")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+    return bool(url.rstrip("/") == REPO.as_uri())
+
+
+def command(name: str = "finalfusion") -> list[str]:
+    """The installed console script when it comes from this tree, else ``python -m finalfusion`` on this tree's sources."""
+    script = Path(sys.executable).parent / name
+    if installed_from_here() and script.exists():
+        return [str(script)]
+    if name != "finalfusion":
+        raise LookupError(name)
+    return [sys.executable, "-m", "finalfusion"]
+
+
 def ff(*args: Any, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m finalfusion ARGS`` (the same code as the console script)."""
-    return subprocess.run(
-        [sys.executable, "-m", "finalfusion", *map(str, args)], input=stdin, capture_output=True, text=True, env=env(), cwd=cwd, timeout=300, check=False
-    )
+    """Run ``finalfusion ARGS`` (installed script, or ``python -m finalfusion``: the same code)."""
+    return subprocess.run([*command(), *map(str, args)], input=stdin, capture_output=True, text=True, env=env(), cwd=cwd, timeout=300, check=False)
 
 
 def ok(*args: Any, stdin: str | None = None) -> str:
@@ -415,6 +433,7 @@ def test_installed_entry_point_is_cli_main() -> None:
         dist = importlib.metadata.distribution("finalfusion-py")
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("finalfusion-py is not installed (only this tree's sources are on the path)")
+    assert os.path.exists(command()[0])
     direct = json.loads(dist.read_text("direct_url.json") or "{}")
     url = direct.get("url", "")
     if url.rstrip("/") != REPO.as_uri():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,15 +14,8 @@ import finalfusion
 from finalfusion import Embeddings, FastTextVocab, NdArray
 from finalfusion.subword import FastTextIndexer
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "examples" / "sample.fifu"
-
-
-def env() -> dict[str, str]:
-    e = dict(os.environ)
-    e["PYTHONPATH"] = str(REPO / "src") + os.pathsep + e.get("PYTHONPATH", "")
-    return e
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_cli import SAMPLE, command, env
 
 SCRIPTS = {
     "ffp-convert": "convert",
@@ -35,9 +27,12 @@ SCRIPTS = {
 
 
 def ffp(script: str, *args: Any, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run what the ``script`` console script runs (``finalfusion.cli.legacy``), with ``args``."""
-    code = f"import sys; from finalfusion.cli.legacy import {SCRIPTS[script]} as main; sys.exit(main())"
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], input=stdin, capture_output=True, text=True, env=env(), timeout=300, check=False)
+    """Run the ``script`` console script (installed from this tree), else what it runs (``finalfusion.cli.legacy``)."""
+    try:
+        cmd = command(script)
+    except LookupError:
+        cmd = [sys.executable, "-c", f"import sys; from finalfusion.cli.legacy import {SCRIPTS[script]} as main; sys.exit(main())"]
+    return subprocess.run([*cmd, *map(str, args)], input=stdin, capture_output=True, text=True, env=env(), timeout=300, check=False)
 
 
 @pytest.fixture(scope="module")
