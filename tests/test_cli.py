@@ -443,3 +443,28 @@ def test_installed_entry_point_is_cli_main() -> None:
     from finalfusion.cli import main
 
     assert eps["finalfusion"].load() is main
+
+
+def test_docs_name_every_command_and_option() -> None:
+    from finalfusion.cli import build_parser
+    from finalfusion.cli.completions import commands
+
+    text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    for c in commands(build_parser()):
+        assert f"## {c.name}\n" in text, c.name
+        for o in c.options:
+            for flag in o.flags:
+                if flag not in ("-h", "--help"):
+                    assert f"`{flag}" in text or f"{flag}`" in text or f" {flag} " in text, (c.name, flag)
+
+
+def test_metadata_remove(tmp_path: Path) -> None:
+    target = tmp_path / "m.fifu"
+    target.write_bytes(SAMPLE.read_bytes())
+    ok("metadata", "--remove", target)
+    assert finalfusion.load_finalfusion(target).metadata is None
+    r = ff("metadata", target)
+    assert r.returncode == 0
+    assert r.stdout == ""
+    assert "has no metadata" in r.stderr
+    assert "not a finalfusion file" in fails(1, "metadata", REPO / "README.md")

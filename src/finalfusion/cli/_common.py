@@ -27,7 +27,7 @@ def subparser(subparsers: Any, name: str, help: str, epilog: str, extra: str = "
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name,
         help=help,
-        description=help[:1].upper() + help[1:] + ".",
+        description=help[:1].upper() + help[1:] + ("" if help.endswith(("?", ".")) else "."),
         epilog=example(epilog) + ("\n\n" + extra if extra else ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         **kwargs,
