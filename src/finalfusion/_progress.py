@@ -31,7 +31,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-__all__ = ["Progress", "ProgressArg", "TqdmBars", "counting", "reporter"]
+__all__ = ["Progress", "ProgressArg", "TqdmBars", "counting", "progress_callback", "reporter"]
 
 #: ``progress(stage, done, total)``; ``total`` is ``None`` when unknown.
 Progress = Callable[[str, int, Any], None]
@@ -80,6 +80,8 @@ class TqdmBars:
             bar.total = total
         if done > bar.n:
             bar.update(done - bar.n)
+        if total is not None and done >= total:
+            self.close()  # finished: a later report (a new stage, or a rewind) opens a new bar
 
     def close(self) -> None:
         """Close the current bar (a later report opens a new one)."""
@@ -98,6 +100,27 @@ def _tqdm() -> Any:
     return tqdm.auto.tqdm
 
 
+def progress_callback(progress: ProgressArg) -> Progress | None:
+    """The callable to report to for a ``progress=`` argument, or ``None``.
+
+    ``True`` gives a :class:`TqdmBars` (``None`` without tqdm), whose bars
+    close when they reach their total; a callable is returned as it is.
+
+    Examples
+    --------
+    >>> progress_callback(None) is None, progress_callback(print) is print
+    (True, True)
+    """
+    if progress is None or progress is False:
+        return None
+    if progress is True:
+        bars = TqdmBars()
+        return bars if bars._factory is not None else None
+    if not callable(progress):
+        raise TypeError(f"progress must be None, a bool or a callable progress(stage, done, total), not {type(progress).__name__}")
+    return progress
+
+
 @contextlib.contextmanager
 def reporter(progress: ProgressArg) -> Iterator[Progress | None]:
     """The callable to report to for a ``progress=`` argument (``None``: do not report).
@@ -105,19 +128,12 @@ def reporter(progress: ProgressArg) -> Iterator[Progress | None]:
     ``True`` gives a :class:`TqdmBars` (or ``None`` without tqdm) that is
     closed when the block ends; a callable is passed through.
     """
-    if progress is None or progress is False:
-        yield None
-        return
-    if progress is True:
-        bars = TqdmBars()
-        try:
-            yield bars if bars._factory is not None else None
-        finally:
-            bars.close()
-        return
-    if not callable(progress):
-        raise TypeError(f"progress must be None, a bool or a callable progress(stage, done, total), not {type(progress).__name__}")
-    yield progress
+    report = progress_callback(progress)
+    try:
+        yield report
+    finally:
+        if isinstance(report, TqdmBars):
+            report.close()
 
 
 class _Counting:

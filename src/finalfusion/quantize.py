@@ -48,7 +48,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._progress import ProgressArg, reporter
+from finalfusion._progress import ProgressArg, progress_callback
 from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.storage.quantized import PQ, QuantizedArray
 
@@ -436,27 +436,27 @@ def train_pq(
     >>> pq.quantizers.shape, pq.projection.shape
     ((3, 8, 2), (6, 6))
     """
-    with reporter(progress) as report:
-        data = np.ascontiguousarray(x, dtype=np.float32)
-        if data.ndim != 2:
-            raise ValueError(f"x must be 2-D, got shape {data.shape}")
-        q, _ = check_parameters(data.shape, n_subquantizers, n_bits, quantizer, n_iterations, n_attempts, None)
-        rng = np.random.default_rng(seed)
-        k = 1 << n_bits
-        if quantizer == "opq":
-            return _train_opq(data, q, k, n_iterations, rng, report)
-        projection = eigenvalue_allocation(data, q) if quantizer == "gaussian_opq" else None
-        if projection is not None:
-            data = data @ projection
-        ds = data.shape[1] // q
-        centroids = np.empty((q, k, ds), dtype=np.float32)
-        seeds = np.stack([_seed(data, q, k, rng) for _ in range(n_attempts)], axis=1)  # (q, attempts, k, ds)
-        for j in range(q):
-            sub = np.ascontiguousarray(data[:, j * ds : (j + 1) * ds])
-            centroids[j] = _kmeans(sub, _augment(sub), seeds[j], n_iterations)[0]
-            if report is not None:
-                report("train", j + 1, q)
-        return PQ(centroids, projection)
+    report = progress_callback(progress)
+    data = np.ascontiguousarray(x, dtype=np.float32)
+    if data.ndim != 2:
+        raise ValueError(f"x must be 2-D, got shape {data.shape}")
+    q, _ = check_parameters(data.shape, n_subquantizers, n_bits, quantizer, n_iterations, n_attempts, None)
+    rng = np.random.default_rng(seed)
+    k = 1 << n_bits
+    if quantizer == "opq":
+        return _train_opq(data, q, k, n_iterations, rng, report)
+    projection = eigenvalue_allocation(data, q) if quantizer == "gaussian_opq" else None
+    if projection is not None:
+        data = data @ projection
+    ds = data.shape[1] // q
+    centroids = np.empty((q, k, ds), dtype=np.float32)
+    seeds = np.stack([_seed(data, q, k, rng) for _ in range(n_attempts)], axis=1)  # (q, attempts, k, ds)
+    for j in range(q):
+        sub = np.ascontiguousarray(data[:, j * ds : (j + 1) * ds])
+        centroids[j] = _kmeans(sub, _augment(sub), seeds[j], n_iterations)[0]
+        if report is not None:
+            report("train", j + 1, q)
+    return PQ(centroids, projection)
 
 
 def _train_opq(x: F32, q: int, k: int, n_iterations: int, rng: np.random.Generator, progress: Progress | None) -> PQ:
@@ -610,29 +610,29 @@ def quantize_storage(
     >>> qa.quantized_len, qa.norms is not None, np.allclose(qa.norms, np.linalg.norm(x, axis=1))
     (2, True, True)
     """
-    with reporter(progress) as report:
-        rows, dims = storage.shape
-        q, n_train = check_parameters((rows, dims), n_subquantizers, n_bits, quantizer, n_iterations, n_attempts, sample)
-        rng = np.random.default_rng(seed)
-        picked = np.sort(rng.choice(rows, size=n_train, replace=False)) if n_train < rows else None
-        train = np.asarray(_block(storage, 0, rows) if picked is None else storage.rows(picked), dtype=np.float32)
-        _check_finite(train, picked, 0)
-        if normalize:
-            train = _unit(train)[0]
-        pq = train_pq(train, q, n_bits, quantizer, n_iterations, n_attempts, rng, report)
-        del train
-        codes = np.empty((rows, q), dtype=np.uint8)
-        norms = np.empty(rows, dtype=np.float32) if normalize else None
-        for lo in range(0, rows, _ENCODE_ROWS):
-            hi = min(lo + _ENCODE_ROWS, rows)
-            block = _block(storage, lo, hi)
-            _check_finite(block, None, lo)
-            if norms is not None:
-                block, norms[lo:hi] = _unit(block)
-            codes[lo:hi] = encode(pq, block)
-            if report is not None:
-                report("encode", hi, rows)
-        return QuantizedArray(pq, codes, norms)
+    report = progress_callback(progress)
+    rows, dims = storage.shape
+    q, n_train = check_parameters((rows, dims), n_subquantizers, n_bits, quantizer, n_iterations, n_attempts, sample)
+    rng = np.random.default_rng(seed)
+    picked = np.sort(rng.choice(rows, size=n_train, replace=False)) if n_train < rows else None
+    train = np.asarray(_block(storage, 0, rows) if picked is None else storage.rows(picked), dtype=np.float32)
+    _check_finite(train, picked, 0)
+    if normalize:
+        train = _unit(train)[0]
+    pq = train_pq(train, q, n_bits, quantizer, n_iterations, n_attempts, rng, report)
+    del train
+    codes = np.empty((rows, q), dtype=np.uint8)
+    norms = np.empty(rows, dtype=np.float32) if normalize else None
+    for lo in range(0, rows, _ENCODE_ROWS):
+        hi = min(lo + _ENCODE_ROWS, rows)
+        block = _block(storage, lo, hi)
+        _check_finite(block, None, lo)
+        if norms is not None:
+            block, norms[lo:hi] = _unit(block)
+        codes[lo:hi] = encode(pq, block)
+        if report is not None:
+            report("encode", hi, rows)
+    return QuantizedArray(pq, codes, norms)
 
 
 def reconstruct_storage(storage: Storage) -> NdArray:

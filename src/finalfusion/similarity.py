@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._progress import Progress, ProgressArg, reporter
+from finalfusion._progress import ProgressArg, progress_callback
 from finalfusion._threads import CPUS
 from finalfusion.errors import FormatError
 from finalfusion.storage.ndarray import NdArray
@@ -1050,29 +1050,11 @@ def evaluate_analogies(
         key = fold(w)
         known.setdefault(key, i)
         variants.setdefault(key, []).append(i)
-    step = max(1, batch_size)
-    sections = read_analogies(questions)
-    with reporter(progress) as report:
-        out = _evaluate(sections, known, variants, index, words, fold, case_insensitive, limit, step, report)
-    return AnalogyEvaluation(out)
-
-
-def _evaluate(
-    sections: list[tuple[str, list[tuple[int, list[str]]]]],
-    known: dict[str, int],
-    variants: dict[str, list[int]],
-    index: QueryIndex,
-    words: Sequence[str],
-    fold: Callable[[str], str],
-    case_insensitive: bool,
-    limit: int,
-    step: int,
-    report: Progress | None,
-) -> list[AnalogySection]:
-    """The per-section counts of :func:`evaluate_analogies`, reporting questions done."""
     out: list[AnalogySection] = []
-    total = sum(len(items) for _, items in sections)
-    done = 0
+    step = max(1, batch_size)
+    report = progress_callback(progress)
+    sections = read_analogies(questions)
+    total, done = sum(len(items) for _, items in sections), 0
     for name, items in sections:
         todo = [keys for keys in ([fold(p) for p in parts] for _no, parts in items) if all(key in known for key in keys)]
         correct = 0
@@ -1082,13 +1064,11 @@ def _evaluate(
             excluded = [np.asarray(sorted({i for key in keys[:3] for i in (variants[key] if case_insensitive else [known[key]])}), np.int64) for keys in chunk]
             _, best = search_batch(index, qm, 1, skip_pairs(excluded), limit)
             correct += sum(i >= 0 and fold(words[i]) == keys[3] for keys, i in zip(chunk, best[:, 0].tolist(), strict=True))
-            if report is not None:
-                report("evaluate", done + len(items) - len(todo) + lo + len(chunk), total)
         out.append(AnalogySection(name, correct, len(todo), len(items) - len(todo)))
         done += len(items)
         if report is not None:
             report("evaluate", done, total)
-    return out
+    return AnalogyEvaluation(out)
 
 
 def analogy_queries(index: QueryIndex, triples: I64) -> F32:
