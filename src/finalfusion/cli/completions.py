@@ -106,7 +106,8 @@ def _zsh_quote(text: str) -> str:
 
 
 def _zsh(prog: str, cmds: list[Command]) -> str:
-    described = "\n".join(f"        '{c.name}:{_zsh_quote(c.help)}'" for c in cmds)
+    # _describe splits "name:description" at the first colon; only the option descriptions need \: and \[ \].
+    described = "\n".join(f"        '{c.name}:{c.help.replace(chr(39), chr(39) + chr(92) + chr(39) + chr(39))}'" for c in cmds)
     cases = []
     for c in cmds:
         specs = []
