@@ -27,10 +27,11 @@ PACKAGE = Path(finalfusion.__file__).parent
 LOWER_LAYERS = {
     "finalfusion.errors": set(),
     "finalfusion._threads": set(),
+    "finalfusion._progress": set(),
     "finalfusion._binary": {"finalfusion.errors"},
-    "finalfusion._source": {"finalfusion._binary", "finalfusion.errors"},
+    "finalfusion._source": {"finalfusion._binary", "finalfusion._progress", "finalfusion.errors"},
     "finalfusion._atomic": {"finalfusion._threads"},
-    "finalfusion._fileref": {"finalfusion._binary", "finalfusion._source", "finalfusion.errors"},
+    "finalfusion._fileref": {"finalfusion._binary", "finalfusion._progress", "finalfusion._source", "finalfusion.errors"},
     "finalfusion.chunks": {"finalfusion._binary", "finalfusion.errors"},
     "finalfusion.header": {"finalfusion._binary", "finalfusion.chunks", "finalfusion.errors"},
     "finalfusion.container": {

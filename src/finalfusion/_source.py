@@ -38,6 +38,7 @@ from typing import IO, Any, Final, NamedTuple, Union, cast
 import numpy as np
 
 from finalfusion._binary import Buffer
+from finalfusion._progress import Progress, counting
 from finalfusion.errors import FormatError, Truncated
 
 __all__ = [
@@ -448,7 +449,7 @@ def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
 
 
 @contextlib.contextmanager
-def open_stream(source: Source) -> Iterator[IO[bytes]]:
+def open_stream(source: Source, progress: Progress | None = None) -> Iterator[IO[bytes]]:
     """Open ``source`` for binary reading, decompressing gzip transparently.
 
     Parameters
@@ -459,6 +460,9 @@ def open_stream(source: Source) -> Iterator[IO[bytes]]:
         descriptor, the file's contents as ``bytes``, or a binary file object
         (read from its current position; it is not closed). Gzip data is recognised by its magic bytes
         ``1f 8b``, whatever the file is called.
+    progress
+        Called as ``progress("read", bytes_read, total)`` while the input is
+        read (compressed bytes for gzip; ``total`` is ``None`` if unknown).
 
     Yields
     ------
@@ -480,6 +484,8 @@ def open_stream(source: Source) -> Iterator[IO[bytes]]:
     with contextlib.ExitStack() as stack:
         src = stack.enter_context(opened(source))
         f = io.BytesIO(src.data) if src.data is not None else cast(IO[bytes], src.file)
+        if progress is not None:
+            f = counting(f, progress, input_size(f))
         head, f = peek(f, 2)
         if not isinstance(head, bytes):
             raise TypeError("the file object must be opened in binary mode")

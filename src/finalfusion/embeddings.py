@@ -718,7 +718,9 @@ class Embeddings:
         """
         return similarity.most_similar(self, positive, negative, topn, restrict_vocab)
 
-    def evaluate_analogies(self, questions: Any, *, case_insensitive: bool = False, restrict_vocab: int | None = None) -> similarity.AnalogyEvaluation:
+    def evaluate_analogies(
+        self, questions: Any, *, case_insensitive: bool = False, restrict_vocab: int | None = None, progress: Any = None
+    ) -> similarity.AnalogyEvaluation:
         """Analogy accuracy on a word2vec-format question file; see :func:`finalfusion.similarity.evaluate_analogies`.
 
         Examples
@@ -731,7 +733,7 @@ class Embeddings:
         >>> emb.evaluate_analogies([": family", "man king woman queen"]).accuracy
         1.0
         """
-        return similarity.evaluate_analogies(self, questions, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab)
+        return similarity.evaluate_analogies(self, questions, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab, progress=progress)
 
     # -- pickling and copies ---------------------------------------------------------
     def _by_reference(self) -> FileRef | None:
@@ -780,7 +782,7 @@ class Embeddings:
         normalize: bool = True,
         seed: int | np.random.Generator | None = None,
         sample: int | float | None = None,
-        progress: Callable[[str, int, int], None] | None = None,
+        progress: Callable[[str, int, int], None] | bool | None = None,
     ) -> Embeddings:
         """Product-quantize the embeddings (all storage rows, subword rows included).
 
@@ -809,7 +811,7 @@ class Embeddings:
             is still encoded. Useful for large or memory-mapped matrices.
         progress
             Callback ``progress(stage, done, total)`` with stage ``"train"``
-            or ``"encode"``.
+            or ``"encode"``, or ``True`` for tqdm bars (when tqdm is installed).
 
         Returns
         -------

@@ -47,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion import _display
+from finalfusion._progress import ProgressArg, progress_callback
 from finalfusion._threads import CPUS
 from finalfusion.errors import FormatError
 from finalfusion.storage.ndarray import NdArray
@@ -1004,6 +1005,7 @@ def evaluate_analogies(
     case_insensitive: bool = False,
     restrict_vocab: int | None = None,
     batch_size: int = 512,
+    progress: ProgressArg = None,
 ) -> AnalogyEvaluation:
     """Answer every question of an analogy file and count correct answers.
 
@@ -1032,6 +1034,9 @@ def evaluate_analogies(
         Only the first ``restrict_vocab`` words are known and candidates.
     batch_size
         Questions answered per matrix product.
+    progress
+        Report the questions done: a callable ``progress("evaluate", done,
+        total)`` or ``True`` for a tqdm bar (when tqdm is installed).
 
     Returns
     -------
@@ -1070,7 +1075,10 @@ def evaluate_analogies(
         variants.setdefault(key, []).append(i)
     out: list[AnalogySection] = []
     step = max(1, batch_size)
-    for name, items in read_analogies(questions):
+    report = progress_callback(progress)
+    sections = read_analogies(questions)
+    total, done = sum(len(items) for _, items in sections), 0
+    for name, items in sections:
         todo = [keys for keys in ([fold(p) for p in parts] for _no, parts in items) if all(key in known for key in keys)]
         correct = 0
         for lo in range(0, len(todo), step):
@@ -1080,6 +1088,9 @@ def evaluate_analogies(
             _, best = search_batch(index, qm, 1, skip_pairs(excluded), limit)
             correct += sum(i >= 0 and fold(words[i]) == keys[3] for keys, i in zip(chunk, best[:, 0].tolist(), strict=True))
         out.append(AnalogySection(name, correct, len(todo), len(items) - len(todo)))
+        done += len(items)
+        if report is not None:
+            report("evaluate", done, total)
     return AnalogyEvaluation(out)
 
 

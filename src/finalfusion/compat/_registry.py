@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["LOAD_OPTIONS", "Format", "formats", "get_format", "register_format"]
 
 #: Options of :func:`finalfusion.load` that are passed to a loader that declares them.
-LOAD_OPTIONS: Final = frozenset({"normalize", "lossy", "limit", "mmap"})
+LOAD_OPTIONS: Final = frozenset({"normalize", "lossy", "limit", "mmap", "progress"})
 
 #: ``detector(sample, path)``: whether the input is in this format.
 Detector = Callable[[bytes, "str | None"], bool]
@@ -62,7 +62,7 @@ class Format:
     order : int
         Position in the detection order (smaller first).
     options : frozenset[str]
-        Which of ``normalize``, ``lossy``, ``limit`` and ``mmap`` the loader takes.
+        Which of ``normalize``, ``lossy``, ``limit``, ``mmap`` and ``progress`` the loader takes.
     mismatch : str
         Why a sample is not in this format, for the message when nothing matches.
 

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._atomic import atomic_output
+from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import check_limit, decode_word, dense_matrix_with_norms, embeddings_from, input_size, open_input, simple_vocab
 from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
@@ -153,7 +154,7 @@ class _Stream:
         self.pos = start + len(view)
 
 
-def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
     """Read the word and subword vectors of a fastText ``.bin`` model (version 12).
 
     Every word row becomes what fastText's ``get_word_vector`` returns for
@@ -189,6 +190,10 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
         Keep only the first ``limit`` words (fastText sorts them by
         frequency); all n-gram buckets are kept, so the dropped words are
         still embedded through their n-grams.
+    progress
+        Report the bytes read: a callable ``progress("read", done, total)``
+        or ``True`` for a tqdm bar (when tqdm is installed); see
+        :mod:`finalfusion._progress`.
 
     Returns
     -------
@@ -224,7 +229,7 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     True
     """
     check_limit(limit)
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         stream = _Stream(f)
         args = _read_args(stream)
         words, nwords = _read_dictionary(stream, lossy)
@@ -607,6 +612,6 @@ register_format(
     detector=_detect,
     loader=load_fasttext,
     writer=write_fasttext,
-    options=("normalize", "lossy", "limit"),
+    options=("normalize", "lossy", "limit", "progress"),
     mismatch="no magic 793712314",
 )

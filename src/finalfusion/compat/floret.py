@@ -19,6 +19,7 @@ from typing import Any, Final
 import numpy as np
 
 from finalfusion._atomic import atomic_output
+from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import check_header_int, decode_word, input_size, open_input, reuse_freed_memory
 from finalfusion.compat._registry import register_format
 from finalfusion.compat.text import read_text_rows
@@ -35,7 +36,7 @@ _WHERE: Final = "floret header"
 _WRITE_ROWS: Final = 4096
 
 
-def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
+def load_floret(file: Any, *, lossy: bool = False, progress: ProgressArg = None) -> Embeddings:
     """Read floret text vectors into a :class:`~finalfusion.vocab.FloretVocab`.
 
     Parameters
@@ -46,6 +47,10 @@ def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
     lossy
         Replace invalid UTF-8 in the begin/end-of-word markers with U+FFFD
         instead of raising.
+    progress
+        Report the bytes read: a callable ``progress("read", done, total)``
+        or ``True`` for a tqdm bar (when tqdm is installed); see
+        :mod:`finalfusion._progress`.
 
     Returns
     -------
@@ -69,7 +74,7 @@ def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
     >>> emb.storage.matrix.tolist()
     [[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
     """
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         head = f.readline()
         indexer, dims = _parse_header(head, lossy)
         n = indexer.n_buckets
@@ -204,6 +209,6 @@ register_format(
     detector=_detect,
     loader=load_floret,
     writer=write_floret,
-    options=("lossy",),
+    options=("lossy", "progress"),
     mismatch='the first line is not "n_buckets dims min_n max_n n_hashes seed bow eow"',
 )

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import GZIP_MAGIC, open_input, peek
 from finalfusion.compat._registry import Format, formats
 from finalfusion.embeddings import Embeddings
@@ -113,7 +114,7 @@ def _read_with(fmt: Format, source: Any, options: dict[str, Any]) -> Embeddings:
     return fmt.loader(source, **{k: v for k, v in options.items() if k in fmt.options})
 
 
-def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, mmap: bool = False) -> Embeddings:
+def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, mmap: bool = False, progress: ProgressArg = None) -> Embeddings:
     """Load embeddings in any supported format, recognised from the file's first bytes.
 
     Gzip-compressed input is decompressed transparently. The options apply
@@ -121,6 +122,8 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
     word2vec, text, text-dims and fastText (see :func:`~finalfusion.compat.load_word2vec`);
     ``lossy`` to floret; ``mmap`` to uncompressed finalfusion files given by path.
     :func:`~finalfusion.compat.formats` lists the formats, in the order they are tried.
+    ``progress`` reports the bytes read (a callable ``progress("read", done,
+    total)``, or ``True`` for a tqdm bar when tqdm is installed).
 
     Parameters
     ----------
@@ -143,18 +146,20 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
     >>> emb.vocab.words, emb["foo"].tolist()
     (['foo', 'bar'], [0.6000000238418579, 0.800000011920929])
     """
-    options: dict[str, Any] = {"normalize": normalize, "lossy": lossy, "limit": limit}
-    path = os.fsdecode(file) if isinstance(file, (str, os.PathLike)) else None
-    if path is not None and os.path.isdir(path):
-        claimed = _directory_format(path)
-        if claimed is not None:
-            return _read_with(claimed, path, {**options, "mmap": mmap})
-    elif path is not None and os.path.isfile(path):  # a regular file (a named pipe cannot be read twice: it goes the stream's way)
-        with open(path, "rb") as raw:
-            head = raw.read(_SAMPLE)
-        if not head.startswith(GZIP_MAGIC):
-            # An uncompressed regular file: the loader gets the path (and mmap, where it maps files).
-            return _read_with(_detect(head, path), path, {**options, "mmap": mmap})
-    with open_input(file) as f:
-        sample, stream = peek(f, _SAMPLE)
-        return _read_with(_detect(sample, path), stream, options)
+    with reporter(progress) as report:
+        options: dict[str, Any] = {"normalize": normalize, "lossy": lossy, "limit": limit, "progress": report}
+        path = os.fsdecode(file) if isinstance(file, (str, os.PathLike)) else None
+        if path is not None and os.path.isdir(path):
+            claimed = _directory_format(path)
+            if claimed is not None:
+                return _read_with(claimed, path, {**options, "mmap": mmap})
+        elif path is not None and os.path.isfile(path):  # a regular file (a named pipe cannot be read twice: it goes the stream's way)
+            with open(path, "rb") as raw:
+                head = raw.read(_SAMPLE)
+            if not head.startswith(GZIP_MAGIC):
+                # An uncompressed regular file: the loader gets the path (and mmap, where it maps files).
+                return _read_with(_detect(head, path), path, {**options, "mmap": mmap})
+        # A stream (gzip, a pipe, bytes): its (compressed) bytes are counted here, so the loader does not count them again.
+        with open_input(file, report) as f:
+            sample, stream = peek(f, _SAMPLE)
+            return _read_with(_detect(sample, path), stream, {**options, "progress": None})

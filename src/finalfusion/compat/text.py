@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._atomic import atomic_output
+from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import (
     RUST_F32,
     RowSink,
@@ -101,7 +102,7 @@ _FIRST_PAIR = _pair_tables(True)
 _NEXT_PAIR = _pair_tables(False)
 
 
-def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
     """Read embeddings in text format with a ``"<rows> <dims>"`` first line (word2vec text, fastText ``.vec``).
 
     Parameters
@@ -117,6 +118,10 @@ def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, li
         Replace invalid UTF-8 in words by U+FFFD instead of raising.
     limit
         Read only the first ``limit`` words.
+    progress
+        Report the bytes read: a callable ``progress("read", done, total)``
+        or ``True`` for a tqdm bar (when tqdm is installed); see
+        :mod:`finalfusion._progress`.
 
     Returns
     -------
@@ -143,13 +148,13 @@ def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, li
     """
     check_limit(limit)
     reuse_freed_memory()
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         n, dims, pos = read_dims_header(f, "text-dims")
         words, matrix = read_text_rows(f, "text-dims", n, dims, pos, lossy, limit)
     return embeddings_from(words, matrix, normalize, where="text-dims line", first=2)
 
 
-def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
     """Read embeddings in text format without a header (GloVe).
 
     The dimensionality is the number of components on the first line;
@@ -157,7 +162,7 @@ def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: 
 
     Parameters
     ----------
-    file, normalize, lossy, limit
+    file, normalize, lossy, limit, progress
         As for :func:`load_text_dims`.
 
     Returns
@@ -177,7 +182,7 @@ def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: 
     """
     check_limit(limit)
     reuse_freed_memory()
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         words, matrix = read_text_rows(f, "text", None, None, 0, lossy, limit)
     return embeddings_from(words, matrix, normalize, where="text line", first=1)
 
@@ -558,7 +563,7 @@ register_format(
     detector=_detect_text_dims,
     loader=load_text_dims,
     writer=write_text_dims,
-    options=("normalize", "lossy", "limit"),
+    options=("normalize", "lossy", "limit", "progress"),
     mismatch=DIMS_MISMATCH,
 )
 register_format(
@@ -569,6 +574,6 @@ register_format(
     detector=_detect_text,
     loader=load_text,
     writer=write_text,
-    options=("normalize", "lossy", "limit"),
+    options=("normalize", "lossy", "limit", "progress"),
     mismatch="the first line is not a word followed by numbers",
 )

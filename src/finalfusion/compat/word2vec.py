@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._atomic import atomic_output
+from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import (
     RowSink,
     check_finite,
@@ -52,7 +53,7 @@ _WRITE_ROWS = 1 << 14
 _WHERE = "word2vec record"
 
 
-def load_word2vec(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+def load_word2vec(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
     """Read embeddings in the word2vec binary format.
 
     Parameters
@@ -68,6 +69,10 @@ def load_word2vec(file: Any, *, normalize: bool = True, lossy: bool = False, lim
         Replace invalid UTF-8 in words by U+FFFD instead of raising.
     limit
         Read only the first ``limit`` words (like gensim's ``limit``).
+    progress
+        Report the bytes read: a callable ``progress("read", done, total)``
+        or ``True`` for a tqdm bar (when tqdm is installed); see
+        :mod:`finalfusion._progress`.
 
     Returns
     -------
@@ -95,7 +100,7 @@ def load_word2vec(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     """
     check_limit(limit)
     reuse_freed_memory()
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         words, matrix = _read(f, lossy, limit)
     return embeddings_from(words, matrix, normalize, where=_WHERE)
 
@@ -350,6 +355,6 @@ register_format(
     detector=_detect,
     loader=load_word2vec,
     writer=write_word2vec,
-    options=("normalize", "lossy", "limit"),
+    options=("normalize", "lossy", "limit", "progress"),
     mismatch=DIMS_MISMATCH,
 )
