@@ -15,6 +15,7 @@ Examples
 from __future__ import annotations
 
 from finalfusion import compat, metadata, norms, quantize, similarity, storage, subword, vocab
+from finalfusion._threads import get_threads, set_threads
 from finalfusion.chunks import ChunkIdentifier, TypeId
 from finalfusion.compat import (
     load,
@@ -94,6 +95,7 @@ __all__ = [
     "load_text_dims",
     "load_word2vec",
     "evaluate_analogies",
+    "get_threads",
     "load_finalfusion",
     "load_metadata",
     "load_norms",
@@ -102,6 +104,7 @@ __all__ = [
     "metadata",
     "norms",
     "quantize",
+    "set_threads",
     "similarity",
     "storage",
     "subword",
