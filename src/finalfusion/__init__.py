@@ -17,6 +17,7 @@ from __future__ import annotations
 from finalfusion import compat, metadata, norms, quantize, similarity, storage, subword, vocab
 from finalfusion import io as io  # finalfusion.io, as 0.7 code uses it (not in __all__: it would shadow the io module)
 from finalfusion._source import Source
+from finalfusion._threads import get_threads, set_threads
 from finalfusion.chunks import ChunkIdentifier, TypeId
 from finalfusion.compat import (
     load,
@@ -97,6 +98,7 @@ __all__ = [
     "__version__",
     "compat",
     "evaluate_analogies",
+    "get_threads",
     "load",
     "load_fasttext",
     "load_finalfusion",
@@ -115,6 +117,7 @@ __all__ = [
     "metadata",
     "norms",
     "quantize",
+    "set_threads",
     "similarity",
     "storage",
     "subword",

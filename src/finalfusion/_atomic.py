@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import IO, Any, BinaryIO, Final, Union, cast
 
-from finalfusion._threads import run_tasks
+from finalfusion import _threads
 
 __all__ = ["PositionalFile", "Target", "atomic_output", "preallocate", "run_in_background", "split_write"]
 
@@ -194,14 +194,16 @@ class PositionalFile:
 def run_in_background(task: Callable[[], object], meanwhile: Callable[[], object]) -> None:
     """Run ``task`` on another thread while ``meanwhile`` runs; return when both are done.
 
-    THE one place in the write path that uses a second thread: it goes
-    through :mod:`finalfusion._threads` (the library's thread policy) and
-    creates no executor of its own.
+    THE one place in the write path that uses a second thread: a thread of
+    its own from :func:`finalfusion._threads.run_in_background` (not the
+    pool, so a long write never holds a query worker), created by the
+    library's threads module like every other thread.
 
     Raises
     ------
     Exception
-        The first exception either callable raised, after both have stopped.
+        The exception ``meanwhile`` raised, else the one ``task`` raised,
+        always after both have stopped.
 
     Examples
     --------
@@ -210,7 +212,14 @@ def run_in_background(task: Callable[[], object], meanwhile: Callable[[], object
     >>> sorted(done)
     ['meanwhile', 'task']
     """
-    run_tasks((task, meanwhile), threads=2)
+    job = _threads.run_in_background(task, name="finalfusion-tail-writer")
+    try:
+        meanwhile()
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            job.result()  # the task must stop writing before the caller cleans up
+        raise
+    job.result()
 
 
 def split_write(f: IO[bytes], tail_at: int, write_tail: Callable[[BinaryIO], None], write_head: Callable[[], None]) -> None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from finalfusion import _threads
+from finalfusion._threads import set_threads
 from finalfusion.cli._common import CliError, bars, one_line, positive_int, subparser
 from finalfusion.cli.convert import WriteOptions, add_input_options, load_input, output_format_names, write_as
 from finalfusion.embeddings import Embeddings
@@ -76,15 +78,13 @@ def register(subparsers: Any) -> None:
 
 
 @contextlib.contextmanager
-def _threads(n: int | None) -> Iterator[None]:
+def _limited_threads(n: int | None) -> Iterator[None]:
     """Limit BLAS and our scans to ``n`` threads (threadpoolctl when installed; else only our scans)."""
     if n is None:
         yield
         return
-    from finalfusion import similarity
-
-    old = similarity.THREADS
-    similarity.THREADS = n
+    old = _threads._setting  # None (the default policy) or a number, restored as it was
+    set_threads(n)
     try:
         try:
             from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,import-not-found,unused-ignore]
@@ -94,7 +94,7 @@ def _threads(n: int | None) -> Iterator[None]:
             with threadpool_limits(n):
                 yield
     finally:
-        similarity.THREADS = old
+        set_threads(old)
 
 
 def reconstruction_error(original: Embeddings, quantized: Embeddings) -> tuple[float, float]:
@@ -118,7 +118,7 @@ def run_quantize(args: argparse.Namespace) -> int:
     with bars(args) as progress:
         emb = load_input(args, args.input, progress)
         try:
-            with _threads(args.threads):
+            with _limited_threads(args.threads):
                 small = emb.quantize(
                     n_subquantizers=args.subquantizers,
                     n_bits=args.bits,

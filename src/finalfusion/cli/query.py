@@ -160,14 +160,14 @@ def format_accuracy(evaluation: Any) -> str:
 
 def run_accuracy(args: argparse.Namespace) -> int:
     """Analogy accuracy of the embeddings."""
-    from finalfusion.cli.quantize import _threads
+    from finalfusion.cli.quantize import _limited_threads
     from finalfusion.errors import FormatError
     from finalfusion.similarity import evaluate_analogies
 
     emb = _load(args)
     source: Any = args.analogies if args.analogies not in (None, "-") else sys.stdin
     name = args.analogies if source is not sys.stdin else "<stdin>"
-    with bars(args) as progress, _threads(args.threads):
+    with bars(args) as progress, _limited_threads(args.threads):
         try:
             ev = evaluate_analogies(emb, source, case_insensitive=args.case_insensitive, restrict_vocab=args.restrict_vocab, progress=progress)
         except (OSError, UnicodeDecodeError, FormatError) as exc:
