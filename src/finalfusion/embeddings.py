@@ -20,6 +20,7 @@ import numpy.typing as npt
 from finalfusion import similarity
 from finalfusion._atomic import Target
 from finalfusion._fileref import FileRef, remap
+from finalfusion._gensim_api import KeyedVectorsMixin, check_word, check_words
 from finalfusion._source import Source
 from finalfusion._threads import CPUS, run_tasks
 from finalfusion.chunks import Chunk
@@ -67,7 +68,7 @@ def _store_normalized(acc: npt.NDArray[np.float32], target: npt.NDArray[np.float
     target[rows] = acc
 
 
-class Embeddings:
+class Embeddings(KeyedVectorsMixin):
     """Word embeddings: a vocabulary, a storage, and optional norms and metadata.
 
     Parameters
@@ -290,6 +291,7 @@ class Embeddings:
         if i is not None:
             row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
         else:
+            check_word(word)
             found = self._unknown(word)
             if found is None:
                 if out is not None and default is not None:
@@ -302,7 +304,9 @@ class Embeddings:
             return out
         return row
 
-    def __getitem__(self, word: str) -> npt.NDArray[np.float32]:
+    def __getitem__(self, word: str | Sequence[str]) -> npt.NDArray[np.float32]:
+        if not isinstance(word, str):  # gensim: a list of words -> matrix (KeyError if one has no embedding)
+            return self._getitem_many(word)
         v = self.embedding(word)
         if v is None:
             raise KeyError(word)
@@ -331,6 +335,7 @@ class Embeddings:
             row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
             norm = float(self._norms.norms[i]) if self._norms is not None else 1.0
         else:
+            check_word(word)
             found = self._unknown(word)
             if found is None:
                 if out is not None and default is not None:
@@ -388,6 +393,7 @@ class Embeddings:
         >>> m.tolist(), found.tolist()
         ([[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]], [True, False, True])
         """
+        check_words(words)
         n = len(words)
         dims = self.dims
         if threads is not None and (not isinstance(threads, int) or threads < 1):
