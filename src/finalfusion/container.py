@@ -332,8 +332,8 @@ def find_chunk(file: BinaryIO, chunks: Sequence[int]) -> ChunkIdentifier | None:
                 f"{chunk_id.name}: declared chunk length runs past the end of the file",
                 offset=at + 4,
                 chunk=chunk_id.name,
-                expected=f"at most {size - file.tell()} bytes",
-                found=f"{declared} bytes",
+                expected=f"a length of at most {size - file.tell()} bytes (the data left after the frame)",
+                found=f"a declared length of {declared} bytes",
             )
         file.seek(declared, io.SEEK_CUR)
 
