@@ -149,7 +149,8 @@ class RowSink:
         # grow as rows are reserved, so a stream's header cannot make it allocate more than its data.
         cap = affordable if affordable is not None else (1 << 26) // max(4 * dims, 1)
         start = min(start, cap)
-        self.matrix = np.empty((max(start, 0), dims), dtype=np.float32)
+        # numpy < 1.23 allocates a (0, dims) array as if it had one row: build an empty one by reshaping.
+        self.matrix = np.empty((start, dims), dtype=np.float32) if start > 0 else np.empty(0, dtype=np.float32).reshape(0, dims)
         self.rows = 0
 
     def fits(self, k: int) -> bool:
@@ -226,10 +227,10 @@ def exact_float32(token: bytes) -> np.float32:
 
     Examples
     --------
-    >>> exact_float32(b"1.0000000596046448")  # just above the midpoint between 1 and the next float32
-    np.float32(1.0000001)
-    >>> np.float32(float(b"1.0000000596046448"))  # rounding to float64 first lands on the midpoint
-    np.float32(1.0)
+    >>> print(exact_float32(b"1.0000000596046448"))  # just above the midpoint between 1 and the next float32
+    1.0000001
+    >>> print(np.float32(float(b"1.0000000596046448")))  # rounding to float64 first lands on the midpoint
+    1.0
     >>> float(exact_float32(b"16777217" + b"0" * 5000 + b"e-5000"))  # 2**24 + 1: a tie, to even
     16777216.0
     """
