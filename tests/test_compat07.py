@@ -258,3 +258,31 @@ def test_format_error_is_value_error() -> None:
     with pytest.raises(finalfusion.io.FinalfusionFormatError):
         load_finalfusion(b"FiFu" + bytes(4))
     assert issubclass(FormatError, ValueError)
+
+
+# -- where 0.7 asserted, this library raises TypeError / ValueError (docs/migrating.md) ------------
+def _eye() -> NdArray:
+    return NdArray(np.eye(2, dtype=np.float32))
+
+
+ASSERTED_IN_07 = {
+    "Embeddings: storage type": (TypeError, lambda: Embeddings(np.eye(2), SimpleVocab(["a", "b"]))),  # type: ignore[arg-type]
+    "Embeddings: vocab type": (TypeError, lambda: Embeddings(_eye(), ["a", "b"])),  # type: ignore[arg-type]
+    "Embeddings: rows vs vocabulary": (ValueError, lambda: Embeddings(NdArray(np.eye(3, dtype=np.float32)), SimpleVocab(["a", "b"]))),
+    "Embeddings: metadata type": (TypeError, lambda: Embeddings(_eye(), SimpleVocab(["a", "b"]), metadata={"a": 1})),  # type: ignore[arg-type]
+    "Embeddings: norms type": (TypeError, lambda: Embeddings(_eye(), SimpleVocab(["a", "b"]), norms=[1.0, 2.0])),  # type: ignore[arg-type]
+    "Embeddings: norms count": (ValueError, lambda: Embeddings(_eye(), SimpleVocab(["a", "b"]), norms=Norms([1.0]))),
+    "PQ: projection shape": (ValueError, lambda: PQ(np.zeros((2, 2, 2), np.float32), np.zeros((3, 3), np.float32))),
+    "ngrams: min_n > max_n": (ValueError, lambda: finalfusion.subword.ngrams("abc", 4, 3)),
+    "hash indexer: bucket exponent": (ValueError, lambda: FinalfusionHashIndexer(64, 3, 6)),
+    "fastText indexer: buckets": (ValueError, lambda: finalfusion.subword.FastTextIndexer(0, 3, 6)),
+    "explicit indexer: duplicate n-gram": (ValueError, lambda: finalfusion.subword.ExplicitIndexer(["abc", "abc"])),
+    "simple vocab: duplicate word": (ValueError, lambda: SimpleVocab(["a", "a"])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ASSERTED_IN_07))
+def test_errors_where_07_asserted(case: str) -> None:
+    error, make = ASSERTED_IN_07[case]
+    with pytest.raises(error):
+        make()
