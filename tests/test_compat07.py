@@ -286,3 +286,40 @@ def test_errors_where_07_asserted(case: str) -> None:
     error, make = ASSERTED_IN_07[case]
     with pytest.raises(error):
         make()
+
+
+@pytest.mark.filterwarnings("ignore::finalfusion.errors.LegacyFormatWarning")
+def test_find_chunk_then_read_chunk_as_in_07(testdata: Path) -> None:
+    from finalfusion.storage import Storage
+    from finalfusion.vocab import SimpleVocab as Simple
+    from finalfusion.vocab import Vocab
+
+    expected = load_finalfusion(testdata / "python-embeddings.fifu")
+    for mmap in (False, True):
+        with open(testdata / "python-embeddings.fifu", "rb") as f:
+            assert find_chunk(f, [ChunkIdentifier.NdNorms]) == ChunkIdentifier.NdNorms
+            norms = Norms.read_chunk(f, mmap=mmap)
+            assert f.read() == b""  # positioned after the chunk (the last one)
+            assert find_chunk(f, [ChunkIdentifier.SimpleVocab]) == ChunkIdentifier.SimpleVocab
+            vocab = Vocab.read_chunk(f)
+            assert find_chunk(f, [ChunkIdentifier.NdArray]) == ChunkIdentifier.NdArray
+            storage = Storage.read_chunk(f, mmap=mmap)
+            assert isinstance(vocab, Simple)
+            assert isinstance(storage, NdArray)
+        assert norms == expected.norms
+        assert vocab == expected.vocab
+        assert storage == expected.storage
+    with open(testdata / "python-embeddings.fifu", "rb") as f:
+        find_chunk(f, [ChunkIdentifier.SimpleVocab])
+        with pytest.raises(FormatError, match="not a Norms chunk"):
+            Norms.read_chunk(f)
+        f.seek(0)
+        with pytest.raises(ValueError, match="positioned after a chunk frame"):
+            Norms.read_chunk(f)
+    buf = io.BytesIO((testdata / "python-embeddings.fifu").read_bytes()[:-8])
+    find_chunk(buf, [ChunkIdentifier.NdArray])
+    storage = NdArray.read_chunk(buf)  # the storage is whole; the norms after it are cut
+    assert storage.shape == (7, 10)
+    assert find_chunk(buf, [ChunkIdentifier.NdNorms]) == ChunkIdentifier.NdNorms
+    with pytest.raises(Truncated, match="runs past the end"):
+        Norms.read_chunk(buf)

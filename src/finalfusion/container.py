@@ -47,6 +47,9 @@ __all__ = [
 ]
 
 
+_F = TypeVar("_F", bound="FileChunk")
+
+
 class FileChunk(Chunk):
     """A chunk that can also be written as a finalfusion file of its own.
 
@@ -75,6 +78,47 @@ class FileChunk(Chunk):
         SimpleVocab(['a'] (1 words))
         """
         write_chunks([self], file)
+
+    @classmethod
+    def read_chunk(cls: type[_F], file: BinaryIO, mmap: bool = False) -> _F:
+        """Read the chunk whose frame ``file`` was just positioned after (finalfusion-python 0.7's contract).
+
+        That is where :func:`find_chunk` leaves the file. The chunk is parsed
+        from the whole file (mapped with ``mmap=True`` when ``file`` is a
+        real file), so padding, declared length and legacy rules are checked
+        exactly as when loading; afterwards ``file`` is positioned after
+        the chunk.
+
+        Raises
+        ------
+        ValueError
+            If ``file`` is not positioned after a chunk frame.
+        FormatError
+            If the chunk is malformed or not a ``cls``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+        >>> from finalfusion.norms import Norms
+        >>> f = io.BytesIO()
+        >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]), norms=Norms([2.0, 3.0])).write(f)
+        >>> find_chunk(f, [ChunkIdentifier.NdNorms])
+        <ChunkIdentifier.NdNorms: 6>
+        >>> Norms.read_chunk(f).norms.tolist(), f.tell() == len(f.getvalue())
+        ([2.0, 3.0], True)
+        """
+        at = file.tell() - FRAME_BYTES
+        if at < FIXED_BYTES + 4:
+            raise ValueError(f"the file must be positioned after a chunk frame (see find_chunk), not at offset {at + FRAME_BYTES}")
+        file.seek(0)
+        buf, _name = _source.open_buffer(file, mmap)
+        reader = ByteReader(buf, at)
+        chunk = read_chunk(reader)
+        if not isinstance(chunk, cls):
+            raise FormatError(f"not a {cls.__name__} chunk", offset=at, chunk=type(chunk).__name__, expected=cls.__name__, found=type(chunk).__name__)
+        file.seek(reader.pos)
+        return chunk
 
 
 # --- reading -----------------------------------------------------------------------------
