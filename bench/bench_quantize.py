@@ -23,7 +23,7 @@ BLAS on busy cores is noise, not signal).
 Data, generated or converted into a ``tempfile.mkdtemp()`` directory:
 
 * ``synthetic``: 100,000 x 300 correlated rows (rank-60 mix + noise, unit length);
-* ``rust-similarity``: the 41 x 100 table of ../shared/testdata/rust-similarity.fifu;
+* ``rust-similarity``: the 41 x 100 table of tests/data/testdata/rust-similarity.fifu;
 * ``fasttext-polarity``: gensim's 1,694 x 100 fastText test vectors
   (``pang_lee_polarity_fasttext.vec``, from the peer interpreter's gensim), if present.
 
@@ -49,7 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_core import REPO, lib_version, med, run_worker
 
 SCRIPT = os.path.abspath(__file__)
-TESTDATA = os.path.join(os.path.dirname(REPO), "shared", "testdata")
+TESTDATA = os.path.join(REPO, "tests", "data", "testdata")
 
 
 # ----------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ Design (docs/reliability.md):
   reader is one line. The finalfusion-format readers of
   :mod:`finalfusion.compat` are registered when they are importable.
 * The parent process generates inputs by stacking 1-4 mutations of seed
-  files (../shared/golden/files, ../shared/testdata): bit flips, bytes set
+  files (tests/data/golden/files, tests/data/testdata, fuzz/seeds; plus
+  ../shared when it exists, for bigger files): bit flips, bytes set
   to 0/0xff/0x7f/0x80, 4/8-byte fields set to huge counts (2**40 ...),
   ASCII numbers replaced by huge or negative ones, truncations, splices of
   two inputs, duplicated chunks/ranges, insertions and deletions.
@@ -209,6 +210,7 @@ def _load_sentencepiece(path: str) -> object:
 READERS["sentencepiece"] = _via_path(_load_sentencepiece)
 
 #: Seed files per reader (globs relative to ../shared); unmatched globs are skipped.
+#: Seed files per reader (globs relative to tests/data, fuzz/ and ../shared if present); unmatched globs are skipped.
 SEEDS: dict[str, list[str]] = {
     "finalfusion": ["golden/files/*.fifu", "testdata/*.fifu"],
     "word2vec": ["testdata/rust-similarity.bin", "testdata/rust-analogy.bin", "testdata/*.w2v", "testdata/*utf8-incomplete.bin"],
@@ -231,8 +233,8 @@ def seed_files(reader: str, shared: Path = SHARED) -> list[Path]:
     seen: set[bytes] = set()
     out = []
     for pattern in SEEDS.get(reader, []):
-        # golden/ is also copied into tests/data, so the finalfusion seeds exist without ../shared;
-        # fuzz/seeds/ holds small hand-made seeds for formats the shared files lack (floret).
+        # tests/data holds golden/ and testdata/ (the reference tools' files), so every reader has seeds in a
+        # plain clone; ../shared only adds files when it exists. fuzz/seeds/ holds hand-made seeds (floret).
         found = [p for root in (shared, REPO / "tests" / "data", HERE) for p in sorted(root.glob(pattern))]
         for path in found:
             digest = hashlib.sha1(path.read_bytes()).digest()
@@ -248,7 +250,7 @@ def seed_inputs(reader: str, shared: Path = SHARED) -> list[bytes]:
     if reader == "load":  # every compat reader decompresses gzip transparently (shared code): one compressed seed per format
         data += [gzip.compress(seed_inputs(r, shared)[0][: 1 << 16], 1) for r in COMPAT_READERS if r != "load" and seed_files(r, shared)]
     if reader.startswith("finalfusion"):
-        bare = shared / "testdata" / "rust-quantized_storage.bin"
+        bare = REPO / "tests" / "data" / "testdata" / "rust-quantized_storage.bin"
         if bare.is_file():
             data.append(b"FiFu" + struct.pack("<III", 0, 1, 4) + bare.read_bytes())
     return data
@@ -563,7 +565,7 @@ def campaign(readers: list[str], seconds: float, seed: int, timeout: float, limi
     corpora = {r: seed_inputs(r) for r in readers}
     for r, c in corpora.items():
         if not c:
-            raise SystemExit(f"no seed files for reader {r!r} under {SHARED}")
+            raise SystemExit(f"no seed files for reader {r!r} under {REPO / 'tests' / 'data'}, {HERE} or {SHARED}")
     stats: dict[str, Any] = {r: collections.Counter() for r in readers}
     kinds: dict[str, set[str]] = {r: set() for r in readers}
     findings: dict[tuple[str, str, str], str] = {}

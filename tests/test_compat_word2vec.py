@@ -307,7 +307,7 @@ def test_large_finite_values_keep_their_norm() -> None:
 # -- writer ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("word", ["New York", "tab\there", "line\nbreak", "", "nbsp\u00a0x", "ideographic\u3000space"])
+@pytest.mark.parametrize("word", ["New York", "tab\there", "line\nbreak", "", "\u00a0nbsp", "ideographic\u3000", "\x1cfs"])
 def test_unwritable_words_leave_target_untouched(tmp_path: Path, word: str) -> None:
     path = tmp_path / "out.bin"
     path.write_bytes(b"old")

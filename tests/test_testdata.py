@@ -1,4 +1,4 @@
-"""The real finalfusion files of ../shared/testdata (never copied into the repo)."""
+"""The real finalfusion files of the reference implementations (tests/data/testdata, see tests/data/README.md)."""
 
 from __future__ import annotations
 

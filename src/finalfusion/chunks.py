@@ -368,8 +368,8 @@ def read_chunk(reader: ByteReader) -> Chunk:
             "declared chunk length runs past the end of the data",
             offset=frame_at + 4,
             chunk=cls.__name__,
-            expected=f"at most {file_end - start} bytes",
-            found=f"{declared} bytes",
+            expected=f"a length of at most {file_end - start} bytes (the data left after the frame)",
+            found=f"a declared length of {declared} bytes",
         )
     if not cls.length_may_be_short:
         reader.end = start + declared

@@ -39,11 +39,15 @@ __all__ = [
     "FileChunk",
     "FileRef",
     "Loaded",
+    "find_chunk",
     "load_chunk",
     "read_chunks",
     "read_source",
     "write_chunks",
 ]
+
+
+_F = TypeVar("_F", bound="FileChunk")
 
 
 class FileChunk(Chunk):
@@ -74,6 +78,47 @@ class FileChunk(Chunk):
         SimpleVocab(['a'] (1 words))
         """
         write_chunks([self], file)
+
+    @classmethod
+    def read_chunk(cls: type[_F], file: BinaryIO, mmap: bool = False) -> _F:
+        """Read the chunk whose frame ``file`` was just positioned after (finalfusion-python 0.7's contract).
+
+        That is where :func:`find_chunk` leaves the file. The chunk is parsed
+        from the whole file (mapped with ``mmap=True`` when ``file`` is a
+        real file), so padding, declared length and legacy rules are checked
+        exactly as when loading; afterwards ``file`` is positioned after
+        the chunk.
+
+        Raises
+        ------
+        ValueError
+            If ``file`` is not positioned after a chunk frame.
+        FormatError
+            If the chunk is malformed or not a ``cls``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+        >>> from finalfusion.norms import Norms
+        >>> f = io.BytesIO()
+        >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]), norms=Norms([2.0, 3.0])).write(f)
+        >>> find_chunk(f, [ChunkIdentifier.NdNorms])
+        <ChunkIdentifier.NdNorms: 6>
+        >>> Norms.read_chunk(f).norms.tolist(), f.tell() == len(f.getvalue())
+        ([2.0, 3.0], True)
+        """
+        at = file.tell() - FRAME_BYTES
+        if at < FIXED_BYTES + 4:
+            raise ValueError(f"the file must be positioned after a chunk frame (see find_chunk), not at offset {at + FRAME_BYTES}")
+        file.seek(0)
+        buf, _name = _source.open_buffer(file, mmap)
+        reader = ByteReader(buf, at)
+        chunk = read_chunk(reader)
+        if not isinstance(chunk, cls):
+            raise FormatError(f"not a {cls.__name__} chunk", offset=at, chunk=type(chunk).__name__, expected=cls.__name__, found=type(chunk).__name__)
+        file.seek(reader.pos)
+        return chunk
 
 
 # --- reading -----------------------------------------------------------------------------
@@ -277,6 +322,64 @@ def load_chunk(file: Source, cls: type[_C], mmap: bool = False) -> _C:
 
 
 # --- writing -----------------------------------------------------------------------------
+
+
+def find_chunk(file: BinaryIO, chunks: Sequence[int]) -> ChunkIdentifier | None:
+    """Position ``file`` at the payload of the first chunk whose id is in ``chunks`` (finalfusion-python 0.7's contract).
+
+    Seeks ``file`` to its start, reads the header, then walks the chunk
+    frames (id and length) without reading payloads. Returns the id found,
+    with the file positioned right after that chunk's frame (before its
+    payload), or ``None`` after the last chunk.
+
+    Parameters
+    ----------
+    file
+        A seekable binary file object holding a finalfusion file.
+    chunks
+        The chunk identifiers to look for.
+
+    Raises
+    ------
+    FormatError
+        (a subclass) for a bad header, an unknown chunk id, a frame cut
+        short or a declared length running past the end of the file.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> f = io.BytesIO()
+    >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(f)
+    >>> find_chunk(f, [ChunkIdentifier.NdArray, ChunkIdentifier.QuantizedArray]), f.tell()
+    (<ChunkIdentifier.NdArray: 2>, 62)
+    >>> find_chunk(f, [ChunkIdentifier.NdNorms]) is None
+    True
+    """
+    size = file.seek(0, io.SEEK_END)
+    file.seek(0)
+    Header.read_chunk(file)
+    wanted = {int(c) for c in chunks}
+    while True:
+        at = file.tell()
+        frame = file.read(FRAME_BYTES)
+        if not frame:
+            return None
+        if len(frame) < FRAME_BYTES:
+            raise Truncated("data ends inside a chunk frame", offset=at, chunk="chunk stream", expected=f"{FRAME_BYTES} bytes", found=f"{len(frame)} bytes")
+        raw, declared = read_frame(frame, 0)
+        chunk_id = chunk_class(raw, offset=at).chunk_id
+        if raw in wanted:
+            return chunk_id
+        if declared > size - file.tell():
+            raise Truncated(
+                f"{chunk_id.name}: declared chunk length runs past the end of the file",
+                offset=at + 4,
+                chunk=chunk_id.name,
+                expected=f"a length of at most {size - file.tell()} bytes (the data left after the frame)",
+                found=f"a declared length of {declared} bytes",
+            )
+        file.seek(declared, io.SEEK_CUR)
 
 
 def write_chunks(chunks: Sequence[Chunk], file: Target, *, fsync: bool = False) -> None:

@@ -21,6 +21,7 @@ from finalfusion._atomic import Target
 from finalfusion._batch import fill_unknown
 from finalfusion._display import embeddings_html as _embeddings_html
 from finalfusion._fileref import FileRef, remap
+from finalfusion._gensim_api import KeyedVectorsMixin, check_word, check_words
 from finalfusion._progress import ProgressArg
 from finalfusion._source import Source
 from finalfusion._threads import check_threads, threads_for
@@ -52,7 +53,7 @@ def compatibility_problem(storage: Storage, vocab: Vocab, norms: Norms | None) -
     return None
 
 
-class Embeddings:
+class Embeddings(KeyedVectorsMixin):
     """Word embeddings: a vocabulary, a storage, and optional norms and metadata.
 
     Parameters
@@ -277,6 +278,7 @@ class Embeddings:
         if i is not None:
             row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
         else:
+            check_word(word)
             found = self._unknown(word)
             if found is None:
                 if out is not None and default is not None:
@@ -289,7 +291,9 @@ class Embeddings:
             return out
         return row
 
-    def __getitem__(self, word: str) -> npt.NDArray[np.float32]:
+    def __getitem__(self, word: str | Sequence[str]) -> npt.NDArray[np.float32]:
+        if not isinstance(word, str):  # gensim: a list of words -> matrix (KeyError if one has no embedding)
+            return self._getitem_many(word)
         v = self.embedding(word)
         if v is None:
             raise KeyError(word)
@@ -318,6 +322,7 @@ class Embeddings:
             row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
             norm = float(self._norms.norms[i]) if self._norms is not None else 1.0
         else:
+            check_word(word)
             found = self._unknown(word)
             if found is None:
                 if out is not None and default is not None:
@@ -375,6 +380,7 @@ class Embeddings:
         >>> m.tolist(), found.tolist()
         ([[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]], [True, False, True])
         """
+        check_words(words)
         n = len(words)
         dims = self.dims
         threads = check_threads(threads)

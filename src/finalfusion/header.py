@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Final
+from typing import BinaryIO, Final
 
 from finalfusion._binary import Buffer, ByteReader, ByteWriter
 from finalfusion.chunks import ChunkIdentifier, check_order, chunk_class
@@ -98,6 +98,53 @@ class Header:
             ids.append(chunk_class(raw, offset=at, where="header").chunk_id)
         check_order(ids, offset=12, where="header")
         return cls(tuple(ids))
+
+    @staticmethod
+    def read_chunk(file: BinaryIO) -> Header:
+        """Read and validate the header from a binary file object positioned at it (finalfusion-python 0.7's name).
+
+        The file is left positioned after the header, at the first chunk's
+        frame. Reads at most the bytes the header declares, in blocks, so a
+        hostile chunk count cannot make it allocate more than the file holds.
+
+        Raises
+        ------
+        BadMagic, UnsupportedVersion, UnknownChunk, ChunkOrder, Truncated
+
+        Examples
+        --------
+        >>> import io
+        >>> f = io.BytesIO()
+        >>> Header((ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray)).write_chunk(f)
+        >>> _ = f.seek(0)
+        >>> Header.read_chunk(f).chunk_ids, f.tell()
+        ((<ChunkIdentifier.SimpleVocab: 1>, <ChunkIdentifier.NdArray: 2>), 20)
+        """
+        data = file.read(FIXED_BYTES)
+        if len(data) == FIXED_BYTES and data[:4] == MAGIC:
+            want = header_nbytes(data) - FIXED_BYTES
+            parts = [data]
+            while want > 0:
+                block = file.read(min(want, 1 << 16))
+                if not block:
+                    break
+                parts.append(block)
+                want -= len(block)
+            data = b"".join(parts)
+        return Header.read(ByteReader(data))
+
+    def write_chunk(self, file: BinaryIO) -> None:
+        """Write the header to a binary file object (finalfusion-python 0.7's name).
+
+        Examples
+        --------
+        >>> import io
+        >>> f = io.BytesIO()
+        >>> Header((ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray)).write_chunk(f)
+        >>> f.getvalue()[:4], len(f.getvalue())
+        (b'FiFu', 20)
+        """
+        self.write(ByteWriter(file))
 
     def write(self, writer: ByteWriter) -> None:
         """Write the header.

@@ -4,8 +4,10 @@ This module keeps the names 0.7 code imports from ``finalfusion.io``
 (``ChunkIdentifier``, ``TypeId``, ``FinalfusionFormatError`` ...) and the
 file-level functions, which live in the layer they belong to:
 
-* :func:`read_chunks`, :func:`load_chunk`, :func:`write_chunks` -- whole
-  chunk sequences (:mod:`finalfusion.container`);
+* :func:`read_chunks`, :func:`load_chunk`, :func:`write_chunks`,
+  :func:`find_chunk` -- whole chunk sequences (:mod:`finalfusion.container`);
+* :class:`Header` with 0.7's ``Header.read_chunk(file)`` /
+  ``header.write_chunk(file)`` on file objects (:mod:`finalfusion.header`);
 * :func:`open_buffer` and the :data:`Source` type -- every accepted input
   (``finalfusion._source``);
 * :func:`atomic_output` -- atomic writes (``finalfusion._atomic``).
@@ -31,7 +33,7 @@ from finalfusion._atomic import Target, atomic_output
 from finalfusion._binary import Buffer, ByteReader, ByteWriter
 from finalfusion._source import Source, open_buffer
 from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId
-from finalfusion.container import FileChunk, load_chunk, read_chunks, write_chunks
+from finalfusion.container import FileChunk, find_chunk, load_chunk, read_chunks, write_chunks
 from finalfusion.errors import FormatError
 from finalfusion.header import MAGIC, Header
 
@@ -49,6 +51,7 @@ __all__ = [
     "Target",
     "TypeId",
     "atomic_output",
+    "find_chunk",
     "load_chunk",
     "open_buffer",
     "read_chunks",

@@ -24,15 +24,21 @@ from finalfusion._binary import ByteReader, ByteWriter, check_array_size, paddin
 from finalfusion._source import Source
 from finalfusion.chunks import ChunkIdentifier, TypeId, register
 from finalfusion.container import FileChunk, load_chunk
-from finalfusion.storage.ndarray import read_type_id
+from finalfusion.storage.ndarray import ArrayBehaviour, read_type_id
 
 __all__ = ["Norms", "load_norms"]
 
 
 @register
 @dataclass(frozen=True, eq=False)
-class Norms(FileChunk):
+class Norms(ArrayBehaviour, FileChunk):
     """Per-word norms.
+
+    Norms hold their array (``norms.norms``) rather than subclass numpy, but
+    behave like the 1-D array they were in finalfusion-python 0.7: ``shape``,
+    ``dtype`` and the other array attributes, ufuncs and operators (which
+    return plain arrays), and a slice is again ``Norms`` (a view), so
+    ``norms[::2].write(path)`` works. An integer index gives a scalar.
 
     Parameters
     ----------
@@ -41,11 +47,14 @@ class Norms(FileChunk):
 
     Examples
     --------
-    >>> n = Norms([5.0, 2.0])
-    >>> len(n), float(n[0])
-    (2, 5.0)
+    >>> n = Norms([5.0, 2.0, 4.0])
+    >>> len(n), float(n[0]), n.shape
+    (3, 5.0, (3,))
+    >>> (n * 2).tolist(), np.sqrt(n[:1]).tolist(), n[::2]
+    ([10.0, 4.0, 8.0], [2.2360680103302], Norms(<2 norms>))
     """
 
+    ARRAY_FIELD: ClassVar[str] = "norms"
     norms: npt.NDArray[np.float32]
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.NdNorms
 
@@ -60,7 +69,20 @@ class Norms(FileChunk):
     def __len__(self) -> int:
         return len(self.norms)
 
+    @property
+    def shape(self) -> tuple[int]:
+        """``(n_norms,)``.
+
+        Examples
+        --------
+        >>> Norms([1.0, 2.0]).shape
+        (2,)
+        """
+        return (int(self.norms.shape[0]),)
+
     def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            return Norms(self.norms[key])
         return self.norms[key]
 
     def __iter__(self) -> Iterator[np.float32]:

@@ -149,7 +149,8 @@ class RowSink:
         # grow as rows are reserved, so a stream's header cannot make it allocate more than its data.
         cap = affordable if affordable is not None else (1 << 26) // max(4 * dims, 1)
         start = min(start, cap)
-        self.matrix = np.empty((max(start, 0), dims), dtype=np.float32)
+        # numpy < 1.23 allocates a (0, dims) array as if it had one row: build an empty one by reshaping.
+        self.matrix = np.empty((start, dims), dtype=np.float32) if start > 0 else np.empty(0, dtype=np.float32).reshape(0, dims)
         self.rows = 0
 
     def fits(self, k: int) -> bool:
@@ -226,10 +227,10 @@ def exact_float32(token: bytes) -> np.float32:
 
     Examples
     --------
-    >>> exact_float32(b"1.0000000596046448")  # just above the midpoint between 1 and the next float32
-    np.float32(1.0000001)
-    >>> np.float32(float(b"1.0000000596046448"))  # rounding to float64 first lands on the midpoint
-    np.float32(1.0)
+    >>> print(exact_float32(b"1.0000000596046448"))  # just above the midpoint between 1 and the next float32
+    1.0000001
+    >>> print(np.float32(float(b"1.0000000596046448")))  # rounding to float64 first lands on the midpoint
+    1.0
     >>> float(exact_float32(b"16777217" + b"0" * 5000 + b"e-5000"))  # 2**24 + 1: a tie, to even
     16777216.0
     """
@@ -324,28 +325,39 @@ _SEPARATORS = frozenset(" \t\n\r\f\v")
 
 
 def check_writable_word(word: str, fmt: str) -> None:
-    """Raise ``ValueError`` if ``word`` cannot be written in format ``fmt``.
+    """Raise ``ValueError`` if ``word`` cannot be written in format ``fmt`` and read back unchanged.
 
-    The word2vec and text formats separate fields by whitespace, so a word
-    must be non-empty and contain no whitespace (ASCII or Unicode: Rust and
-    ``str.split`` would split it when reading back).
+    The word2vec and text formats separate fields by ASCII whitespace, so a
+    word must be non-empty and contain no ASCII whitespace (or NUL). Other
+    whitespace (U+00A0, U+3000 ...) is part of the word: finalfusion-rust's
+    text reader and ours split on ASCII whitespace only. word2vec readers
+    (finalfusion-rust's ``trim``, ours) also trim each word's edges of any
+    Unicode whitespace, so in ``word2vec`` a word must not start or end
+    with whitespace.
 
     Examples
     --------
     >>> check_writable_word("Berlin", "word2vec")
+    >>> check_writable_word("New\u00a0York", "text")
     >>> check_writable_word("New York", "text")
     Traceback (most recent call last):
     ...
-    ValueError: text cannot represent the word 'New York': it contains whitespace
+    ValueError: text cannot represent the word 'New York': it contains ASCII whitespace
+    >>> check_writable_word("\u3000edge", "word2vec")
+    Traceback (most recent call last):
+    ...
+    ValueError: word2vec cannot represent the word '\u3000edge': it starts or ends with whitespace (readers trim it)
     """
     if not isinstance(word, str):
         raise TypeError(f"words must be str, got {type(word).__name__}: {word!r}")
     if not word:
         raise ValueError(f"{fmt} cannot represent the empty word")
-    if any(c.isspace() or c in _SEPARATORS for c in word):
-        raise ValueError(f"{fmt} cannot represent the word {word!r}: it contains whitespace")
+    if any(c in _SEPARATORS for c in word):
+        raise ValueError(f"{fmt} cannot represent the word {word!r}: it contains ASCII whitespace")
     if "\x00" in word:
         raise ValueError(f"{fmt} cannot represent the word {word!r}: it contains a NUL character")
+    if fmt == "word2vec" and (word[0].isspace() or word[-1].isspace()):
+        raise ValueError(f"{fmt} cannot represent the word {word!r}: it starts or ends with whitespace (readers trim it)")
 
 
 def check_writable_words(words: Sequence[str], fmt: str) -> None:

@@ -171,6 +171,7 @@ def evaluate_analogies(
     restrict_vocab: int | None = None,
     batch_size: int = 512,
     progress: ProgressArg = None,
+    outcomes: list[bool] | None = None,
 ) -> AnalogyEvaluation:
     """Answer every question of an analogy file and count correct answers.
 
@@ -202,6 +203,9 @@ def evaluate_analogies(
     progress
         Report the questions done: a callable ``progress("evaluate", done,
         total)`` or ``True`` for a tqdm bar (when tqdm is installed).
+    outcomes
+        If given, one ``bool`` per answered question is appended, in file
+        order (used by gensim's ``evaluate_word_analogies`` spelling).
 
     Returns
     -------
@@ -251,7 +255,10 @@ def evaluate_analogies(
             qm = analogy_queries(index, np.asarray([[known[key] for key in keys[:3]] for keys in chunk], dtype=np.int64))
             excluded = [np.asarray(sorted({i for key in keys[:3] for i in (variants[key] if case_insensitive else [known[key]])}), np.int64) for keys in chunk]
             _, best = search_batch(index, qm, 1, skip_pairs(excluded), limit)
-            correct += sum(i >= 0 and fold(words[i]) == keys[3] for keys, i in zip(chunk, best[:, 0].tolist(), strict=True))
+            hits = [i >= 0 and fold(words[i]) == keys[3] for keys, i in zip(chunk, best[:, 0].tolist(), strict=True)]
+            correct += sum(hits)
+            if outcomes is not None:
+                outcomes.extend(hits)
         out.append(AnalogySection(name, correct, len(todo), len(items) - len(todo)))
         done += len(items)
         if report is not None:

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
+from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter, check_array_size, padding
@@ -29,7 +30,7 @@ from finalfusion.chunks import ChunkIdentifier, TypeId, register
 from finalfusion.container import FileChunk
 from finalfusion.errors import FormatError
 
-__all__ = ["HEAD_BYTES", "NdArray", "Storage"]
+__all__ = ["HEAD_BYTES", "ArrayBehaviour", "NdArray", "Storage"]
 
 #: Payload bytes before an NdArray's matrix, at most: rows u64, cols u32, type id u32, 1-4 bytes of padding.
 HEAD_BYTES: Final = 20
@@ -87,6 +88,47 @@ class Storage(FileChunk):
         raise NotImplementedError
 
 
+class ArrayBehaviour(NDArrayOperatorsMixin):
+    """numpy behaviour for chunks that hold an array (:class:`NdArray`, :class:`~finalfusion.norms.Norms`).
+
+    finalfusion-python 0.7's chunks were ``ndarray`` subclasses; these hold
+    their data instead, and give code written for 0.7 what it used: ufuncs
+    and operators (``storage * 2``, ``np.sqrt(norms)``) on the held array,
+    returning plain arrays, and the array's attributes (``dtype``,
+    ``ndim``, ``sum()`` ...). The held array is the first dataclass field
+    (:attr:`ARRAY_FIELD` names it). Equality stays chunk equality (``==``
+    compares whole chunks and returns a ``bool``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = NdArray(np.eye(2, dtype=np.float32))
+    >>> (s * 2).tolist(), float((1 - s).sum()), str(s.dtype), type(np.add(s, s)).__name__
+    ([[2.0, 0.0], [0.0, 2.0]], 2.0, 'float32', 'ndarray')
+    >>> s == NdArray(np.eye(2, dtype=np.float32)), s != NdArray(np.eye(2, dtype=np.float32))
+    (True, False)
+    """
+
+    ARRAY_FIELD: ClassVar[str]
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        inputs = tuple(getattr(x, x.ARRAY_FIELD) if isinstance(x, ArrayBehaviour) else x for x in inputs)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(getattr(x, x.ARRAY_FIELD) if isinstance(x, ArrayBehaviour) else x for x in kwargs["out"])
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __ne__(self, other: object) -> bool:
+        # Chunk equality, not the elementwise ``not_equal`` of NDArrayOperatorsMixin.
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __getattr__(self, name: str) -> Any:
+        # 0.7's chunks were ndarray subclasses: keep ``storage.dot(q)``, ``storage.T``, ``norms.dtype`` ... working.
+        if name.startswith("_") or name == type(self).ARRAY_FIELD:
+            raise AttributeError(name)
+        return getattr(getattr(self, type(self).ARRAY_FIELD), name)
+
+
 def read_type_id(reader: ByteReader, expected: TypeId, what: str) -> None:
     """Read a data type id and require ``expected`` (docs/format.md §5)."""
     at = reader.pos
@@ -101,8 +143,14 @@ def read_type_id(reader: ByteReader, expected: TypeId, what: str) -> None:
 
 @register
 @dataclass(frozen=True, eq=False)
-class NdArray(Storage):
+class NdArray(ArrayBehaviour, Storage):
     """Dense embedding matrix.
+
+    It holds its matrix (``storage.matrix``) and behaves like the
+    ``ndarray`` subclass it was in finalfusion-python 0.7: array attributes,
+    ufuncs and operators (returning plain arrays); a slice of rows is again
+    an ``NdArray`` (a view, with ``write``); an integer index gives the row
+    as an array; other indices give arrays.
 
     Parameters
     ----------
@@ -117,8 +165,11 @@ class NdArray(Storage):
     ((2, 2), [0.0, 1.0])
     >>> np.asarray(s).dtype
     dtype('float32')
+    >>> s[1:]
+    NdArray(shape=(1, 2), dtype=float32)
     """
 
+    ARRAY_FIELD: ClassVar[str] = "matrix"
     matrix: npt.NDArray[np.float32]
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.NdArray
     deferrable_from: ClassVar[int | None] = HEAD_BYTES
@@ -143,17 +194,12 @@ class NdArray(Storage):
         return self.matrix.astype(dtype)
 
     def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return NdArray(self.matrix[index])
         return self.matrix[index]
 
     def __iter__(self) -> Iterator[npt.NDArray[np.float32]]:
         return iter(self.matrix)
-
-    def __getattr__(self, name: str) -> Any:
-        # finalfusion-python 0.7's NdArray was an ndarray subclass: keep
-        # ``storage.dot(q)``, ``storage.T``, ``storage.dtype`` ... working.
-        if name.startswith("_") or name == "matrix":
-            raise AttributeError(name)
-        return getattr(self.matrix, name)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, NdArray):

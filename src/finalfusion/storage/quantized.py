@@ -228,8 +228,28 @@ class QuantizedArray(Storage):
         row: npt.NDArray[np.float32] = self.rows(np.asarray([index]))[0]
         return row
 
-    def embedding(self, key: int, out: npt.NDArray[np.float32] | None = None) -> npt.NDArray[np.float32]:
-        """Reconstruct row ``key`` (into ``out`` if given).
+    def embedding(self, key: Any, out: npt.NDArray[np.float32] | None = None) -> npt.NDArray[np.float32]:
+        """Reconstruct the rows selected by ``key`` (norms applied), into ``out`` if given.
+
+        As in finalfusion-python 0.7: an integer gives one vector, a slice or
+        a list of integers a matrix, and an integer array of any shape a
+        tensor with one more axis holding the vectors.
+
+        Parameters
+        ----------
+        key
+            ``int``, ``slice``, list or integer array of row indices.
+        out
+            ``float32`` array of the result's shape to reconstruct into.
+
+        Raises
+        ------
+        TypeError
+            If ``key`` is ``None``, a tuple, or not an index.
+        IndexError
+            If an index is out of range.
+        ValueError
+            If ``out`` has the wrong shape.
 
         Examples
         --------
@@ -238,12 +258,29 @@ class QuantizedArray(Storage):
         >>> out = np.empty(4, dtype=np.float32)
         >>> s.embedding(1, out=out) is out, out.tolist()
         (True, [0.0, 1.0, 6.0, 7.0])
+        >>> s.embedding(slice(0, 2)).shape, s.embedding([[0], [1]]).shape
+        ((2, 4), (2, 1, 4))
         """
-        v = self.row(key)
+        if key is None or isinstance(key, (tuple, str, bytes, float)):
+            raise TypeError(f"rows are selected by an int, a slice or integer indices, not {type(key).__name__}")
+        if isinstance(key, slice):
+            key = np.arange(self.shape[0])[key]
+        elif not isinstance(key, (int, np.integer)):
+            key = np.asarray(key)
+            if key.dtype.kind not in "iu":
+                if key.size:
+                    raise TypeError(f"row indices must be integers, not {key.dtype}")
+                key = key.astype(np.intp)
+        codes = self.quantized_embeddings[key]
+        vecs = self.quantizer.reconstruct(codes)
+        if self.norms is not None:
+            vecs *= self.norms[key][..., None]
         if out is not None:
-            out[:] = v
+            if out.shape != vecs.shape:
+                raise ValueError(f"out must have shape {vecs.shape}, got {out.shape}")
+            out[...] = vecs
             return out
-        return v
+        return vecs
 
     def __getitem__(self, key: int | np.integer[Any] | slice | npt.ArrayLike) -> npt.NDArray[np.float32]:
         if isinstance(key, (int, np.integer)):

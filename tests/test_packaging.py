@@ -1,0 +1,55 @@
+"""Packaging metadata: what the sdist carries, the declared Python versions, the README's links."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_python_classifiers_match_requires_python() -> None:
+    project = PYPROJECT["project"]
+    floor = re.fullmatch(r">=3\.(\d+)", project["requires-python"])
+    assert floor is not None
+    versions = sorted(int(c.rsplit(".", 1)[1]) for c in project["classifiers"] if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c))
+    assert versions[0] == int(floor.group(1))
+    assert versions == list(range(versions[0], versions[-1] + 1))
+    assert sys.version_info[:2] >= (3, versions[0])
+    assert project["urls"]
+
+
+def test_sdist_carries_tests_docs_and_examples() -> None:
+    include = PYPROJECT["tool"]["flit"]["sdist"]["include"]
+    for folder in ("tests/", "docs/", "examples/", "fuzz/"):
+        assert folder in include
+
+
+def included(path: Path) -> bool:
+    rel = path.relative_to(ROOT).as_posix()
+    include = PYPROJECT["tool"]["flit"]["sdist"]["include"]
+    return rel in {"README.md", "LICENSE", "pyproject.toml"} or rel.startswith("src/") or any(rel.startswith(i) for i in include)
+
+
+@pytest.mark.parametrize("doc", ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))])
+def test_relative_links_resolve_inside_the_sdist(doc: str) -> None:
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert links or doc != "README.md"
+    for link in links:
+        if re.match(r"[a-z]+:", link) or link.startswith("#"):
+            continue
+        target = (ROOT / doc).parent / link.split("#", 1)[0]
+        if target.suffix == ".md" and not target.exists() and target.with_suffix(".ipynb").exists():
+            target = target.with_suffix(".ipynb")  # the site renders notebooks as pages (docs/_hooks/notebook.py)
+        assert target.exists(), f"{doc}: broken link {link}"
+        assert included(target.resolve()), f"{doc}: {link} is not in the sdist"

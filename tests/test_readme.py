@@ -1,0 +1,39 @@
+"""The README's examples say what the library does (the error message, reconstruct's type)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import finalfusion
+from finalfusion import Embeddings, Metadata
+from finalfusion.norms import Norms
+from finalfusion.storage import NdArray
+from finalfusion.vocab import SimpleVocab
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+def test_truncation_error_example_is_verbatim(tmp_path: Path) -> None:
+    emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["hello", "world"]), norms=Norms([1.0, 1.0]), metadata=Metadata({"source": "toy"}))
+    emb.write(tmp_path / "toy.fifu")
+    with pytest.raises(finalfusion.FormatError) as info:
+        finalfusion.load_finalfusion((tmp_path / "toy.fifu").read_bytes()[:50])
+    shown = f"{type(info.value).__module__}.{type(info.value).__name__}: {info.value}"
+    documented = re.search(r"^finalfusion\.errors\.Truncated: .*$", README, re.MULTILINE)
+    assert documented is not None
+    assert documented.group(0) == shown
+    # it reads the right way round: the file declares more than there is
+    assert "at most 10 bytes" in shown
+    assert "declared length of 15 bytes" in shown
+
+
+def test_reconstruct_returns_embeddings() -> None:
+    emb = Embeddings(NdArray(np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)), SimpleVocab([f"w{i}" for i in range(32)]))
+    dense = emb.quantize(n_subquantizers=2, n_bits=3, seed=0).reconstruct()
+    assert isinstance(dense, Embeddings)
+    assert isinstance(dense.storage, NdArray)
+    assert "# Embeddings again, with NdArray storage" in README
