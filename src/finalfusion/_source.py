@@ -506,7 +506,7 @@ def input_size(f: IO[bytes]) -> int | None:
     >>> input_size(f)
     3
     """
-    if isinstance(f, gzip.GzipFile):
+    if isinstance(cast(object, f), gzip.GzipFile):  # decompressed size unknown (GzipFile is not typed as an IO[bytes])
         return None
     try:
         if not f.seekable():

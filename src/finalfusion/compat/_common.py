@@ -552,7 +552,8 @@ def check_limit(limit: int | None) -> None:
     ...
     ValueError: limit must be a non-negative int or None, got -1
     """
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+    value: object = limit  # callers may pass anything
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -176,7 +176,7 @@ class NdArray(ArrayBehaviour, Storage):
 
     def __post_init__(self) -> None:
         m = self.matrix
-        if not isinstance(m, np.ndarray):
+        if not isinstance(cast(object, m), np.ndarray):  # callers may pass any array-like
             m = np.asarray(m, dtype=np.float32)
         if m.ndim != 2:
             raise ValueError(f"storage matrix must be 2-D, got shape {m.shape}")

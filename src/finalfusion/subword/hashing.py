@@ -23,8 +23,8 @@ import numpy.typing as npt
 
 __all__ = [
     "fnv1a32_fasttext",
-    "fnv1a64_finalfusion",
     "fnv1a32_fasttext_matrix",
+    "fnv1a64_finalfusion",
     "fnv1a64_finalfusion_matrix",
     "murmur3_x64_128",
 ]

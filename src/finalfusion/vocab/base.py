@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, MISSING, InitVar, dataclass, field, fields
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -110,7 +110,7 @@ class Vocab(FileChunk):
             object.__setattr__(self, "word_index", index)
             return
         word_list = list(words)
-        bad = next((w for w in word_list if not isinstance(w, str)), None)
+        bad = next((w for w in cast(list[object], word_list) if not isinstance(w, str)), None)  # callers may pass anything
         if bad is not None:
             raise TypeError(f"vocabulary words must be str, got {type(bad).__name__}: {bad!r}")
         object.__setattr__(self, "words", word_list)
@@ -286,7 +286,7 @@ class SubwordVocab(Vocab, Generic[_I]):
     _indexer_type: ClassVar[type[SubwordIndexer]] = SubwordIndexer
 
     def __post_init__(self, _index: Mapping[str, int] | None) -> None:
-        if self.indexer is None:
+        if cast(object, self.indexer) is None:
             # finalfusion-python 0.7 spelled "the default indexer" as None.
             factory = self.__dataclass_fields__["indexer"].default_factory
             if factory is not MISSING:

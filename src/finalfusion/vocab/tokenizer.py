@@ -48,8 +48,8 @@ __all__ = [
     "SentencePieceTokenizer",
     "Tokenizer",
     "TokenizerVocab",
-    "tokenizer_from_table",
     "restore_tokenizer_vocab",
+    "tokenizer_from_table",
     "tokenizer_table",
     "with_tokenizer_table",
 ]
