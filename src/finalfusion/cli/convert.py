@@ -1,13 +1,17 @@
 """``finalfusion convert``: between every format the library reads and writes.
 
-The format table :data:`FORMATS` is the one place that knows the formats:
-name, aliases, file extensions, loader, writer. Adding a format is one
-entry. (It moves to ``finalfusion.compat._registry`` once that exists.)
+The formats are those of the library's format registry
+(:func:`finalfusion.compat.formats`): name, description, extensions, loader
+and writer come from there, so a format registered by a ``compat`` module is
+a ``convert`` input and output without an edit here. :data:`FORMATS` adds
+what only the command line needs (aliases for ``--from/--to``, which
+embeddings a format can hold, word-only formats).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -15,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from finalfusion.cli._common import CliError, bars, one_line, positive_int, subparser
+from finalfusion.compat import _registry
+from finalfusion.compat._registry import formats
 from finalfusion.embeddings import Embeddings
 
 __all__ = [
@@ -69,77 +75,6 @@ class Format:
     words_only: bool = False
 
 
-def _load_finalfusion(path: str, o: LoadOptions) -> Embeddings:
-    # No progress: the file is read at the kernel's copy speed (or mapped), chunk by chunk with the matrix last.
-    from finalfusion.compat import load
-
-    return load(path, mmap=o.mmap)
-
-
-def _load_word2vec(path: str, o: LoadOptions) -> Embeddings:
-    from finalfusion.compat import load_word2vec
-
-    return load_word2vec(path, normalize=o.normalize, lossy=o.lossy, limit=o.limit, progress=o.progress)
-
-
-def _load_text(path: str, o: LoadOptions) -> Embeddings:
-    from finalfusion.compat import load_text
-
-    return load_text(path, normalize=o.normalize, lossy=o.lossy, limit=o.limit, progress=o.progress)
-
-
-def _load_text_dims(path: str, o: LoadOptions) -> Embeddings:
-    from finalfusion.compat import load_text_dims
-
-    return load_text_dims(path, normalize=o.normalize, lossy=o.lossy, limit=o.limit, progress=o.progress)
-
-
-def _load_fasttext(path: str, o: LoadOptions) -> Embeddings:
-    from finalfusion.compat import load_fasttext
-
-    return load_fasttext(path, normalize=o.normalize, lossy=o.lossy, limit=o.limit, progress=o.progress)
-
-
-def _load_floret(path: str, o: LoadOptions) -> Embeddings:
-    from finalfusion.compat import load_floret
-
-    return load_floret(path, lossy=o.lossy, progress=o.progress)
-
-
-def _write_finalfusion(path: str, emb: Embeddings, o: WriteOptions) -> None:
-    emb.write(path)
-
-
-def _write_word2vec(path: str, emb: Embeddings, o: WriteOptions) -> None:
-    from finalfusion.compat import write_word2vec
-
-    write_word2vec(path, emb, unnormalize=o.unnormalize)
-
-
-def _write_text(path: str, emb: Embeddings, o: WriteOptions) -> None:
-    from finalfusion.compat import write_text
-
-    write_text(path, emb, unnormalize=o.unnormalize)
-
-
-def _write_text_dims(path: str, emb: Embeddings, o: WriteOptions) -> None:
-    from finalfusion.compat import write_text_dims
-
-    write_text_dims(path, emb, unnormalize=o.unnormalize)
-
-
-def _write_fasttext(path: str, emb: Embeddings, o: WriteOptions) -> None:
-    from finalfusion.compat import write_fasttext
-
-    write_fasttext(path, emb)
-
-
-def _write_floret(path: str, emb: Embeddings, o: WriteOptions) -> None:
-    from finalfusion.compat import write_floret
-
-    write_floret(path, emb)
-
-
 def _is_fasttext(emb: Embeddings) -> bool:
     from finalfusion.vocab import FastTextVocab
 
@@ -152,15 +87,49 @@ def _is_floret(emb: Embeddings) -> bool:
     return isinstance(emb.vocab, FloretVocab)
 
 
-#: Every format, in the order in which an ambiguous extension is resolved (first that accepts the embeddings).
-FORMATS: tuple[Format, ...] = (
-    Format("finalfusion", "finalfusion (.fifu)", (".fifu",), _load_finalfusion, _write_finalfusion, ("finalfusion_mmap",), honours=frozenset({"mmap"})),
-    Format("fasttext", "fastText model (.bin)", (".bin",), _load_fasttext, _write_fasttext, accepts=_is_fasttext),
-    Format("word2vec", "word2vec binary (.bin, .w2v)", (".bin", ".w2v"), _load_word2vec, _write_word2vec, words_only=True),
-    Format("text-dims", "text with a '<rows> <dims>' line (.vec)", (".vec",), _load_text_dims, _write_text_dims, ("textdims",), words_only=True),
-    Format("text", "text without header, GloVe (.txt)", (".txt", ".glove"), _load_text, _write_text, ("glove",), words_only=True),
-    Format("floret", "floret text vectors (.floret)", (".floret",), _load_floret, _write_floret, accepts=_is_floret, honours=frozenset({"lossy"})),
-)
+#: What the command line knows beyond the registry: other names for ``--from/--to``, output extensions, which
+#: embeddings a format can hold (it decides between formats sharing an extension), and
+#: formats that store words only.
+_CLI_EXTRAS: dict[str, dict[str, Any]] = {
+    "finalfusion": {"aliases": ("finalfusion_mmap",)},
+    "fasttext": {"accepts": _is_fasttext},
+    "word2vec": {"words_only": True},
+    # .txt is written as text without a header (GloVe), as finalfusion-utils does; .vec keeps the dims line.
+    "text-dims": {"aliases": ("textdims",), "words_only": True, "extensions": (".vec",)},
+    "text": {"aliases": ("glove",), "words_only": True},
+    "floret": {"accepts": _is_floret},
+}
+
+
+def _from_registry(fmt: _registry.Format) -> Format:
+    """The command line's view of a registered format: its loader and writer with the options they take."""
+    loader, writer = fmt.loader, fmt.writer
+
+    def load(path: str, o: LoadOptions) -> Embeddings:
+        assert loader is not None  # only readable formats get a load
+        given = {"normalize": o.normalize, "lossy": o.lossy, "limit": o.limit, "mmap": o.mmap, "progress": o.progress}
+        return loader(path, **{k: v for k, v in given.items() if k in fmt.options})
+
+    def write(path: str, emb: Embeddings, o: WriteOptions) -> None:
+        assert writer is not None  # only writable formats get a write
+        takes_unnormalize = "unnormalize" in inspect.signature(writer).parameters
+        writer(path, emb, **({"unnormalize": o.unnormalize} if takes_unnormalize else {}))
+
+    extras = {"extensions": fmt.extensions, **_CLI_EXTRAS.get(fmt.name, {})}
+    return Format(
+        fmt.name,
+        fmt.description,
+        load=load if fmt.can_read else None,
+        write=write if fmt.can_write else None,
+        honours=fmt.options & {"normalize", "lossy", "limit", "mmap"},
+        **extras,
+    )
+
+
+#: Every registered format (:func:`finalfusion.compat.formats`), in detection order, which is also the order
+#: in which an ambiguous extension is resolved (the first that accepts the embeddings: ``.bin`` is fastText
+#: for fastText vocabularies, else word2vec).
+FORMATS: tuple[Format, ...] = tuple(_from_registry(f) for f in formats())
 _BY_NAME: dict[str, Format] = {name: f for f in FORMATS for name in (f.name, *f.aliases)}
 
 
@@ -181,7 +150,7 @@ def detect(path: str) -> str:
 
     with open_input(path) as f:
         sample, _ = peek(f, 1 << 16)
-    return sniff_format(sample)
+    return sniff_format(sample, path)
 
 
 def load_as(path: str, fmt: str | None, options: LoadOptions) -> Embeddings:
