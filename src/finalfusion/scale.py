@@ -78,6 +78,8 @@ def embed_documents(emb: Embeddings, documents: Iterable[Sequence[str]], *, pool
     ValueError
         If ``pooling`` is not ``None``, ``"mean"`` or ``"sum"``, or
         ``threads`` is not a positive int.
+    TypeError
+        If a document is a ``str`` rather than a sequence of tokens.
 
     Examples
     --------
@@ -88,10 +90,14 @@ def embed_documents(emb: Embeddings, documents: Iterable[Sequence[str]], *, pool
     [(3, 2), (0, 2)]
     >>> [v.tolist() for v in embed_documents(emb, [["a", "zz", "b"]], pooling="mean")]
     [[0.5, 0.5]]
+    >>> embed_documents(emb, ["a b"])
+    Traceback (most recent call last):
+    ...
+    TypeError: a document must be a sequence of tokens, got the str 'a b'; split it first (Dask DataFrames turn object columns of lists into strings: use pd.ArrowDtype(pa.list_(pa.string())))
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-    docs = [d if isinstance(d, list) else list(d) for d in documents]
+    docs = [d if isinstance(d, list) else list(d) for d in documents if not isinstance(d, str) or _not_tokens(d)]
     lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
     tokens = [t for d in docs for t in d]
     matrix, found = emb.embedding_batch(tokens, threads=threads)
@@ -107,6 +113,13 @@ def embed_documents(emb: Embeddings, documents: Iterable[Sequence[str]], *, pool
         counts = np.add.reduceat(found.astype(np.int64), bounds[nonempty]) if len(nonempty) else np.zeros(0, dtype=np.int64)
         sums[nonempty] /= np.maximum(counts, 1)[:, None].astype(np.float32)
     return list(sums)
+
+
+def _not_tokens(document: str) -> bool:
+    raise TypeError(
+        f"a document must be a sequence of tokens, got the str {document[:40]!r}; split it first "
+        "(Dask DataFrames turn object columns of lists into strings: use pd.ArrowDtype(pa.list_(pa.string())))"
+    )
 
 
 def _pandas_series(obj: Any) -> Any:
