@@ -126,3 +126,14 @@ def mapping_memory_kb(pid: int | str, path: str) -> dict[str, int]:
             elif inside and head[:-1] in totals:
                 totals[head[:-1]] += int(line.split()[1])
     return totals
+
+
+def assert_same_neighbours(got: list[Any], want: list[Any]) -> None:
+    """Neighbour lists from a cluster equal serial ones: same words in the same order, cosines equal up to float rounding.
+
+    (A batched query's matrix products may round differently for another batch composition.)
+    """
+    assert [w for w, _ in got] == [w for w, _ in want]
+    for (word, g), (_, w) in zip(got, want):
+        assert [n for n, _ in g] == [n for n, _ in w], word
+        np.testing.assert_allclose([s for _, s in g], [s for _, s in w], rtol=1e-5, atol=1e-6, err_msg=word)

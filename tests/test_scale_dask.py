@@ -25,7 +25,7 @@ import cloudpickle  # noqa: E402  (comes with distributed)
 import finalfusion  # noqa: E402
 from finalfusion.scale import embed_partition, file_changed, neighbours_partition  # noqa: E402
 
-from conftest import make_scale_embeddings, mapping_memory_kb, scale_corpus  # noqa: E402
+from conftest import assert_same_neighbours, make_scale_embeddings, mapping_memory_kb, scale_corpus  # noqa: E402
 
 pytestmark = pytest.mark.scale
 # Small worker-side helpers of this module travel by value (workers cannot import the tests).
@@ -107,9 +107,7 @@ def test_neighbours_match_serial(remote: Any, emb: finalfusion.Embeddings) -> No
     got = ex.neighbours(remote, words, k=5)
     want = neighbours_partition(words, emb, k=5)
     assert [w for w, _ in got] == words
-    for (word, g), (_, w) in zip(got, want):
-        assert [n for n, _ in g] == [n for n, _ in w], word
-        np.testing.assert_allclose([s for _, s in g], [s for _, s in w], rtol=1e-5, atol=1e-6)
+    assert_same_neighbours(got, want)
     assert got[-1][0] == "unknownword"
     assert len(got[-1][1]) == 5  # an unknown word is embedded through its subwords, then queried
 
