@@ -86,7 +86,7 @@ def generate(tmp: str, a: argparse.Namespace) -> tuple[str, list[str]]:
     unk = rng.random(a.tokens) < a.unknown
     unk_ids = zipf_ids(rng, len(unknown_pool), int(unk.sum()))
     tokens = [words[i] for i in ids.tolist()]
-    for pos, j in zip(np.flatnonzero(unk).tolist(), unk_ids.tolist()):
+    for pos, j in zip(np.flatnonzero(unk).tolist(), unk_ids.tolist(), strict=True):
         tokens[pos] = unknown_pool[j]
     files = []
     per_file = -(-a.tokens // a.files)

@@ -105,7 +105,7 @@ def main(path: str = "examples/sample.fifu", client: Any = None) -> None:
     try:
         remote = share(client, emb)
         documents = [["berlin", "is", "a", "city"], ["berliner", "café"]]
-        for doc, matrix in zip(documents, embed_bag(remote, documents)):
+        for doc, matrix in zip(documents, embed_bag(remote, documents), strict=True):
             print(" ".join(doc), "->", matrix.shape)
         for word, best in neighbours(remote, ["berlin", "paris"], k=3):
             print(word, "->", ", ".join(f"{n} {s:.2f}" for n, s in best))

@@ -87,7 +87,7 @@ def main(path: str = "examples/sample.fifu") -> None:
         start_ray()
     try:
         documents = [["berlin", "is", "a", "city"], ["berliner", "café"]]
-        for doc, matrix in zip(documents, embed_dataset(emb, documents)):
+        for doc, matrix in zip(documents, embed_dataset(emb, documents), strict=True):
             print(" ".join(doc), "->", matrix.shape)
         for word, best in neighbours(emb, ["berlin", "paris"], k=3):
             print(word, "->", ", ".join(f"{n} {s:.2f}" for n, s in best))

@@ -134,6 +134,6 @@ def assert_same_neighbours(got: list[Any], want: list[Any]) -> None:
     (A batched query's matrix products may round differently for another batch composition.)
     """
     assert [w for w, _ in got] == [w for w, _ in want]
-    for (word, g), (_, w) in zip(got, want):
+    for (word, g), (_, w) in zip(got, want, strict=True):
         assert [n for n, _ in g] == [n for n, _ in w], word
         np.testing.assert_allclose([s for _, s in g], [s for _, s in w], rtol=1e-5, atol=1e-6, err_msg=word)

@@ -23,9 +23,8 @@ pytest.importorskip("dask.dataframe", reason="the scale extra is not installed: 
 import cloudpickle  # noqa: E402  (comes with distributed)
 
 import finalfusion  # noqa: E402
-from finalfusion.scale import embed_partition, file_changed, neighbours_partition  # noqa: E402
-
 from conftest import assert_same_neighbours, make_scale_embeddings, mapping_memory_kb, scale_corpus  # noqa: E402
+from finalfusion.scale import embed_partition, file_changed, neighbours_partition  # noqa: E402
 
 pytestmark = pytest.mark.scale
 # Small worker-side helpers of this module travel by value (workers cannot import the tests).
@@ -79,7 +78,7 @@ def test_bag_matches_serial(remote: Any, emb: finalfusion.Embeddings) -> None:
     matrices = ex.embed_bag(remote, docs)
     assert len(matrices) == len(docs)
     unknown = 0
-    for doc, got in zip(docs, matrices):
+    for doc, got in zip(docs, matrices, strict=True):
         want, found = emb.embedding_batch(doc)
         np.testing.assert_array_equal(got, want)
         assert found.all()  # unknown words are embedded through their subwords
@@ -93,7 +92,7 @@ def test_dataframe_column_matches_serial(remote: Any, emb: finalfusion.Embedding
     frame = pd.DataFrame({"doc": [f"d{i}" for i in range(len(docs))], "tokens": docs}, index=pd.RangeIndex(100, 100 + len(docs)))
     vectors = ex.embed_column(remote, frame, pooling=pooling)
     assert list(vectors.index) == list(frame.index)
-    for doc, got in zip(docs, vectors):
+    for doc, got in zip(docs, vectors, strict=True):
         rows = emb.embedding_batch(doc)[0]
         if pooling is None:
             np.testing.assert_array_equal(got, rows)
@@ -164,7 +163,7 @@ def test_replaced_file_fails_with_file_changed_error(client: Any, tmp_path: Path
     want_new = [new.embedding_batch(d)[0] for d in docs]
 
     # Workers that unpickled the reference before the replace keep the old file (its inode lives on).
-    for got, want in zip(ex.embed_bag(old_remote, docs, npartitions=2), want_old):
+    for got, want in zip(ex.embed_bag(old_remote, docs, npartitions=2), want_old, strict=True):
         np.testing.assert_array_equal(got, want)
     # A fresh task that unpickles the old reference (on the scheduler) fails; the client sees FileChangedError.
     import dask.bag as db
@@ -177,7 +176,7 @@ def test_replaced_file_fails_with_file_changed_error(client: Any, tmp_path: Path
         ex.share(client, old)
     # Reloaded in the client, the new file is used everywhere.
     reloaded = finalfusion.load_finalfusion(path, mmap=True)
-    for got, want in zip(ex.embed_bag(ex.share(client, reloaded), docs, npartitions=2), want_new):
+    for got, want in zip(ex.embed_bag(ex.share(client, reloaded), docs, npartitions=2), want_new, strict=True):
         np.testing.assert_array_equal(got, want)
     assert not np.array_equal(want_new[0], want_old[0])
 

@@ -23,9 +23,8 @@ pytest.importorskip("ray.data", reason="the scale extra is not installed (Ray Da
 from ray import cloudpickle  # noqa: E402  (Ray's own copy of cloudpickle)
 
 import finalfusion  # noqa: E402
-from finalfusion.scale import file_changed, neighbours_partition  # noqa: E402
-
 from conftest import assert_same_neighbours, make_scale_embeddings, mapping_memory_kb, scale_corpus  # noqa: E402
+from finalfusion.scale import file_changed, neighbours_partition  # noqa: E402
 
 # Ray Data sets a deprecated option of its own DataContext on first use.
 pytestmark = [pytest.mark.scale, pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")]
@@ -75,7 +74,7 @@ def test_dataset_matches_serial(emb: finalfusion.Embeddings) -> None:
     docs = scale_corpus(docs=200)
     matrices = ex.embed_dataset(emb, docs)
     assert len(matrices) == len(docs)
-    for doc, got in zip(docs, matrices):
+    for doc, got in zip(docs, matrices, strict=True):
         want, found = emb.embedding_batch(doc)
         assert found.all()  # known words and unknown ones (through their subwords)
         np.testing.assert_array_equal(np.asarray(got, dtype=np.float32).reshape(want.shape), want)

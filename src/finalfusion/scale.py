@@ -90,14 +90,21 @@ def embed_documents(emb: Embeddings, documents: Iterable[Sequence[str]], *, pool
     [(3, 2), (0, 2)]
     >>> [v.tolist() for v in embed_documents(emb, [["a", "zz", "b"]], pooling="mean")]
     [[0.5, 0.5]]
-    >>> embed_documents(emb, ["a b"])
+    >>> embed_documents(emb, ["a b"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    TypeError: a document must be a sequence of tokens, got the str 'a b'; split it first (Dask DataFrames turn object columns of lists into strings: use pd.ArrowDtype(pa.list_(pa.string())))
+    TypeError: a document must be a sequence of tokens, got the str 'a b'; split it first (Dask turns ...
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-    docs = [d if isinstance(d, list) else list(d) for d in documents if not isinstance(d, str) or _not_tokens(d)]
+    docs: list[list[str]] = []
+    for d in documents:
+        if isinstance(d, str):
+            raise TypeError(
+                f"a document must be a sequence of tokens, got the str {d[:40]!r}; split it first "
+                "(Dask turns object columns of lists into strings: use pd.ArrowDtype(pa.list_(pa.string())))"
+            )
+        docs.append(d if isinstance(d, list) else list(d))
     lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
     tokens = [t for d in docs for t in d]
     matrix, found = emb.embedding_batch(tokens, threads=threads)
@@ -113,13 +120,6 @@ def embed_documents(emb: Embeddings, documents: Iterable[Sequence[str]], *, pool
         counts = np.add.reduceat(found.astype(np.int64), bounds[nonempty]) if len(nonempty) else np.zeros(0, dtype=np.int64)
         sums[nonempty] /= np.maximum(counts, 1)[:, None].astype(np.float32)
     return list(sums)
-
-
-def _not_tokens(document: str) -> bool:
-    raise TypeError(
-        f"a document must be a sequence of tokens, got the str {document[:40]!r}; split it first "
-        "(Dask DataFrames turn object columns of lists into strings: use pd.ArrowDtype(pa.list_(pa.string())))"
-    )
 
 
 def _pandas_series(obj: Any) -> Any:
@@ -198,7 +198,7 @@ def neighbours_partition(words: Any, emb: Embeddings, k: int = 10) -> Any:
     queries = [str(w) for w in words]
     idx, sims = emb.word_similarity_batch(queries, k)
     vocab_words = emb.vocab.words
-    rows = [(w, [(vocab_words[j], float(s)) for j, s in zip(idx[i].tolist(), sims[i].tolist()) if j >= 0]) for i, w in enumerate(queries)]
+    rows = [(w, [(vocab_words[j], float(s)) for j, s in zip(idx[i].tolist(), sims[i].tolist(), strict=True) if j >= 0]) for i, w in enumerate(queries)]
     if pd is None:
         return rows
     out = np.empty(len(rows), dtype=object)
