@@ -15,12 +15,13 @@ tokens of a file with one ``embedding_batch`` call and mean-pools them into one
 vector per document (``finalfusion.scale.embed_documents(..., pooling="mean")``):
 
 * **serial**: one process, one file after the other, ``embedding_batch`` with
-  its default threads (``BATCH_THREADS``) and with ``threads=1``; each in a
-  fresh subprocess, which reports its time, peak RSS and final PSS;
+  ``threads=1`` (and, with ``--serial-default-threads``, with its default
+  threads, ``BATCH_THREADS``; they only split the subword sums of unknown
+  words); in a fresh subprocess, which reports its time, peak RSS and PSS;
 * **dask N**: ``LocalCluster(n_workers=N, threads_per_worker=1,
-  processes=True)``, embeddings loaded with ``mmap=True`` and scattered
-  (each worker receives the reference, maps the file, reads the vocabulary
-  once), then ``db.read_text(files).map(str.split).map_partitions(embed_partition,
+  processes=True)`` with the active memory manager off (so the broadcast
+  copies stay), embeddings loaded with ``mmap=True`` and scattered (each
+  worker receives the reference, maps the file, reads the vocabulary once), then ``db.read_text(files).map(str.split).map_partitions(embed_partition,
   remote, pooling="mean").compute()``. Cluster start-up and the scatter are
   timed apart and excluded from the throughput; while the cluster is alive
   the driver reads every worker's ``/proc/<pid>/smaps_rollup`` (RSS, PSS)
@@ -151,6 +152,7 @@ def worker_serial(path: str, files: list[str], threads: int | None, repeats: int
 
 
 def run_dask(path: str, files: list[str], workers: int, repeats: int, reference: np.ndarray) -> dict[str, Any]:
+    import dask
     import dask.bag as db
     from dask.distributed import Client, LocalCluster
 
@@ -158,7 +160,10 @@ def run_dask(path: str, files: list[str], workers: int, repeats: int, reference:
     from finalfusion.scale import embed_partition
 
     t = time.perf_counter()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+    # As in examples/scale_dask.py: without the active memory manager, the broadcast copies stay on every worker.
+    with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}):
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, Client(cluster) as client:
         client.wait_for_workers(workers)
         startup_s = time.perf_counter() - t
         emb = finalfusion.load_finalfusion(path, mmap=True)
@@ -211,6 +216,7 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=32, help="corpus files (= Dask partitions)")
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--serial-default-threads", action="store_true", help="also run the serial call with its default threads (BATCH_THREADS)")
     ap.add_argument("--out", help="write the results as JSON")
     ap.add_argument("--worker", choices=["serial"], help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
@@ -237,8 +243,9 @@ def main() -> int:
         base = ["--worker", "serial", "--path", path, "--repeats", str(a.repeats), "--corpus", *files]
         runs["serial threads=1"] = run_json([*base, "--threads", "1", "--check", check])
         print("measured serial threads=1", flush=True)
-        runs["serial default threads"] = run_json(base)
-        print("measured serial default threads", flush=True)
+        if a.serial_default_threads:
+            runs["serial default threads"] = run_json(base)
+            print("measured serial default threads", flush=True)
         reference = np.load(check)
         for n in (int(x) for x in a.workers.split(",")):
             runs[f"dask {n}"] = run_dask(path, files, n, a.repeats, reference)

@@ -27,10 +27,15 @@ import finalfusion
 # --8<-- [start:cluster]
 def start_cluster() -> tuple[Any, Any]:
     """A local cluster of two single-threaded worker processes and its client."""
+    import dask
     from dask.distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    return cluster, Client(cluster)
+    # The active memory manager would drop the broadcast copies of the embeddings that no queued task needs.
+    with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}):
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = Client(cluster)
+    client.wait_for_workers(2)  # a broadcast scatter reaches only the workers already registered
+    return cluster, client
 
 
 # --8<-- [end:cluster]

@@ -140,6 +140,7 @@ def touch_rows(emb: finalfusion.Embeddings) -> int:
 def test_workers_share_the_mapped_pages(client: Any, remote: Any, big: Path) -> None:
     workers = sorted(client.scheduler_info()["workers"])
     assert len(workers) == 2
+    assert sorted(client.who_has(remote)[remote.key]) == workers  # the broadcast reached both
     pids = [client.submit(touch_rows, remote, workers=[w], pure=False).result() for w in workers]
     assert len(set(pids)) == 2
     assert os.getpid() not in pids  # worker processes, not threads of this one
