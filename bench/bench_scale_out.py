@@ -27,7 +27,9 @@ vector per document (``finalfusion.scale.embed_documents(..., pooling="mean")``)
   the driver reads every worker's ``/proc/<pid>/smaps_rollup`` (RSS, PSS)
   and ``VmHWM`` (peak RSS).
 
-Each timed run is repeated ``--repeats`` times (median and range reported).
+All clusters are started first; then ``--repeats`` rounds each run every
+contender once (serial, then 1, 2, 4 workers), so that all meet the same load
+of a shared machine (median and range reported).
 The cluster's document vectors are checked against the serial ones.
 Scaling efficiency = (tokens/s with N workers) / (N x tokens/s of one
 worker); speed-up is against the serial single-thread run.
@@ -151,46 +153,58 @@ def worker_serial(path: str, files: list[str], threads: int | None, repeats: int
     return {"times": times, "threads": threads or BATCH_THREADS, "memory": memory_mb(os.getpid(), path)}
 
 
-def run_dask(path: str, files: list[str], workers: int, repeats: int, reference: np.ndarray) -> dict[str, Any]:
-    import dask
-    import dask.bag as db
-    from dask.distributed import Client, LocalCluster
+class DaskRunner:
+    """A LocalCluster of ``workers`` single-threaded processes with the embeddings scattered to each."""
 
-    import finalfusion
-    from finalfusion.scale import embed_partition
+    def __init__(self, path: str, files: list[str], workers: int) -> None:
+        import dask
+        from dask.distributed import Client, LocalCluster
 
-    t = time.perf_counter()
-    # As in examples/scale_dask.py: without the active memory manager, the broadcast copies stay on every worker.
-    with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}):
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-    with cluster, Client(cluster) as client:
-        client.wait_for_workers(workers)
-        startup_s = time.perf_counter() - t
+        import finalfusion
+
+        self.path, self.files, self.workers = path, files, workers
+        t = time.perf_counter()
+        # As in examples/scale_dask.py: without the active memory manager, the broadcast copies stay on every worker.
+        with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}):
+            self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        self.client = Client(self.cluster, set_as_default=False)
+        self.client.wait_for_workers(workers)
+        self.startup_s = time.perf_counter() - t
         emb = finalfusion.load_finalfusion(path, mmap=True)
         t = time.perf_counter()
-        remote = client.scatter(emb, broadcast=True)  # each worker unpickles the reference: maps the file, reads the vocabulary
-        scatter_s = time.perf_counter() - t
-        times = []
-        vectors: list[Any] = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            bag = db.read_text(files, blocksize=None).map(str.split)
-            parts = bag.map_partitions(embed_partition, remote, pooling="mean").to_delayed()
-            # One (documents, dims) matrix per partition: a list of 100,000 small arrays travels far slower.
-            vectors = [v for m in dask.compute(*[dask.delayed(np.stack)(p) for p in parts]) for v in m]
-            times.append(time.perf_counter() - t)
-        pids = list(client.run(os.getpid).values())
-        mem = [memory_mb(pid, path) for pid in pids]
-    got = np.stack(vectors)
-    return {
-        "workers": workers,
-        "times": times,
-        "startup_s": startup_s,
-        "scatter_s": scatter_s,
-        "max_abs_diff_vs_serial": float(np.max(np.abs(got - reference))) if got.shape == reference.shape else None,
-        "memory": {k: sum(m[k] for m in mem) for k in ("rss", "pss", "hwm", "file_pss")},
-        "memory_per_worker": mem,
-    }
+        self.remote = self.client.scatter(emb, broadcast=True)  # each worker unpickles the reference: maps the file, reads the vocabulary
+        self.scatter_s = time.perf_counter() - t
+        self.times: list[float] = []
+
+    def once(self) -> np.ndarray:
+        import dask
+        import dask.bag as db
+
+        from finalfusion.scale import embed_partition
+
+        t = time.perf_counter()
+        bag = db.read_text(self.files, blocksize=None).map(str.split)
+        parts = bag.map_partitions(embed_partition, self.remote, pooling="mean").to_delayed()
+        # One (documents, dims) matrix per partition: a list of 100,000 small arrays travels far slower.
+        matrices = dask.compute(*[dask.delayed(np.stack)(p) for p in parts], scheduler=self.client)
+        self.times.append(time.perf_counter() - t)
+        return np.concatenate(matrices)
+
+    def result(self, reference: np.ndarray, got: np.ndarray) -> dict[str, Any]:
+        mem = [memory_mb(pid, self.path) for pid in self.client.run(os.getpid).values()]
+        return {
+            "workers": self.workers,
+            "times": self.times,
+            "startup_s": self.startup_s,
+            "scatter_s": self.scatter_s,
+            "max_abs_diff_vs_serial": float(np.max(np.abs(got - reference))) if got.shape == reference.shape else None,
+            "memory": {k: sum(m[k] for m in mem) for k in ("rss", "pss", "hwm", "file_pss")},
+            "memory_per_worker": mem,
+        }
+
+    def close(self) -> None:
+        self.client.close()
+        self.cluster.close()
 
 
 # -- driver --------------------------------------------------------------------------
@@ -241,17 +255,38 @@ def main() -> int:
         print(f"generated {results['file_bytes'] / 2**20:.0f} MiB embeddings and {a.tokens:,} tokens in {time.perf_counter() - t:.1f} s", flush=True)
         results["loadavg_before"] = os.getloadavg()
         check = os.path.join(tmp, "serial.npy")
-        runs: dict[str, Any] = {}
-        base = ["--worker", "serial", "--path", path, "--repeats", str(a.repeats), "--corpus", *files]
-        runs["serial threads=1"] = run_json([*base, "--threads", "1", "--check", check])
-        print("measured serial threads=1", flush=True)
-        if a.serial_default_threads:
-            runs["serial default threads"] = run_json(base)
-            print("measured serial default threads", flush=True)
-        reference = np.load(check)
-        for n in (int(x) for x in a.workers.split(",")):
-            runs[f"dask {n}"] = run_dask(path, files, n, a.repeats, reference)
-            print(f"measured dask {n}", flush=True)
+        base = ["--worker", "serial", "--path", path, "--repeats", "1", "--corpus", *files]
+        runners = [DaskRunner(path, files, int(n)) for n in a.workers.split(",")]
+        print("started " + ", ".join(f"{r.workers} workers in {r.startup_s:.1f} s + scatter {r.scatter_s:.1f} s" for r in runners), flush=True)
+        serial: dict[str, Any] = {"times": []}
+        default: dict[str, Any] = {"times": []}
+        last: dict[int, np.ndarray] = {}
+        results["loadavg_rounds"] = []
+        try:
+            # Interleaved rounds, so that every contender meets the same load of the shared machine.
+            for rnd in range(a.repeats):
+                one = run_json([*base, "--threads", "1", *(["--check", check] if rnd == 0 else [])])
+                serial["times"] += one["times"]
+                serial["memory"] = one["memory"]
+                if a.serial_default_threads:
+                    one = run_json(base)
+                    default["times"] += one["times"]
+                    default["memory"] = one["memory"]
+                for r in runners:
+                    last[r.workers] = r.once()
+                results["loadavg_rounds"].append(os.getloadavg())
+                print(
+                    f"round {rnd + 1}: serial {serial['times'][-1]:.1f} s, " + ", ".join(f"dask {r.workers} {r.times[-1]:.1f} s" for r in runners), flush=True
+                )
+            reference = np.stack(np.load(check))
+            runs: dict[str, Any] = {"serial threads=1": serial}
+            if a.serial_default_threads:
+                runs["serial default threads"] = default
+            for r in runners:
+                runs[f"dask {r.workers}"] = r.result(reference, last[r.workers])
+        finally:
+            for r in runners:
+                r.close()
         results["loadavg_after"] = os.getloadavg()
         for r in runs.values():
             r.update(summary(r["times"], a.tokens))
