@@ -142,12 +142,11 @@ def worker_ours(a: argparse.Namespace) -> dict:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = "1"
     import finalfusion
-    from finalfusion import similarity
 
     if a.lib_threads:
-        similarity.THREADS = a.lib_threads
+        finalfusion.set_threads(a.lib_threads)  # the library-wide thread count (scans, batches)
     emb = finalfusion.load_finalfusion(a.path, mmap=a.mmap)
-    res: dict = {"threads": similarity.THREADS}
+    res: dict = {"threads": finalfusion.get_threads() if a.lib_threads else None}
     t = time.perf_counter()
     first = emb.word_similarity(word(0), k=K)
     res["first_query_s"] = time.perf_counter() - t  # includes the one-time row checks / code layout
@@ -234,7 +233,7 @@ def main() -> int:
         "--threads",
         default="1",
         help="cores every contender may use: BLAS threads (OPENBLAS/OMP/MKL_NUM_THREADS) for the floor and the peers, "
-        "finalfusion.similarity.THREADS (BLAS on one thread) for ours; default 1, 'auto' sets nothing",
+        "finalfusion.set_threads(N) (BLAS on one thread) for ours; default 1, 'auto' sets nothing",
     )
     ap.add_argument("--lib-threads", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)

@@ -137,6 +137,7 @@ COMPAT_READERS = {
     "text_dims": "load_text_dims",
     "fasttext": "load_fasttext",
     "floret": "load_floret",
+    "gguf": "load_gguf",
     "load": "load",  # the format sniffer in front of all of them, and the one fuzzed with gzip input
 }
 
@@ -154,6 +155,59 @@ def _register_compat() -> None:
 
 _register_compat()
 
+
+def _load_safetensors(path: str) -> object:
+    # A token list as long as the table (capped), so that every row is decoded; a header error surfaces from the load itself.
+    from finalfusion import FinalfusionError
+    from finalfusion.compat.safetensors import load_safetensors, read_safetensors_header
+
+    rows = 1
+    try:
+        with open(path, "rb") as f:
+            header = read_safetensors_header(f)
+        table = header.tensors.get("model.embed_tokens.weight") or header.tensors.get("embeddings")
+        if table is not None and len(table.shape) == 2:
+            rows = max(1, min(table.shape[0], 1 << 16))
+    except (FinalfusionError, OSError):
+        pass  # the load below raises the same error (and the contract is checked on it)
+    return load_safetensors(path, tokenizer=[f"t{i}" for i in range(rows)])
+
+
+def _load_lightseq(path: str) -> object:
+    # LightSeq stores no vocabulary: read with one token, then with as many as the table has rows (capped).
+    from finalfusion.compat.lightseq import load_lightseq
+
+    emb = load_lightseq(path, ["t0"])
+    rows = max(1, min(int(emb.metadata["lightseq"]["rows"]), 1 << 16))
+    return load_lightseq(path, [f"t{i}" for i in range(rows)])
+
+
+# Model formats whose loaders need a vocabulary.
+READERS["safetensors"] = _via_path(_load_safetensors)
+READERS["lightseq"] = _via_path(_load_lightseq)
+try:  # LightSeq's HDF5 exports go through h5py (libhdf5 is C: a crash or hang there is a finding to report upstream)
+    import h5py  # noqa: F401
+
+    READERS["lightseq-hdf5"] = _via_path(_load_lightseq)
+except ImportError:
+    pass
+
+
+def _load_sentencepiece(path: str) -> object:
+    # One vector per piece (the pieces are counted first, capped), so that unknown words go through sentencepiece.
+    import numpy as np
+
+    from finalfusion.compat.sentencepiece import SentencePieceModel, load_sentencepiece
+
+    with open(path, "rb") as f:
+        proto = f.read()
+    n = len(SentencePieceModel.parse(proto).pieces)
+    rows = np.arange(max(1, min(n, 1 << 16)) * 3, dtype=np.float32).reshape(-1, 3)
+    return load_sentencepiece(proto, rows)
+
+
+READERS["sentencepiece"] = _via_path(_load_sentencepiece)
+
 #: Seed files per reader (globs relative to ../shared); unmatched globs are skipped.
 SEEDS: dict[str, list[str]] = {
     "finalfusion": ["golden/files/*.fifu", "testdata/*.fifu"],
@@ -162,9 +216,14 @@ SEEDS: dict[str, list[str]] = {
     "text_dims": ["testdata/rust-similarity.txt", "testdata/*.dims.txt", "testdata/*utf8-incomplete.dims"],
     "fasttext": ["testdata/*fasttext.bin"],
     "floret": ["seeds/*.floret", "testdata/*floret*"],
+    "gguf": ["models/gguf_*.gguf"],
+    "sentencepiece": ["models/sentencepiece_*.model"],
+    "safetensors": ["models/safetensors_*.safetensors"],
+    "lightseq": ["models/lightseq_*.pb"],
+    "lightseq-hdf5": ["models/lightseq_*.hdf5"],
 }
 SEEDS["finalfusion-mmap"] = SEEDS["finalfusion-file-mmap"] = SEEDS["finalfusion"]
-SEEDS["load"] = [g for r in ("word2vec", "text", "text_dims", "fasttext", "floret", "finalfusion") for g in SEEDS[r]]
+SEEDS["load"] = [g for r in ("word2vec", "text", "text_dims", "fasttext", "floret", "finalfusion", "gguf") for g in SEEDS[r]]
 
 
 def seed_files(reader: str, shared: Path = SHARED) -> list[Path]:

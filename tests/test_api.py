@@ -286,8 +286,8 @@ def test_mmap_readonly_eager_writable() -> None:
 
 
 def test_vocab_metadata_and_norms_loaders_skip_the_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import finalfusion._lazyread as lazyread
-    import finalfusion.io as ffio
+    import finalfusion._source as source
+    import finalfusion.container as container
 
     rng = np.random.default_rng(3)
     words = [f"wört{i}" for i in range(5000)]
@@ -296,13 +296,13 @@ def test_vocab_metadata_and_norms_loaders_skip_the_matrix(tmp_path: Path, monkey
     path = tmp_path / "e.fifu"
     emb.write(path)  # 1.3 MB: large enough for the chunk-by-chunk read
     reads: list[tuple[int, int]] = []
-    original = lazyread.LazyFill._read
+    original = source.LazyFill._read
 
     def spy(self: Any, start: int, stop: int) -> None:
         reads.append((start, stop))
         original(self, start, stop)
 
-    monkeypatch.setattr(lazyread.LazyFill, "_read", spy)
+    monkeypatch.setattr(source.LazyFill, "_read", spy)
     matrix_bytes = emb.storage.matrix.nbytes
     assert finalfusion.load_vocab(path) == emb.vocab
     assert dict(finalfusion.load_metadata(str(path))) == {"k": 1}
@@ -313,4 +313,4 @@ def test_vocab_metadata_and_norms_loaders_skip_the_matrix(tmp_path: Path, monkey
     reads.clear()
     assert np.array_equal(finalfusion.load_storage(path).matrix, emb.storage.matrix)
     assert max(stop - start for start, stop in reads) >= matrix_bytes
-    assert ffio.read_source(path, matrix=False)[1][2][1].shape == (5000, 64)  # the skipped matrix views zeros
+    assert container.read_source(path, matrix=False).chunks[2][1].shape == (5000, 64)  # the skipped matrix views zeros

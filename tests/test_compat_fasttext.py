@@ -1,4 +1,4 @@
-"""fastText .bin reading and writing without the fastText bindings (FORMAT.md §13.3).
+"""fastText .bin reading and writing without the fastText bindings (docs/format.md §13.3).
 
 Cross-tool checks against fastText and gensim are in test_interop_fasttext.py.
 """

@@ -1,4 +1,4 @@
-"""floret text vectors (FORMAT.md §13.4): reading, writing, golden hashing, and the floret package when installed."""
+"""floret text vectors (docs/format.md §13.4): reading, writing, golden hashing, and the floret package when installed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Text and text-dims formats: real files, Rust-exact writing, round trips, malformed input (FORMAT.md §13.2)."""
+"""Text and text-dims formats: real files, Rust-exact writing, round trips, malformed input (docs/format.md §13.2)."""
 
 from __future__ import annotations
 

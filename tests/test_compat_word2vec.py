@@ -1,4 +1,4 @@
-"""word2vec binary: real files, round trips, malformed input, writer checks (FORMAT.md §13.1)."""
+"""word2vec binary: real files, round trips, malformed input, writer checks (docs/format.md §13.1)."""
 
 from __future__ import annotations
 

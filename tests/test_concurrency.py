@@ -50,7 +50,7 @@ def big_embeddings(rows: int, dims: int, seed: int) -> Embeddings:
 
 
 def temp_files(target: Path) -> list[Path]:
-    """Temporary files of atomic writes to ``target`` (io.atomic_output names them ``.<name>.*.tmp``)."""
+    """Temporary files of atomic writes to ``target`` (_atomic.atomic_output names them ``.<name>.*.tmp``)."""
     return sorted(target.parent.glob(f".{target.name}.*.tmp"))
 
 

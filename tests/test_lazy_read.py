@@ -1,4 +1,4 @@
-"""Eager reads of files in parse order (_lazyread.py): same results and errors as reading the bytes.
+"""Eager reads of files in parse order (_source.LazyFill, driven by container.py): same results and errors as reading the bytes.
 
 Files from ``MIN_SIZE`` bytes on are read chunk by chunk with an ``NdArray``'s
 data last and the pages before it released. With ``MIN_SIZE`` lowered to 1,
@@ -21,7 +21,7 @@ import pytest
 
 import finalfusion
 from conftest import GOLDEN_FILES, TINY_FILES
-from finalfusion import Embeddings, FormatError, Metadata, NdArray, Norms, _lazyread, load_finalfusion
+from finalfusion import Embeddings, FormatError, Metadata, NdArray, Norms, _source, load_finalfusion
 from finalfusion.subword import FinalfusionHashIndexer
 from finalfusion.vocab import FinalfusionBucketVocab, SimpleVocab, load_vocab
 from test_roundtrip import assert_same_chunks
@@ -32,15 +32,15 @@ REAL = ["python-embeddings.fifu", "python-ff_buckets.fifu", "python-simple_vocab
 @pytest.fixture
 def holes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Send every file through the lazy path; record how many matrices each load deferred."""
-    monkeypatch.setattr(_lazyread, "MIN_SIZE", 1)
+    monkeypatch.setattr(_source, "MIN_SIZE", 1)
     seen: list[int] = []
-    finish = _lazyread.LazyFill.finish
+    finish = _source.LazyFill.finish
 
-    def spy(self: _lazyread.LazyFill) -> None:
+    def spy(self: _source.LazyFill, deferred: bool = True) -> None:
         seen.append(len(self.holes))
-        finish(self)
+        finish(self, deferred)
 
-    monkeypatch.setattr(_lazyread.LazyFill, "finish", spy)
+    monkeypatch.setattr(_source.LazyFill, "finish", spy)
     return seen
 
 
@@ -95,7 +95,7 @@ def test_big_file_from_every_kind_of_source(tmp_path: Path) -> None:
     path = tmp_path / "big.fifu"
     emb.write(path)
     data = path.read_bytes()
-    assert len(data) >= _lazyread.MIN_SIZE
+    assert len(data) >= _source.MIN_SIZE
     loads = [load_finalfusion(path), load_finalfusion(str(path)), load_finalfusion(os.fsencode(path))]
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -129,13 +129,13 @@ def test_bucket_vocab_and_trailing_norms(tmp_path: Path) -> None:
 def test_file_shrinking_while_read_is_an_os_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "big.fifu"
     big_embeddings().write(path)
-    finish = _lazyread.LazyFill.finish
+    finish = _source.LazyFill.finish
 
-    def truncate_then_finish(self: _lazyread.LazyFill) -> None:
+    def truncate_then_finish(self: _source.LazyFill, deferred: bool = True) -> None:
         os.truncate(path, self.holes[0][0] + 10)
-        finish(self)
+        finish(self, deferred)
 
-    monkeypatch.setattr(_lazyread.LazyFill, "finish", truncate_then_finish)
+    monkeypatch.setattr(_source.LazyFill, "finish", truncate_then_finish)
     with pytest.raises(OSError, match="the file ended after"):
         load_finalfusion(path)
 
@@ -145,12 +145,12 @@ def test_small_files_and_pipes_are_read_in_one_go(tmp_path: Path) -> None:
     path = tmp_path / "small.fifu"
     emb.write(path)
     with open(path, "rb") as f:
-        assert _lazyread.LazyFill.for_file(f) is None
-    assert _lazyread.LazyFill.for_file(io.BytesIO(path.read_bytes())) is None  # type: ignore[arg-type]
+        assert _source.LazyFill.for_file(f) is None
+    assert _source.LazyFill.for_file(io.BytesIO(path.read_bytes())) is None  # type: ignore[arg-type]
     r, w = os.pipe()
     try:
         with open(r, "rb") as f:
-            assert _lazyread.LazyFill.for_file(f) is None
+            assert _source.LazyFill.for_file(f) is None
     finally:
         os.close(w)
     assert_same_chunks(load_finalfusion(path), emb)
@@ -162,8 +162,8 @@ def test_gzip_file_objects_are_read_as_a_stream(tmp_path: Path) -> None:
     with gzip.open(tmp_path / "big.fifu.gz", "wb") as g:
         g.write((tmp_path / "big.fifu").read_bytes())
     with gzip.open(tmp_path / "big.fifu.gz", "rb") as g:
-        assert _lazyread.LazyFill.for_file(g) is None  # its fileno() is the compressed file's
+        assert _source.LazyFill.for_file(g) is None  # its fileno() is the compressed file's
         assert_same_chunks(load_finalfusion(g), emb)
     with open(tmp_path / "big.fifu", "rb", buffering=0) as raw:
-        assert _lazyread.LazyFill.for_file(raw) is not None
+        assert _source.LazyFill.for_file(raw) is not None
         assert_same_chunks(load_finalfusion(raw), emb)

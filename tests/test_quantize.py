@@ -127,7 +127,7 @@ def test_reconstruct_is_the_chunk_reconstruction(data: np.ndarray) -> None:
     assert isinstance(storage, QuantizedArray)
     dense = quant.reconstruct()
     assert isinstance(dense.storage, NdArray)
-    # FORMAT.md §5.4: concat(centroids[codes]) @ projection.T * norms
+    # docs/format.md §5.4: concat(centroids[codes]) @ projection.T * norms
     pq, codes = storage.quantizer, storage.quantized_embeddings.astype(np.intp)
     manual = np.concatenate([pq.quantizers[j][codes[:, j]] for j in range(pq.quantized_len)], axis=1) @ pq.projection.T  # type: ignore[union-attr]
     manual *= storage.norms[:, None]  # type: ignore[index]

@@ -193,7 +193,7 @@ def test_word_list_serialisation_round_trips(words: list[str]) -> None:
 
 @pytest.mark.parametrize("quantized", [False, True])
 def test_explicit_numbering_not_by_first_appearance_is_renumbered_on_write(quantized: bool) -> None:
-    """Files number n-gram rows by first appearance (FORMAT.md §5.8): other dense numbers are renumbered, rows permuted."""
+    """Files number n-gram rows by first appearance (docs/format.md §5.8): other dense numbers are renumbered, rows permuted."""
     from finalfusion._binary import ByteWriter
 
     ngrams = ["<ab", "ab>", "<a", "b>", "zab", "ab"]

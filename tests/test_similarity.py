@@ -13,8 +13,13 @@ import pytest
 
 import finalfusion
 from conftest import GOLDEN_FILES
-from finalfusion import Embeddings, SimilarityResult, load_finalfusion, similarity
+from finalfusion import Embeddings, SimilarityResult, _threads, load_finalfusion, similarity
 from finalfusion.norms import Norms
+from finalfusion.similarity import base as sim_base
+from finalfusion.similarity import index as sim_index
+from finalfusion.similarity import quantized as sim_quantized
+from finalfusion.similarity import topk as sim_topk
+from finalfusion.similarity import vectors as sim_vectors
 from finalfusion.storage import NdArray, QuantizedArray
 from finalfusion.storage.quantized import PQ
 from finalfusion.vocab import SimpleVocab
@@ -201,7 +206,7 @@ def test_adc_synthetic_projection_odd_subquantizers_negative_norms(m: int, ds: i
         np.testing.assert_allclose([s for _, s in got], [s for _, s in exp], atol=1e-5)
         assert dict(got)["w03"] == 0.0 or not norms  # zero norm: zero row, cosine 0
     # batches: fewer than ADC_BATCH_RECONSTRUCT queries use ADC, more reconstruct row blocks
-    for nq in (3, similarity.ADC_BATCH_RECONSTRUCT + 2):
+    for nq in (3, sim_quantized.ADC_BATCH_RECONSTRUCT + 2):
         qs = rng.standard_normal((nq, m * ds)).astype(np.float32)
         idx, sims = emb.embedding_similarity_batch(qs, k=10)
         for row in range(nq):
@@ -384,7 +389,7 @@ def test_small_blocks_give_identical_results(sim_emb: Embeddings, testdata: Path
     single = [pairs(sim_emb.word_similarity(w, k=7)) for w in words]
     batch = sim_emb.word_similarity_batch(words, k=7)
     fresh = load_finalfusion(testdata / "python-similarity.fifu")
-    monkeypatch.setattr(similarity.QueryIndex, "block_rows", lambda self, q: 3)  # 14 blocks of 3 rows
+    monkeypatch.setattr(sim_base.QueryIndex, "block_rows", lambda self, q: 3)  # 14 blocks of 3 rows
     for w, exp in zip(words, single, strict=True):
         assert_same(pairs(fresh.word_similarity(w, k=7)), exp, atol=1e-6)  # BLAS rounding may differ per block size
     idx, sims = fresh.word_similarity_batch(words, k=7)
@@ -428,11 +433,11 @@ def test_quantized_codes_too_large_to_cache_are_laid_out_per_block(testdata: Pat
     emb = load_finalfusion(testdata / "rust-quantized.fifu", mmap=True)
     expected = [pairs(emb.word_similarity(w, k=6)) for w in emb.vocab.words]
     fresh = load_finalfusion(testdata / "rust-quantized.fifu", mmap=True)
-    monkeypatch.setattr(similarity, "ADC_CACHE_BYTES", 0)  # no cached column-major copy
-    monkeypatch.setattr(similarity.QueryIndex, "block_rows", lambda self, q: 5)
+    monkeypatch.setattr(sim_quantized, "ADC_CACHE_BYTES", 0)  # no cached column-major copy
+    monkeypatch.setattr(sim_base.QueryIndex, "block_rows", lambda self, q: 5)
     for w, exp in zip(fresh.vocab.words, expected, strict=True):
         assert_same(pairs(fresh.word_similarity(w, k=6)), exp, atol=1e-6)
-    assert similarity.query_index(fresh)._codes_t is None
+    assert sim_index.query_index(fresh)._codes_t is None
 
 
 def test_embeddings_stay_picklable_after_queries(sim_emb: Embeddings) -> None:
@@ -443,7 +448,7 @@ def test_embeddings_stay_picklable_after_queries(sim_emb: Embeddings) -> None:
     clone = pickle.loads(pickle.dumps(sim_emb))
     assert pairs(clone.word_similarity("Berlin", k=5)) == before
     shallow = copy.copy(sim_emb)
-    assert similarity.query_index(shallow) is not similarity.query_index(sim_emb)
+    assert sim_index.query_index(shallow) is not sim_index.query_index(sim_emb)
 
 
 @pytest.mark.parametrize("threads", [2, 3])
@@ -453,12 +458,12 @@ def test_adc_split_over_threads_gives_identical_scores(monkeypatch: pytest.Monke
     n, m, ds = 1000, 7, 2  # odd subquantizer count: the unpaired last code too
     emb = Embeddings(synthetic_pq(rng, n, m, ds, 256, True, True), SimpleVocab([f"w{i}" for i in range(n)]))
     qs = rng.standard_normal((4, m * ds)).astype(np.float32)
-    monkeypatch.setattr(similarity, "THREADS", 1)
+    monkeypatch.setattr(_threads, "_setting", 1)
     serial = [emb.embedding_similarity(q, k=n) for q in qs]
-    index = similarity.query_index(emb)
+    index = sim_index.query_index(emb)
     serial_raw = index.adc_scores(qs[0] / np.linalg.norm(qs[0]), 0, n)
-    monkeypatch.setattr(similarity, "THREADS", threads)
-    monkeypatch.setattr(similarity, "THREAD_ROWS", 100)
+    monkeypatch.setattr(_threads, "_setting", threads)
+    monkeypatch.setattr(_threads, "THREAD_ROWS", 100)
     np.testing.assert_array_equal(index.adc_scores(qs[0] / np.linalg.norm(qs[0]), 0, n), serial_raw)
     assert [emb.embedding_similarity(q, k=n) for q in qs] == serial
 
@@ -502,10 +507,10 @@ def test_long_scans_with_ties_match_brute_force(tied_emb: Embeddings, monkeypatc
     own = [10, 776, 777, 19_999]  # query words at and around the patched block boundaries below
     exp_own = [tied_reference(tied_emb, tied_emb.storage.matrix[i], k, {i}) for i in own]
     for threads, block in ((1, None), (3, 777)):
-        monkeypatch.setattr(similarity, "THREADS", threads)
-        monkeypatch.setattr(similarity, "THREAD_ROWS", 1000)
+        monkeypatch.setattr(_threads, "_setting", threads)
+        monkeypatch.setattr(_threads, "THREAD_ROWS", 1000)
         if block:
-            monkeypatch.setattr(similarity.QueryIndex, "block_rows", lambda self, q, b=block: b if q > 1 else 5000)
+            monkeypatch.setattr(sim_base.QueryIndex, "block_rows", lambda self, q, b=block: b if q > 1 else 5000)
         single = [[row[r.word] for r in tied_emb.embedding_similarity(q, k=k)] for q in TIED_QUERIES]
         assert single == exp
         ids, sims = tied_emb.embedding_similarity_batch(TIED_QUERIES, k=k)
@@ -519,16 +524,16 @@ def test_long_scans_with_ties_match_brute_force(tied_emb: Embeddings, monkeypatc
 
 def test_top_k_block_preselection_with_excluded_rows(tied_emb: Embeddings) -> None:
     """Fewer finite scores than k in most blocks: the pre-selection must fall back, never lose a row."""
-    index = similarity.query_index(tied_emb)
+    index = sim_index.query_index(tied_emb)
     scores = np.full(19_000, -np.inf, dtype=np.float32)
     scores[[5, 4096, 15_000]] = [0.5, 0.25, 0.5]
-    s, i = similarity.top_k(scores, 0, 4, index)  # only three finite: all of them, no padding
+    s, i = sim_topk.top_k(scores, 0, 4, index)  # only three finite: all of them, no padding
     by_word = sorted([5, 15_000], key=index.rank.__getitem__)
     assert i.tolist() == [*by_word, 4096]
     assert s.tolist() == [0.5, 0.5, 0.25]
     scores[:] = 0.0
     scores[[7, 9000, 18_999]] = 1.0
-    s, i = similarity.top_k(scores, 100, 5, index)  # ids offset by 100
+    s, i = sim_topk.top_k(scores, 100, 5, index)  # ids offset by 100
     order = np.lexsort((index.rank[100:19_100], -scores.astype(np.float64)))[:5] + 100
     assert i.tolist() == order.tolist()
     assert sorted(i[:3].tolist()) == [107, 9100, 19_099]
@@ -538,12 +543,12 @@ def test_top_k_block_preselection_with_excluded_rows(tied_emb: Embeddings) -> No
 def test_threaded_batches_are_identical_to_serial(sim_emb: Embeddings, monkeypatch: pytest.MonkeyPatch) -> None:
     """Row blocks split over threads: the same scores bit for bit and the same ids as one thread."""
     words = sim_emb.vocab.words
-    monkeypatch.setattr(similarity.QueryIndex, "block_rows", lambda self, q: 5 if q > 1 else 1 << 20)
-    monkeypatch.setattr(similarity, "THREADS", 1)
+    monkeypatch.setattr(sim_base.QueryIndex, "block_rows", lambda self, q: 5 if q > 1 else 1 << 20)
+    monkeypatch.setattr(_threads, "_setting", 1)
     serial = sim_emb.word_similarity_batch(words, k=9)
     serial_single = [pairs(sim_emb.word_similarity(w, k=9)) for w in words]
-    monkeypatch.setattr(similarity, "THREADS", 4)
-    monkeypatch.setattr(similarity, "THREAD_ROWS", 7)
+    monkeypatch.setattr(_threads, "_setting", 4)
+    monkeypatch.setattr(_threads, "THREAD_ROWS", 7)
     threaded = sim_emb.word_similarity_batch(words, k=9)
     np.testing.assert_array_equal(threaded[0], serial[0])
     np.testing.assert_array_equal(threaded[1], serial[1])
@@ -552,19 +557,19 @@ def test_threaded_batches_are_identical_to_serial(sim_emb: Embeddings, monkeypat
 
 def test_scan_threads_follow_the_blas_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dense (BLAS) scans are split over threads only when BLAS is pinned to one thread; ADC always; THREADS overrides."""
-    cores = min(4, os.cpu_count() or 1)
-    for var in similarity.BLAS_THREAD_VARS:
+    cores = _threads.DEFAULT_THREADS
+    for var in _threads.BLAS_THREAD_VARS:
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(similarity, "THREADS", None)
-    assert similarity.scan_threads(blas=True) == 1  # unset: BLAS uses every core itself
-    assert similarity.scan_threads(blas=False) == cores
+    monkeypatch.setattr(_threads, "_setting", None)
+    assert _threads.threads_for(blas=True) == 1  # unset: BLAS uses every core itself
+    assert _threads.threads_for(blas=False) == cores
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert similarity.scan_threads(blas=True) == cores
+    assert _threads.threads_for(blas=True) == cores
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")  # read before OMP_NUM_THREADS, as OpenBLAS does
-    assert similarity.scan_threads(blas=True) == 1
-    monkeypatch.setattr(similarity, "THREADS", 3)
-    assert similarity.scan_threads(blas=True) == 3
-    assert similarity.scan_threads(blas=False) == 3
+    assert _threads.threads_for(blas=True) == 1
+    monkeypatch.setattr(_threads, "_setting", 3)
+    assert _threads.threads_for(blas=True) == 3
+    assert _threads.threads_for(blas=False) == 3
 
 
 def dense_split_check(exact: bool) -> None:
@@ -572,14 +577,14 @@ def dense_split_check(exact: bool) -> None:
     rng = np.random.default_rng(4)
     m = rng.standard_normal((20_003, 37)).astype(np.float32)  # odd sizes: kernel tails at the range ends
     emb = Embeddings(NdArray(m), SimpleVocab([f"w{i}" for i in range(len(m))]))
-    index = similarity.query_index(emb)
-    q = similarity.unit_query(rng.standard_normal(37), 37)
-    saved = similarity.THREADS, similarity.THREAD_ROWS
+    index = sim_index.query_index(emb)
+    q = sim_vectors.unit_query(rng.standard_normal(37), 37)
+    saved = _threads._setting, _threads.THREAD_ROWS
     try:
-        similarity.THREADS = 1
+        _threads._setting = 1
         serial = index.scores(q, 0, len(m))
         top = pairs(emb.embedding_similarity(q, k=50))
-        similarity.THREADS, similarity.THREAD_ROWS = 3, 1000
+        _threads._setting, _threads.THREAD_ROWS = 3, 1000
         for lo, hi in ((0, len(m)), (1, len(m) - 5)):
             got = index.scores(q, lo, hi)
             if exact:
@@ -588,7 +593,7 @@ def dense_split_check(exact: bool) -> None:
                 np.testing.assert_allclose(got, serial[lo:hi], rtol=0, atol=1e-7)
         assert_same(pairs(emb.embedding_similarity(q, k=50)), top, atol=0 if exact else 1e-7)
     finally:
-        similarity.THREADS, similarity.THREAD_ROWS = saved
+        _threads._setting, _threads.THREAD_ROWS = saved
 
 
 def test_dense_scan_split_over_threads_gives_identical_scores() -> None:
@@ -597,7 +602,7 @@ def test_dense_scan_split_over_threads_gives_identical_scores() -> None:
     import subprocess
     import sys
 
-    env = {**os.environ, **dict.fromkeys(similarity.BLAS_THREAD_VARS, "1")}
+    env = {**os.environ, **dict.fromkeys(_threads.BLAS_THREAD_VARS, "1")}
     code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_similarity; test_similarity.dense_split_check(exact=True)"
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stderr
@@ -616,14 +621,14 @@ def test_scan_pool_survives_fork(testdata: Path, monkeypatch: pytest.MonkeyPatch
     """A child forked after threaded scans must not wait for the parent's pool threads (it has none)."""
     import multiprocessing
 
-    monkeypatch.setattr(similarity, "THREADS", 3)
-    monkeypatch.setattr(similarity, "THREAD_ROWS", 10)
+    monkeypatch.setattr(_threads, "_setting", 3)
+    monkeypatch.setattr(_threads, "THREAD_ROWS", 10)
     emb = load_finalfusion(testdata / "python-similarity.fifu")
     expected = pairs(emb.word_similarity("Berlin", k=10))  # creates the pool
     for _ in range(5):  # leave idle workers behind, which a child would otherwise count on
         assert pairs(emb.word_similarity("Berlin", k=10)) == expected
     time.sleep(0.2)
-    assert similarity._POOL is not None
+    assert _threads._pool is not None
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_threaded_query_in_child, args=(emb, expected, child))
@@ -655,8 +660,8 @@ def test_mmap_scan_has_a_bounded_working_set(tmp_path: Path, monkeypatch: pytest
     del matrix
 
     emb = load_finalfusion(path, mmap=True)
-    monkeypatch.setattr(similarity, "SCAN_BLOCK_BYTES", 1 << 20)  # 1 MiB of rows per BLAS call
-    monkeypatch.setattr(similarity, "BATCH_SCORE_ELEMENTS", 1 << 14)
+    monkeypatch.setattr(sim_base, "SCAN_BLOCK_BYTES", 1 << 20)  # 1 MiB of rows per BLAS call
+    monkeypatch.setattr(sim_base, "BATCH_SCORE_ELEMENTS", 1 << 14)
     emb.word_similarity("w0", k=10)  # the one-time per-row facts: O(n) words and norms, no matrix copy
     tracemalloc.start()
     try:
@@ -685,8 +690,8 @@ def test_mmap_adc_scan_has_a_bounded_working_set(tmp_path: Path, monkeypatch: py
     expected = load_finalfusion(path).word_similarity("w9", k=10)
 
     emb = load_finalfusion(path, mmap=True)
-    monkeypatch.setattr(similarity, "ADC_CACHE_BYTES", 0)  # no column-major copy of all codes
-    monkeypatch.setattr(similarity, "SCAN_BLOCK_BYTES", 1 << 16)  # blocks of 1,024 rows (the minimum)
+    monkeypatch.setattr(sim_quantized, "ADC_CACHE_BYTES", 0)  # no column-major copy of all codes
+    monkeypatch.setattr(sim_base, "SCAN_BLOCK_BYTES", 1 << 16)  # blocks of 1,024 rows (the minimum)
     emb.word_similarity("w0", k=10)  # one-time per-row facts
     tracemalloc.start()
     try:
@@ -700,17 +705,21 @@ def test_mmap_adc_scan_has_a_bounded_working_set(tmp_path: Path, monkeypatch: py
 
 def test_scan_split_waits_for_every_range_when_one_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     """An error in the caller's range does not return while a pool thread still writes its range."""
-    monkeypatch.setattr(similarity, "THREADS", 2)
+    monkeypatch.setattr(_threads, "_setting", 2)
+    started = threading.Event()
     done = threading.Event()
 
     def work(a: int, b: int) -> int:
         if a == 0:
+            started.wait(60)  # the other range is running (a guard against hanging, not a timing)
             raise ValueError("first range")
+        started.set()
         time.sleep(0.2)  # still running when the first range fails
         done.set()
         return b - a
 
     with pytest.raises(ValueError, match="first range"):
-        similarity.in_threads(work, 4 * similarity.THREAD_ROWS, blas=False)
+        _threads.in_threads(work, 4 * _threads.THREAD_ROWS, blas=False)
+    assert started.is_set()
     assert done.is_set()
-    assert similarity.in_threads(lambda a, b: b - a, 4 * similarity.THREAD_ROWS, blas=False) == [2 * similarity.THREAD_ROWS] * 2
+    assert _threads.in_threads(lambda a, b: b - a, 4 * _threads.THREAD_ROWS, blas=False) == [2 * _threads.THREAD_ROWS] * 2

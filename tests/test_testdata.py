@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import finalfusion
+import finalfusion.container
 from conftest import check_lookups
 from finalfusion import load_finalfusion
 from finalfusion.storage import load_quantized_array, load_storage
@@ -87,7 +88,7 @@ def test_write_back(testdata: Path, name: str, mmap: bool, tmp_path: Path) -> No
     assert path.read_bytes() == written
     # Storage and norms on the second thread, as large files are written.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(finalfusion.io, "PARALLEL_TAIL_BYTES", 0)
+        mp.setattr(finalfusion.container, "PARALLEL_TAIL_BYTES", 0)
         emb.write(path)
     assert path.read_bytes() == written
 

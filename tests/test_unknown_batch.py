@@ -1,8 +1,9 @@
 """Batch lookups of unknown words: threaded sums, task and block boundaries, mixed batches.
 
 ``Embeddings.embedding_batch`` sums the subword rows of unknown words in
-tasks of ``_TASK_WORDS`` words (blocks of ``_ACC_WORDS`` within a task) run
-on ``threads`` worker threads while the next words are hashed. The result
+tasks of ``TASK_WORDS`` words (blocks of ``ACC_WORDS`` within a task, see
+``finalfusion._batch``) run on ``threads`` threads of the library's pool
+while the next words are hashed. The result
 must not depend on the thread count or on where task and block boundaries
 fall, must equal per-word lookups, and must be the same when several user
 threads run such batches at once.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import finalfusion.embeddings as embeddings_module
+import finalfusion._batch as batch_module
 from conftest import GOLDEN_FILES, assert_rows_match_lookups
 from finalfusion import Embeddings, FloretVocab, load_finalfusion
 from finalfusion._threads import run_tasks
@@ -66,9 +68,9 @@ def batch_words(emb: Embeddings, n_unknown: int, seed: int) -> list[str]:
 
 def use_small_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiny tasks and blocks, not multiples of each other, so that every boundary case occurs in small batches."""
-    monkeypatch.setattr(embeddings_module, "_TASK_WORDS", 7)
-    monkeypatch.setattr(embeddings_module, "_ACC_WORDS", 3)
-    monkeypatch.setattr(embeddings_module, "_GATHER_ROWS", 40)
+    monkeypatch.setattr(batch_module, "TASK_WORDS", 7)
+    monkeypatch.setattr(batch_module, "ACC_WORDS", 3)
+    monkeypatch.setattr(batch_module, "GATHER_ROWS", 40)
 
 
 @pytest.mark.filterwarnings("ignore::finalfusion.LegacyFormatWarning")
@@ -100,17 +102,17 @@ def test_threads_and_boundaries_do_not_change_results(emb: Embeddings, distinct:
 
 @contextlib.contextmanager
 def sum_threads(hook: Callable[[int], None] = lambda ident: None) -> Iterator[set[int]]:
-    """Record the threads that run ``Embeddings._store_subword_sums`` (calling ``hook(thread id)`` first)."""
+    """Record the threads that run ``finalfusion._batch.store_subword_sums`` (calling ``hook(thread id)`` first)."""
     seen: set[int] = set()
-    store = Embeddings._store_subword_sums
+    store = batch_module.store_subword_sums
 
-    def spy(self: Embeddings, *args: Any) -> None:
+    def spy(*args: Any) -> None:
         seen.add(threading.get_ident())
         hook(threading.get_ident())
-        store(self, *args)
+        store(*args)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Embeddings, "_store_subword_sums", spy)
+        mp.setattr(batch_module, "store_subword_sums", spy)
         yield seen
 
 
@@ -118,7 +120,7 @@ def sum_threads(hook: Callable[[int], None] = lambda ident: None) -> Iterator[se
 def test_default_sizes_run_on_threads(testdata: Path) -> None:
     """A batch above two default tasks is split over threads and equals the serial batch and the single lookups."""
     emb = load_fasttext(testdata / "rust-fasttext.bin")
-    words = batch_words(emb, 3 * embeddings_module._TASK_WORDS, seed=3)
+    words = batch_words(emb, 3 * batch_module.TASK_WORDS, seed=3)
     caller = threading.get_ident()
     worker_ran = threading.Event()
 
@@ -197,15 +199,36 @@ def test_run_tasks_runs_every_task_once(threads: int) -> None:
     assert (out == 1).all()
 
 
+class Running:
+    """Counts the tasks running right now (each sleeps briefly, so a call that returned early would leave some)."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def task(self) -> Iterator[None]:
+        with self.lock:
+            self.now += 1
+        try:
+            time.sleep(0.002)
+            yield
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_run_tasks_stops_at_a_failing_task(threads: int) -> None:
     done: list[int] = []
     produced: list[int] = []
+    running = Running()
 
     def task(i: int) -> None:
-        if i == 2:
-            raise KeyError("task 2")
-        done.append(i)
+        with running.task():
+            if i == 2:
+                raise KeyError("task 2")
+            done.append(i)
 
     def tasks() -> Iterator[Callable[[], None]]:
         for i in range(1000):
@@ -218,16 +241,21 @@ def test_run_tasks_stops_at_a_failing_task(threads: int) -> None:
     if threads == 1:
         assert done == [0, 1]
         assert produced == [0, 1, 2]
-    assert not [t for t in threading.enumerate() if t.name.startswith("finalfusion-worker")]
+    assert running.now == 0  # no task still runs on a pool thread after the call
 
 
 @pytest.mark.parametrize("threads", [1, 3])
 def test_run_tasks_reports_a_failing_producer(threads: int) -> None:
     done: list[int] = []
+    running = Running()
+
+    def task(i: int) -> None:
+        with running.task():
+            done.append(i)
 
     def tasks() -> Iterator[Callable[[], None]]:
         for i in range(3):
-            yield lambda i=i: done.append(i)
+            yield lambda i=i: task(i)
         raise OverflowError("producer")
 
     with pytest.raises(OverflowError, match="producer"):
@@ -235,4 +263,4 @@ def test_run_tasks_reports_a_failing_producer(threads: int) -> None:
     assert set(done) <= {0, 1, 2}
     if threads == 1:
         assert done == [0, 1, 2]
-    assert not [t for t in threading.enumerate() if t.name.startswith("finalfusion-worker")]
+    assert running.now == 0

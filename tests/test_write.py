@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import finalfusion.io as ffio
+import finalfusion._atomic as atomic
+import finalfusion.container as container
 from finalfusion import Embeddings, load_finalfusion
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
@@ -39,7 +40,7 @@ def temp_files(directory: Path) -> list[Path]:
 
 @pytest.mark.parametrize("tail_threshold", [0, 1 << 60], ids=["threaded", "sequential"])
 def test_path_write_equals_stream_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tail_threshold: int) -> None:
-    monkeypatch.setattr(ffio, "PARALLEL_TAIL_BYTES", tail_threshold)
+    monkeypatch.setattr(container, "PARALLEL_TAIL_BYTES", tail_threshold)
     rng = np.random.default_rng(1)
     bucket_vocab = FinalfusionBucketVocab([f"w{i}" for i in range(50)], FinalfusionHashIndexer(8))
     bucket = Embeddings(NdArray(rng.standard_normal((50 + 2**8, 7)).astype(np.float32)), bucket_vocab)
@@ -52,19 +53,24 @@ def test_path_write_equals_stream_write(tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_large_file_uses_the_tail_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[str] = []
-    original = ffio._TailWriter.start
+    original = atomic.run_in_background
 
-    def start(self: Any) -> None:
-        started.append(self.name)
-        original(self)
+    def spy(task: Any, meanwhile: Any) -> None:
+        started.append("tail")
+        original(task, meanwhile)
 
-    monkeypatch.setattr(ffio._TailWriter, "start", start)
+    monkeypatch.setattr(atomic, "run_in_background", spy)
     big = embeddings(rows=40_000, dims=60)  # 9.6 MB of storage: above the 8 MiB threshold
     big.write(tmp_path / "big.fifu")
-    assert started == ["finalfusion-write"]
+    assert started == ["tail"]
     assert (tmp_path / "big.fifu").read_bytes() == in_memory(big)
     embeddings(rows=100).write(tmp_path / "small.fifu")
-    assert started == ["finalfusion-write"]
+    assert started == ["tail"]
+
+
+def open_descriptors() -> list[str] | None:
+    """The open file descriptors of this process, where the OS lists them."""
+    return sorted(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
 
 
 class Boom(RuntimeError):
@@ -73,7 +79,7 @@ class Boom(RuntimeError):
 
 @pytest.mark.parametrize("where", ["storage", "vocab"])
 def test_failure_on_either_thread_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
-    monkeypatch.setattr(ffio, "PARALLEL_TAIL_BYTES", 0)
+    monkeypatch.setattr(container, "PARALLEL_TAIL_BYTES", 0)
     path = tmp_path / "target.fifu"
     old = embeddings(seed=3)
     old.write(path)
@@ -85,14 +91,16 @@ def test_failure_on_either_thread_leaves_the_old_file(tmp_path: Path, monkeypatc
         raise Boom(where)
 
     monkeypatch.setattr(type(part), "write_payload", fail)
+    fds = open_descriptors()
     with pytest.raises(Boom, match=where):
         new.write(path)
     assert path.read_bytes() == before
     assert not temp_files(tmp_path)
+    assert open_descriptors() == fds  # the tail writer's duplicate descriptor is closed too
 
 
 def test_full_disk_fails_before_anything_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if ffio._FALLOCATE is None:
+    if atomic._fallocate() is None:
         pytest.skip("fallocate is Linux-only")
     path = tmp_path / "target.fifu"
     embeddings(seed=5).write(path)
@@ -103,8 +111,8 @@ def test_full_disk_fails_before_anything_is_written(tmp_path: Path, monkeypatch:
         calls.append(size)
         return -1
 
-    monkeypatch.setattr(ffio, "_FALLOCATE", no_space)
-    monkeypatch.setattr(ffio, "ctypes_errno", lambda: errno.ENOSPC)
+    monkeypatch.setattr(atomic, "_fallocate", lambda: no_space)
+    monkeypatch.setattr(atomic, "ctypes_errno", lambda: errno.ENOSPC)
     big = embeddings(rows=10_000, dims=50, seed=6)
     with pytest.raises(OSError, match="cannot reserve") as info:
         big.write(path)
@@ -115,25 +123,25 @@ def test_full_disk_fails_before_anything_is_written(tmp_path: Path, monkeypatch:
 
 
 def test_filesystems_without_fallocate_still_get_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if ffio._FALLOCATE is None:
+    if atomic._fallocate() is None:
         pytest.skip("fallocate is Linux-only")
-    monkeypatch.setattr(ffio, "_FALLOCATE", lambda fd, mode, offset, size: -1)
-    monkeypatch.setattr(ffio, "ctypes_errno", lambda: errno.EOPNOTSUPP)
+    monkeypatch.setattr(atomic, "_fallocate", lambda: lambda fd, mode, offset, size: -1)
+    monkeypatch.setattr(atomic, "ctypes_errno", lambda: errno.EOPNOTSUPP)
     emb = embeddings(rows=10_000, dims=50, seed=7)
     emb.write(tmp_path / "out.fifu")
     assert (tmp_path / "out.fifu").read_bytes() == in_memory(emb)
 
 
 def test_preallocate_reserves_the_size(tmp_path: Path) -> None:
-    if ffio._FALLOCATE is None:
+    if atomic._fallocate() is None:
         pytest.skip("fallocate is Linux-only")
     with open(tmp_path / "f", "wb") as f:
-        ffio.preallocate(f.fileno(), 3 << 20)
+        atomic.preallocate(f.fileno(), 3 << 20)
         st = os.fstat(f.fileno())
     assert st.st_size == 3 << 20
     assert st.st_blocks * 512 >= 3 << 20
     with open(tmp_path / "g", "wb") as f:
-        ffio.preallocate(f.fileno(), 100)  # small: not worth it
+        atomic.preallocate(f.fileno(), 100)  # small: not worth it
         assert os.fstat(f.fileno()).st_size == 0
 
 
@@ -147,7 +155,7 @@ def test_vocabulary_size_read_from_disk_is_the_written_size(tmp_path: Path) -> N
 
 
 def test_threaded_write_over_the_file_it_is_mapped_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ffio, "PARALLEL_TAIL_BYTES", 0)
+    monkeypatch.setattr(container, "PARALLEL_TAIL_BYTES", 0)
     path = tmp_path / "self.fifu"
     original = embeddings(seed=9)
     original.write(path)

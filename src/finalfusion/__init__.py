@@ -15,16 +15,24 @@ Examples
 from __future__ import annotations
 
 from finalfusion import compat, metadata, norms, quantize, similarity, storage, subword, vocab
+from finalfusion import io as io  # finalfusion.io, as 0.7 code uses it (not in __all__: it would shadow the io module)
+from finalfusion._source import Source
+from finalfusion._threads import get_threads, set_threads
 from finalfusion.chunks import ChunkIdentifier, TypeId
 from finalfusion.compat import (
     load,
     load_fasttext,
     load_floret,
+    load_gguf,
+    load_lightseq,
+    load_safetensors,
+    load_sentencepiece,
     load_text,
     load_text_dims,
     load_word2vec,
     write_fasttext,
     write_floret,
+    write_gguf,
     write_text,
     write_text_dims,
     write_word2vec,
@@ -43,7 +51,7 @@ from finalfusion.errors import (
 )
 from finalfusion.metadata import Metadata, load_metadata
 from finalfusion.norms import Norms, load_norms
-from finalfusion.similarity import AnalogyEvaluation, AnalogySection, SimilarityResult, evaluate_analogies
+from finalfusion.similarity import AnalogyEvaluation, AnalogySection, SimilarityResult, SimilarityResults, evaluate_analogies
 from finalfusion.storage import NdArray, QuantizedArray, load_storage
 from finalfusion.vocab import (
     ExplicitVocab,
@@ -80,34 +88,43 @@ __all__ = [
     "Norms",
     "QuantizedArray",
     "SimilarityResult",
+    "SimilarityResults",
     "SimpleVocab",
+    "Source",
     "Truncated",
     "TypeId",
     "UnknownChunk",
     "UnsupportedVersion",
     "__version__",
     "compat",
+    "evaluate_analogies",
+    "get_threads",
     "load",
     "load_fasttext",
-    "load_floret",
-    "load_text",
-    "load_text_dims",
-    "load_word2vec",
-    "evaluate_analogies",
     "load_finalfusion",
+    "load_floret",
+    "load_gguf",
+    "load_lightseq",
     "load_metadata",
     "load_norms",
+    "load_safetensors",
+    "load_sentencepiece",
     "load_storage",
+    "load_text",
+    "load_text_dims",
     "load_vocab",
+    "load_word2vec",
     "metadata",
     "norms",
     "quantize",
+    "set_threads",
     "similarity",
     "storage",
     "subword",
     "vocab",
     "write_fasttext",
     "write_floret",
+    "write_gguf",
     "write_text",
     "write_text_dims",
     "write_word2vec",

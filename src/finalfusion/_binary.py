@@ -1,15 +1,19 @@
 """Bounds-checked little-endian reading and writing of finalfusion fields.
 
-:class:`ByteReader` walks a buffer (``bytes``, ``bytearray`` or ``mmap``)
-and raises :class:`~finalfusion.errors.Truncated` *before* reading past its
-end, so ``struct.error`` or ``IndexError`` never reach a user.
-:class:`ByteWriter` writes to a binary file while tracking the absolute
-offset, which the alignment padding (:func:`padding`) depends on.
+:class:`ByteReader` walks a buffer (``bytes``, ``bytearray``, ``memoryview``
+or ``mmap``) and raises :class:`~finalfusion.errors.Truncated` *before*
+reading past its end, so ``struct.error`` or ``IndexError`` never reach a
+user. :class:`ByteWriter` writes to a binary file while tracking the
+absolute offset, which the alignment padding (:func:`padding`) depends on.
+Both are public as ``finalfusion.chunks.ByteReader`` and
+``finalfusion.chunks.ByteWriter`` (the types of the chunk classes'
+``read_payload`` and ``write_payload``).
 """
 
 from __future__ import annotations
 
 import array
+import mmap
 import struct
 from typing import Any, BinaryIO, Final
 
@@ -18,7 +22,10 @@ import numpy.typing as npt
 
 from finalfusion.errors import FormatError, Truncated
 
-__all__ = ["ByteReader", "ByteWriter", "padding"]
+__all__ = ["Buffer", "ByteReader", "ByteWriter", "check_array_size", "invalid_utf8", "padding"]
+
+#: A whole file in memory: the contents as bytes, a (writable) byte array or view, or a read-only map.
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 _U32: Final = struct.Struct("<I")
 _U64: Final = struct.Struct("<Q")
@@ -29,7 +36,7 @@ _INTP_MAX: Final = int(np.iinfo(np.intp).max)
 def padding(offset: int) -> int:
     """Number of padding bytes written before an ``f32`` array at ``offset``.
 
-    Quirk (FORMAT.md §4): the result is ``4 - offset % 4`` and therefore
+    Quirk (docs/format.md §4): the result is ``4 - offset % 4`` and therefore
     **never zero** -- an already aligned position gets four bytes. Both
     reference implementations write and skip padding this way, so a reader
     that skips zero bytes at an aligned position misreads their files.
@@ -52,7 +59,7 @@ def padding(offset: int) -> int:
     return 4 - offset % 4
 
 
-def invalid_utf8(what: str, raw: bytes, exc: UnicodeDecodeError, start: int, chunk: str | None) -> FormatError:
+def invalid_utf8(what: str, raw: bytes | bytearray | memoryview, exc: UnicodeDecodeError, start: int, chunk: str | None) -> FormatError:
     """The :class:`FormatError` for ``raw`` (read at byte ``start``) failing to decode as UTF-8.
 
     Examples
@@ -75,8 +82,8 @@ class ByteReader:
     Parameters
     ----------
     buf
-        The whole file (``bytes``, ``bytearray`` or a read-only ``mmap``).
-        Offsets are absolute positions in it.
+        The whole file (``bytes``, ``bytearray``, ``memoryview`` or a
+        read-only ``mmap``). Offsets are absolute positions in it.
     pos
         Where to start.
     end
@@ -93,7 +100,7 @@ class ByteReader:
 
     __slots__ = ("buf", "chunk", "end", "pos")
 
-    def __init__(self, buf: Any, pos: int = 0, end: int | None = None, chunk: str = "file") -> None:
+    def __init__(self, buf: Buffer, pos: int = 0, end: int | None = None, chunk: str = "file") -> None:
         self.buf = buf
         self.pos = pos
         self.end = len(buf) if end is None else end
@@ -152,7 +159,7 @@ class ByteReader:
         self.pos += n
 
     def skip_padding(self) -> None:
-        """Skip the alignment padding that precedes an ``f32`` array (FORMAT.md §4)."""
+        """Skip the alignment padding that precedes an ``f32`` array (docs/format.md §4)."""
         self.skip(padding(self.pos), "alignment padding")
 
     def string(self, what: str = "string") -> str:
@@ -189,7 +196,7 @@ class ByteReader:
         pos = self.pos
         end = self.end
         unpack = _U32.unpack_from
-        raw: list[Any] = []
+        raw: list[bytes | bytearray | memoryview] = []
         append = raw.append
         for _ in range(count):
             if pos + 4 > end:
@@ -253,7 +260,7 @@ class ByteReader:
         self.pos = pos
         return words
 
-    def _locate_bad_utf8(self, raw: list[Any], what: str) -> None:
+    def _locate_bad_utf8(self, raw: list[bytes | bytearray | memoryview], what: str) -> None:
         pos = self.pos
         for i, b in enumerate(raw):
             pos += 4
@@ -286,11 +293,36 @@ class ByteReader:
         return arr
 
 
+def check_array_size(reader: ByteReader, count: int, itemsize: int, what: str) -> None:
+    """Fail before allocating when ``count`` items of ``itemsize`` bytes cannot fit in what ``reader`` has left.
+
+    Raises
+    ------
+    Truncated
+        As :meth:`ByteReader.require` does for any field that runs past the end.
+
+    Examples
+    --------
+    >>> check_array_size(ByteReader(bytes(8), chunk="NdNorms"), 3, 4, "3 f32 norms")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.Truncated: NdNorms: 3 f32 norms does not fit in the chunk: expected 12 bytes, found 8 bytes (at byte offset 0)
+    """
+    if count * itemsize > reader.remaining:
+        raise Truncated(
+            f"{what} does not fit in the chunk",
+            offset=reader.pos,
+            chunk=reader.chunk,
+            expected=f"{count * itemsize} bytes",
+            found=f"{reader.remaining} bytes",
+        )
+
+
 #: Strings decoded at once by :meth:`ByteReader.strings` (a few hundred KiB of temporaries).
 _DECODE_WORDS: Final = 1 << 15
 
 
-def _split_strings(buf: Any, first: int, last: int, offsets: array.array[int], m: int) -> list[str] | None:
+def _split_strings(buf: Buffer, first: int, last: int, offsets: array.array[int], m: int) -> list[str] | None:
     """The ``m`` length-prefixed strings in ``buf[first:last]`` whose prefixes start at ``offsets[:m]``."""
     region = np.frombuffer(buf, dtype=np.uint8, count=last - first, offset=first)
     prefix = np.frombuffer(offsets, dtype=np.int64, count=m) - first
@@ -357,7 +389,7 @@ class ByteWriter:
         self.raw(data)
 
     def padding(self) -> None:
-        """Write the zero padding that precedes an ``f32`` array (FORMAT.md §4)."""
+        """Write the zero padding that precedes an ``f32`` array (docs/format.md §4)."""
         self.raw(b"\x00" * padding(self.pos))
 
     def array(self, arr: npt.ArrayLike, dtype: str) -> None:

@@ -15,21 +15,19 @@ opening and mapping cannot slip through.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
-from typing import Any
 
-from finalfusion._types import Source
+from finalfusion._binary import Buffer
+from finalfusion._source import map_path
 from finalfusion.errors import FileChangedError
-from finalfusion.io import _from_file, _is_bytes_path
 
-__all__ = ["FileRef", "map_with_ref", "path_of"]
+__all__ = ["FileRef", "map_with_ref", "remap"]
 
 #: Bytes hashed at each end of the file.
 EDGE = 1 << 16
 
 
-def _digest(buf: Any) -> str:
+def _digest(buf: Buffer) -> str:
     h = hashlib.blake2b(digest_size=16)
     n = len(buf)
     h.update(buf[: min(n, EDGE)])
@@ -69,7 +67,7 @@ class FileRef:
     mtime_ns: int
     digest: str
 
-    def check(self, buf: Any, mtime_ns: int) -> None:
+    def check(self, buf: Buffer, mtime_ns: int) -> None:
         """Raise :class:`FileChangedError` unless ``buf`` (mapped from :attr:`path`) is the referenced file."""
         problems = []
         if len(buf) != self.size:
@@ -85,29 +83,13 @@ class FileRef:
             )
 
 
-def path_of(file: Source) -> str | None:
-    """The absolute path ``file`` names, or ``None`` for bytes, descriptors and file objects."""
-    if isinstance(file, bytes) and _is_bytes_path(file):
-        return os.path.abspath(os.fsdecode(file))
-    if isinstance(file, (str, os.PathLike)):
-        return os.path.abspath(os.fsdecode(file))
-    return None
-
-
-def _map(path: str) -> tuple[Any, int]:
-    """Map ``path`` read-only; return the map and the mapped descriptor's modification time."""
-    with open(path, "rb") as f:
-        mtime_ns = os.fstat(f.fileno()).st_mtime_ns
-        return _from_file(f, True), mtime_ns
-
-
-def map_with_ref(path: str) -> tuple[Any, FileRef]:
+def map_with_ref(path: str) -> tuple[Buffer, FileRef]:
     """Memory-map ``path`` read-only and describe exactly what was mapped."""
-    buf, mtime_ns = _map(path)
+    buf, mtime_ns = map_path(path)
     return buf, FileRef(path, len(buf), mtime_ns, _digest(buf))
 
 
-def remap(ref: FileRef) -> Any:
+def remap(ref: FileRef) -> Buffer:
     """Map ``ref.path`` again and check that it is the same file.
 
     Raises
@@ -117,6 +99,6 @@ def remap(ref: FileRef) -> Any:
     OSError
         If it cannot be opened.
     """
-    buf, mtime_ns = _map(ref.path)
+    buf, mtime_ns = map_path(ref.path)
     ref.check(buf, mtime_ns)
     return buf

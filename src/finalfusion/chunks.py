@@ -1,39 +1,61 @@
-"""Chunk identifiers, data type ids, the chunk registry and chunk framing.
+"""Chunk identifiers, data type ids, roles, the chunk registry and chunk framing.
 
 Every chunk on disk is framed as::
 
     u32 chunk id | u64 chunk length | payload (chunk length bytes)
 
-Only this module reads and writes that frame (FORMAT.md §1). Chunk classes
+Only this module reads and writes that frame (docs/format.md §1). Chunk classes
 parse and write their *payload* only and register themselves with
-:func:`register`; there is no ``if``/``elif`` over chunk ids anywhere.
+:func:`register`; there is no ``if``/``elif`` over chunk ids anywhere. The
+role of a chunk (metadata, vocabulary, storage, norms) follows from its id
+(:attr:`ChunkIdentifier.role`, one table).
+
+This module sits right above the byte cursor (:class:`ByteReader`,
+:class:`ByteWriter`, re-exported here as the public cursor types) and
+imports nothing else of the package but the errors: headers, whole files
+and the chunk classes all build on it (see docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import enum
+import struct
 import warnings
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Final, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, BinaryIO, ClassVar, Final, TypeVar
 
-from finalfusion._binary import ByteReader, ByteWriter
+from finalfusion._binary import Buffer, ByteReader, ByteWriter
 from finalfusion.errors import ChunkOrder, FormatError, LegacyFormatWarning, Truncated, UnknownChunk
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = [
+    "FRAME_BYTES",
+    "ROLE_RANK",
+    "Buffer",
+    "ByteReader",
+    "ByteWriter",
     "Chunk",
     "ChunkIdentifier",
     "TypeId",
+    "check_order",
     "chunk_class",
+    "chunk_classes",
     "read_chunk",
+    "read_frame",
     "register",
     "write_chunk",
 ]
 
+#: The frame before every payload: u32 chunk id, u64 payload length.
+_FRAME: Final = struct.Struct("<IQ")
+#: Bytes of a chunk frame.
+FRAME_BYTES: Final = _FRAME.size
+
 
 class ChunkIdentifier(enum.IntEnum):
-    """Identifiers of the finalfusion chunks (FORMAT.md §5).
+    """Identifiers of the finalfusion chunks (docs/format.md §5).
 
     Examples
     --------
@@ -55,6 +77,17 @@ class ChunkIdentifier(enum.IntEnum):
     ExplicitSubwordVocab = 8
     FloretSubwordVocab = 9
 
+    @property
+    def role(self) -> str:
+        """What the chunk is for: ``header``, ``metadata``, ``vocab``, ``storage`` or ``norms``.
+
+        Examples
+        --------
+        >>> ChunkIdentifier.QuantizedArray.role, ChunkIdentifier.FloretSubwordVocab.role
+        ('storage', 'vocab')
+        """
+        return _ROLES[self]
+
     def is_storage(self) -> bool:
         """Whether this identifies a storage chunk.
 
@@ -63,7 +96,7 @@ class ChunkIdentifier(enum.IntEnum):
         >>> ChunkIdentifier.QuantizedArray.is_storage(), ChunkIdentifier.NdNorms.is_storage()
         (True, False)
         """
-        return self in (ChunkIdentifier.NdArray, ChunkIdentifier.QuantizedArray)
+        return self.role == "storage"
 
     def is_vocab(self) -> bool:
         """Whether this identifies a vocabulary chunk.
@@ -73,7 +106,7 @@ class ChunkIdentifier(enum.IntEnum):
         >>> ChunkIdentifier.FloretSubwordVocab.is_vocab(), ChunkIdentifier.Metadata.is_vocab()
         (True, False)
         """
-        return _ROLE_OF.get(self) == "vocab"
+        return self.role == "vocab"
 
 
 class TypeId(enum.IntEnum):
@@ -89,10 +122,9 @@ class TypeId(enum.IntEnum):
     f32 = 10
 
 
-#: Position of each role in a file; chunks must appear in increasing rank.
-ROLE_RANK: Final = {"metadata": 0, "vocab": 1, "storage": 2, "norms": 3}
-
-_ROLE_OF: Final = {
+#: The role of every chunk id: the one table roles come from (docs/format.md §5).
+_ROLES: Final[dict[ChunkIdentifier, str]] = {
+    ChunkIdentifier.Header: "header",
     ChunkIdentifier.Metadata: "metadata",
     ChunkIdentifier.SimpleVocab: "vocab",
     ChunkIdentifier.BucketSubwordVocab: "vocab",
@@ -104,18 +136,19 @@ _ROLE_OF: Final = {
     ChunkIdentifier.NdNorms: "norms",
 }
 
-
-def role_of(chunk_id: ChunkIdentifier) -> str:
-    """Role (``metadata``, ``vocab``, ``storage`` or ``norms``) of a chunk id."""
-    return _ROLE_OF[chunk_id]
+#: Position of each role in a file; chunks must appear in increasing rank.
+ROLE_RANK: Final = {"metadata": 0, "vocab": 1, "storage": 2, "norms": 3}
 
 
 class Chunk:
-    """Base of every chunk class.
+    """Base of every chunk class: the payload contract.
 
     Subclasses set ``chunk_id`` and implement :meth:`read_payload`,
     :meth:`write_payload` and :meth:`payload_len`. The frame (id and
     length) is handled by :func:`read_chunk` and :func:`write_chunk`.
+    Concrete chunks derive from :class:`finalfusion.container.FileChunk`,
+    which adds ``write(file)`` (the chunk alone as a finalfusion file): a
+    whole file is the job of a higher layer.
 
     Examples
     --------
@@ -129,6 +162,11 @@ class Chunk:
     #: Whether a reader may meet this chunk with a declared length shorter
     #: than its contents (a known legacy writer bug, see :meth:`legacy_length`).
     length_may_be_short: ClassVar[bool] = False
+    #: For a payload that ends in a bulk array the parse only views: how many
+    #: payload bytes the parse reads before it. An eager read in parse order
+    #: may then read the rest of the payload last (see ``finalfusion._source.LazyFill``).
+    #: ``None``: the parse needs the whole payload.
+    deferrable_from: ClassVar[int | None] = None
 
     @classmethod
     def read_payload(cls, reader: ByteReader) -> Self:
@@ -163,7 +201,7 @@ class Chunk:
         """Length of the payload when it starts at absolute file ``offset``.
 
         The offset matters because array chunks pad to 4-byte alignment
-        relative to the start of the file (FORMAT.md §4).
+        relative to the start of the file (docs/format.md §4).
 
         Examples
         --------
@@ -186,22 +224,6 @@ class Chunk:
         True
         """
         return None
-
-    def write(self, file: Any) -> None:
-        """Write this chunk alone as a finalfusion file (header + chunk), atomically.
-
-        Examples
-        --------
-        >>> import io
-        >>> from finalfusion.vocab import SimpleVocab, load_vocab
-        >>> buf = io.BytesIO()
-        >>> SimpleVocab(["a"]).write(buf)
-        >>> load_vocab(buf.getvalue())
-        SimpleVocab(['a'] (1 words))
-        """
-        from finalfusion.io import write_chunks
-
-        write_chunks([self], file)
 
     @classmethod
     def chunk_identifier(cls) -> ChunkIdentifier:
@@ -256,10 +278,23 @@ def register(cls: _C) -> _C:
     RuntimeError: chunk id 2 is registered twice: NdArray and AnotherArray
     """
     chunk_id = int(cls.chunk_id)
+    if cls.chunk_id.role not in ROLE_RANK:
+        raise RuntimeError(f"chunk id {chunk_id} ({cls.chunk_id.name}) is not a chunk a class can read")
     if chunk_id in _REGISTRY:
         raise RuntimeError(f"chunk id {chunk_id} is registered twice: {_REGISTRY[chunk_id].__name__} and {cls.__name__}")
     _REGISTRY[chunk_id] = cls
     return cls
+
+
+def chunk_classes() -> tuple[type[Chunk], ...]:
+    """Every registered chunk class, by chunk id.
+
+    Examples
+    --------
+    >>> [cls.__name__ for cls in chunk_classes() if cls.chunk_id.role == "storage"]
+    ['NdArray', 'QuantizedArray']
+    """
+    return tuple(_REGISTRY[chunk_id] for chunk_id in sorted(_REGISTRY))
 
 
 def chunk_class(chunk_id: int, *, offset: int | None = None, where: str = "chunk stream") -> type[Chunk]:
@@ -285,6 +320,18 @@ def chunk_class(chunk_id: int, *, offset: int | None = None, where: str = "chunk
             expected=f"one of {sorted(_REGISTRY)}",
             found=chunk_id,
         ) from None
+
+
+def read_frame(buf: Buffer, at: int) -> tuple[int, int]:
+    """The chunk id and declared payload length of the frame at ``at`` (the caller checks that 12 bytes are there).
+
+    Examples
+    --------
+    >>> read_frame(bytes([2, 0, 0, 0, 36, 0, 0, 0, 0, 0, 0, 0]), 0)
+    (2, 36)
+    """
+    chunk_id, declared = _FRAME.unpack_from(buf, at)
+    return int(chunk_id), int(declared)
 
 
 def read_chunk(reader: ByteReader) -> Chunk:
@@ -368,16 +415,25 @@ def write_chunk(writer: ByteWriter, chunk: Chunk, declared: int | None = None) -
         raise RuntimeError(f"internal error: {type(chunk).__name__} wrote {writer.pos - start} bytes but declared {declared}")
 
 
-def check_order(ids: list[ChunkIdentifier], *, offset: int | None, where: str) -> None:
+def check_order(ids: Sequence[ChunkIdentifier], *, offset: int | None, where: str) -> None:
     """Require at most one chunk per role, in the order metadata, vocab, storage, norms.
 
     Raises
     ------
     ChunkOrder
+
+    Examples
+    --------
+    >>> check_order([ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray], offset=None, where="chunks to write")
+    >>> try:
+    ...     check_order([ChunkIdentifier.NdArray, ChunkIdentifier.SimpleVocab], offset=12, where="header")
+    ... except ChunkOrder as err:
+    ...     print(err.message, err.found)
+    chunks out of order or repeated ['NdArray', 'SimpleVocab']
     """
     last = -1
     for cid in ids:
-        rank = ROLE_RANK[role_of(cid)]
+        rank = ROLE_RANK[cid.role]
         if rank <= last:
             raise ChunkOrder(
                 "chunks out of order or repeated",

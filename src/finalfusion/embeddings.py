@@ -1,6 +1,6 @@
 """The :class:`Embeddings` facade: lookups over a vocabulary and a storage.
 
-Lookup semantics follow FORMAT.md §9: a known word returns its stored row;
+Lookup semantics follow docs/format.md §9: a known word returns its stored row;
 an unknown word in a subword vocabulary returns the l2-normalised sum of
 its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 """
@@ -9,44 +9,37 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import math
-import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion import similarity
-from finalfusion._threads import CPUS, run_tasks
+from finalfusion._atomic import Target
+from finalfusion._batch import fill_unknown
+from finalfusion._display import embeddings_html as _embeddings_html
+from finalfusion._fileref import FileRef, remap
+from finalfusion._progress import ProgressArg
+from finalfusion._source import Source
+from finalfusion._threads import check_threads, threads_for
 from finalfusion.chunks import Chunk
+from finalfusion.container import read_chunks, read_source, write_chunks
 from finalfusion.errors import FormatError
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
-from finalfusion.similarity import SimilarityResult
+from finalfusion.similarity import evaluation as _evaluation
+from finalfusion.similarity import queries as _queries
+from finalfusion.similarity.index import QueryIndex, build_index
+from finalfusion.similarity.results import SimilarityResult
 from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.storage.quantized import QuantizedArray
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.subword import ExplicitVocab, FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
-
-if TYPE_CHECKING:
-    from finalfusion._fileref import FileRef
+from finalfusion.vocab.tokenizer import restore_tokenizer_vocab, with_tokenizer_table
 
 __all__ = ["Embeddings", "SimilarityResult", "load_finalfusion"]
-
-#: Rows gathered at once when summing subword rows in batch lookups.
-_GATHER_ROWS = 1 << 16
-#: Words summed together per accumulator block (dense storage).
-_ACC_WORDS = 256
-#: Words per task in batch lookups of unknown words (a multiple of ``_ACC_WORDS``).
-_TASK_WORDS = 2048
-#: Default number of threads (the calling one included) that gather and sum
-#: the subword rows of a batch of unknown words in
-#: :meth:`Embeddings.embedding_batch` (numpy releases the GIL while it does);
-#: batches below ``2 * _TASK_WORDS`` distinct unknown words stay on the
-#: calling thread. Results do not depend on it.
-BATCH_THREADS = min(4, CPUS)
 
 
 def compatibility_problem(storage: Storage, vocab: Vocab, norms: Norms | None) -> str | None:
@@ -57,14 +50,6 @@ def compatibility_problem(storage: Storage, vocab: Vocab, norms: Norms | None) -
     if norms is not None and len(norms) != len(vocab):
         return f"there are {len(norms)} norms for {len(vocab)} words"
     return None
-
-
-def _store_normalized(acc: npt.NDArray[np.float32], target: npt.NDArray[np.float32], rows: npt.NDArray[np.int64]) -> None:
-    """l2-normalise the rows of ``acc`` in place (zero rows stay zero) and store them at ``target[rows]``."""
-    norms = np.sqrt(np.einsum("ij,ij->i", acc, acc))
-    norms[norms == 0] = 1  # x / 1 == x: cheaper than a masked divide
-    acc /= norms[:, None]
-    target[rows] = acc
 
 
 class Embeddings:
@@ -136,6 +121,7 @@ class Embeddings:
         self._subword = isinstance(vocab, SubwordVocab)
         #: The mapped file these embeddings were read from, if they pickle by reference.
         self._file_ref: FileRef | None = None
+        self._reset_query_index()
 
     # -- chunks ----------------------------------------------------------------------
     @property
@@ -235,8 +221,9 @@ class Embeddings:
         ['Metadata', 'SimpleVocab', 'NdArray']
         """
         out: list[Chunk] = []
-        if self._metadata is not None:
-            out.append(self._metadata)
+        metadata = with_tokenizer_table(self._vocab, self._metadata)
+        if metadata is not None:
+            out.append(metadata)
         out.append(self._vocab)
         out.append(self._storage)
         if self._norms is not None:
@@ -361,9 +348,9 @@ class Embeddings:
             Optional ``(len(words), dims)`` ``float32`` array to fill.
         threads
             Threads that sum the subword rows of unknown words, the calling
-            one included (default ``finalfusion.embeddings.BATCH_THREADS``:
-            the CPUs this process may use, at most 4). ``1`` keeps all work
-            on the calling thread. Batches of fewer than 4096 distinct
+            one included (default: :func:`finalfusion.get_threads`, set with
+            :func:`finalfusion.set_threads`). ``1`` keeps all work on the
+            calling thread. Batches of fewer than 4096 distinct
             unknown words are never split. The result is bit-identical for
             every thread count.
 
@@ -390,8 +377,7 @@ class Embeddings:
         """
         n = len(words)
         dims = self.dims
-        if threads is not None and (not isinstance(threads, int) or threads < 1):
-            raise ValueError(f"threads must be a positive int or None, got {threads!r}")
+        threads = check_threads(threads)
         if out is not None and out.shape != (n, dims):
             raise ValueError(f"out must have shape ({n}, {dims}), got {out.shape}")
         # All words hashed and probed at once (-1: unknown); all known: one gather.
@@ -415,65 +401,11 @@ class Embeddings:
         if len(known):
             out[known] = self._matrix[idx[known]] if self._matrix is not None else self._storage.rows(idx[known])
         if self._subword:
-            self._batch_unknown(words, missing, out, found, BATCH_THREADS if threads is None else threads)  # also zeroes the rows without n-grams
+            # also zeroes the rows without n-grams
+            fill_unknown(cast("SubwordVocab[Any]", self._vocab), self._storage, self._matrix, words, missing, out, found, threads_for(threads))
         else:
             out[missing] = 0
         return out, found
-
-    def _batch_unknown(
-        self, words: Sequence[str], positions: npt.NDArray[np.int64], out: npt.NDArray[np.float32], found: npt.NDArray[np.bool_], threads: int
-    ) -> None:
-        """Fill ``out[positions]`` (unknown words) with normalised subword sums; zeros where no n-gram exists."""
-        unknown = list(words) if len(positions) == len(words) else [words[p] for p in positions.tolist()]
-        uniq = list(dict.fromkeys(unknown))
-        # Without repeated words each distinct word has one output row: write
-        # there directly instead of through a (words, dims) temporary.
-        if len(uniq) == len(positions):
-            target, dest, slot = out, positions, None
-        else:
-            first = {w: i for i, w in enumerate(uniq)}
-            slot = np.fromiter(map(first.__getitem__, unknown), dtype=np.int64, count=len(unknown))
-            target, dest = np.zeros((len(uniq), self.dims), dtype=np.float32), np.arange(len(uniq))
-        has = np.zeros(len(uniq), dtype=bool)
-        run_tasks(self._subword_sum_tasks(uniq, target, dest, has), min(threads, -(-len(uniq) // _TASK_WORDS)))
-        if slot is None:
-            out[dest[~has]] = 0
-            found[dest[has]] = True
-        else:
-            out[positions] = target[slot]
-            found[positions] = has[slot]
-
-    def _subword_sum_tasks(
-        self, uniq: list[str], target: npt.NDArray[np.float32], dest: npt.NDArray[np.int64], has: npt.NDArray[np.bool_]
-    ) -> Iterator[Callable[[], None]]:
-        """Tasks storing the normalised subword sum of ``uniq[i]`` at ``target[dest[i]]``, yielded as the words are hashed.
-
-        Sets ``has[i]`` for every word with at least one n-gram row. Each
-        task covers up to :data:`_TASK_WORDS` words of one hashed group.
-        """
-        for pos, rows in self._vocab.batch_subword_rows(uniq):  # type: ignore[attr-defined]
-            has[pos] = True
-            for lo in range(0, len(pos), _TASK_WORDS):
-                yield functools.partial(self._store_subword_sums, rows[lo : lo + _TASK_WORDS], target, dest[pos[lo : lo + _TASK_WORDS]])
-
-    def _store_subword_sums(self, rows: npt.NDArray[np.int64], target: npt.NDArray[np.float32], dest: npt.NDArray[np.int64]) -> None:
-        """Store at ``target[dest[i]]`` the normalised sum of the storage rows ``rows[i]`` (a words x K matrix)."""
-        if self._matrix is None:
-            step = max(1, _GATHER_ROWS // rows.shape[1])
-            for lo in range(0, len(rows), step):
-                _store_normalized(self._storage.rows(rows[lo : lo + step]).sum(axis=1, dtype=np.float32), target, dest[lo : lo + step])
-            return
-        # Dense storage: add one n-gram column at a time into a small,
-        # cache-resident accumulator instead of materialising (words, K, dims),
-        # and normalise it while it is still in cache. ``take`` copies whole
-        # rows with memmove: about a quarter cheaper than ``matrix[column]``.
-        take = self._matrix.take
-        for lo in range(0, len(rows), _ACC_WORDS):
-            block = rows[lo : lo + _ACC_WORDS]
-            acc = take(block[:, 0], axis=0)
-            for k in range(1, block.shape[1]):
-                acc += take(block[:, k], axis=0)
-            _store_normalized(acc, target, dest[lo : lo + _ACC_WORDS])
 
     def __contains__(self, word: object) -> bool:
         return word in self._vocab
@@ -498,7 +430,29 @@ class Embeddings:
         ]
         return f"Embeddings({', '.join(parts)})"
 
-    # -- queries (similarity.py) --
+    def _repr_html_(self) -> str:
+        return _embeddings_html(self, None if (ref := self._by_reference()) is None else ref.path)
+
+    # -- queries (finalfusion.similarity) --
+    def _reset_query_index(self) -> None:
+        self._query: QueryIndex | None = None
+        self._query_lock = threading.Lock()
+
+    def _query_index(self) -> QueryIndex:
+        """The similarity index of these embeddings, built on first use (see :mod:`finalfusion.similarity`)."""
+        index = self._query
+        if index is None:
+            with self._query_lock:
+                index = self._query
+                if index is None:
+                    index = self._query = build_index(self._storage, self._vocab.words)
+        return index
+
+    def _drop_query_index(self) -> None:
+        """Forget the similarity index (after an in-place change of the storage)."""
+        with self._query_lock:
+            self._query = None
+
     def word_similarity(self, query: str, k: int = 10, *, skip: Iterable[str] | None = None, rerank: int | None = None) -> list[SimilarityResult] | None:
         """The ``k`` nearest neighbours of a word by cosine similarity.
 
@@ -544,7 +498,7 @@ class Embeddings:
         >>> emb.word_similarity("zz") is None
         True
         """
-        return similarity.word_similarity(self, query, k, skip, rerank)
+        return _queries.word_similarity(self, query, k, skip, rerank)
 
     def embedding_similarity(
         self, query: npt.ArrayLike, k: int = 10, skip: Iterable[str] | None = None, *, rerank: int | None = None
@@ -576,7 +530,7 @@ class Embeddings:
         >>> [(r.word, r.similarity) for r in emb.embedding_similarity([0.0, 5.0], k=1)]
         [('b', 1.0)]
         """
-        return similarity.embedding_similarity(self, query, k, skip, rerank)
+        return _queries.embedding_similarity(self, query, k, skip, rerank)
 
     def analogy(
         self,
@@ -623,7 +577,7 @@ class Embeddings:
         >>> emb.analogy("man", "king", "woman")[0].word
         'queen'
         """
-        return similarity.analogy(self, (word1, word2, word3), k, skip, mask, rerank)
+        return _queries.analogy(self, (word1, word2, word3), k, skip, mask, rerank)
 
     def word_similarity_batch(self, queries: Sequence[str], k: int = 10) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Nearest neighbours of many words with matrix-matrix products.
@@ -647,7 +601,7 @@ class Embeddings:
         >>> idx.tolist(), sims.astype(float).round(2).tolist()
         ([[1], [1], [-1]], [[0.8], [0.6], [nan]])
         """
-        return similarity.word_similarity_batch(self, queries, k)
+        return _queries.word_similarity_batch(self, queries, k)
 
     def embedding_similarity_batch(
         self, queries: npt.ArrayLike, k: int = 10, skip: Iterable[str] | None = None
@@ -663,7 +617,7 @@ class Embeddings:
         >>> emb.embedding_similarity_batch([[1, 0], [0, 2]], k=2)[0].tolist()
         [[0, 1], [1, 0]]
         """
-        return similarity.embedding_similarity_batch(self, queries, k, skip)
+        return _queries.embedding_similarity_batch(self, queries, k, skip)
 
     def analogy_batch(self, queries: Sequence[Sequence[str]], k: int = 1) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Many analogy queries ``(word1, word2, word3)`` at once; see :meth:`analogy` and :meth:`word_similarity_batch`.
@@ -678,7 +632,7 @@ class Embeddings:
         >>> emb.analogy_batch([("man", "king", "woman"), ("woman", "queen", "man")])[0].tolist()
         [[3], [1]]
         """
-        return similarity.analogy_batch(self, queries, k)
+        return _queries.analogy_batch(self, queries, k)
 
     def most_similar(self, positive: Any = None, negative: Any = None, topn: int | None = 10, restrict_vocab: int | None = None) -> Any:
         """gensim's ``KeyedVectors.most_similar`` for users coming from gensim.
@@ -710,9 +664,11 @@ class Embeddings:
         >>> [(w, round(s, 3)) for w, s in emb.most_similar(positive=["king", "woman"], negative=["man"], topn=2)]
         [('queen', 0.959)]
         """
-        return similarity.most_similar(self, positive, negative, topn, restrict_vocab)
+        return _queries.most_similar(self, positive, negative, topn, restrict_vocab)
 
-    def evaluate_analogies(self, questions: Any, *, case_insensitive: bool = False, restrict_vocab: int | None = None) -> similarity.AnalogyEvaluation:
+    def evaluate_analogies(
+        self, questions: Any, *, case_insensitive: bool = False, restrict_vocab: int | None = None, progress: ProgressArg = None
+    ) -> _evaluation.AnalogyEvaluation:
         """Analogy accuracy on a word2vec-format question file; see :func:`finalfusion.similarity.evaluate_analogies`.
 
         Examples
@@ -725,7 +681,7 @@ class Embeddings:
         >>> emb.evaluate_analogies([": family", "man king woman queen"]).accuracy
         1.0
         """
-        return similarity.evaluate_analogies(self, questions, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab)
+        return _evaluation.evaluate_analogies(self, questions, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab, progress=progress)
 
     # -- pickling and copies ---------------------------------------------------------
     def _by_reference(self) -> FileRef | None:
@@ -749,17 +705,24 @@ class Embeddings:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_file_ref"] = None
+        # The query index is a cache of this object: never pickled or copied.
+        state.pop("_query", None)
+        state.pop("_query_lock", None)
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset_query_index()
 
     def __copy__(self) -> Embeddings:
         new = type(self).__new__(type(self))
-        new.__dict__.update(self.__dict__)
+        new.__setstate__({**self.__getstate__(), "_file_ref": self.__dict__.get("_file_ref")})
         return new
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Embeddings:
         new = type(self).__new__(type(self))
         memo[id(self)] = new
-        new.__dict__.update(copy.deepcopy(self.__getstate__(), memo))
+        new.__setstate__(copy.deepcopy(self.__getstate__(), memo))
         return new
 
     # -- conversion and output -------------------------------------------------------
@@ -774,7 +737,7 @@ class Embeddings:
         normalize: bool = True,
         seed: int | np.random.Generator | None = None,
         sample: int | float | None = None,
-        progress: Callable[[str, int, int], None] | None = None,
+        progress: Callable[[str, int, int], None] | bool | None = None,
     ) -> Embeddings:
         """Product-quantize the embeddings (all storage rows, subword rows included).
 
@@ -803,7 +766,7 @@ class Embeddings:
             is still encoded. Useful for large or memory-mapped matrices.
         progress
             Callback ``progress(stage, done, total)`` with stage ``"train"``
-            or ``"encode"``.
+            or ``"encode"``, or ``True`` for tqdm bars (when tqdm is installed).
 
         Returns
         -------
@@ -855,7 +818,7 @@ class Embeddings:
 
         return Embeddings(reconstruct_storage(self._storage), self._vocab, self._norms, self._metadata)
 
-    def write(self, file: Any, *, fsync: bool = False) -> None:
+    def write(self, file: Target, *, fsync: bool = False) -> None:
         """Write the embeddings as a finalfusion file.
 
         Writing to a path is atomic (temporary file + ``os.replace``): the
@@ -863,7 +826,7 @@ class Embeddings:
         it is memory-mapped by this or another process. An explicit n-gram
         vocabulary whose indices are not numbered by first appearance is
         written renumbered, with its subword rows permuted to match
-        (FORMAT.md §5.8): the file gives the same lookups.
+        (docs/format.md §5.8): the file gives the same lookups.
 
         Parameters
         ----------
@@ -886,15 +849,13 @@ class Embeddings:
         >>> load_finalfusion(buf.getvalue())["b"].tolist()
         [0.0, 1.0]
         """
-        from finalfusion.io import write_chunks
-
         write_chunks(self._canonical().chunks(), file, fsync=fsync)
 
     def _canonical(self) -> Embeddings:
         """``self``, or equal embeddings whose explicit n-gram indices are numbered by first appearance.
 
         Files number the subword rows of an explicit vocabulary in order of
-        first appearance in the n-gram list (FORMAT.md §5.8; finalfusion-rust
+        first appearance in the n-gram list (docs/format.md §5.8; finalfusion-rust
         renumbers on reading). An :class:`~finalfusion.subword.ExplicitIndexer`
         built with other dense numbers is renumbered and the subword rows are
         permuted to match, so every lookup of the written file is unchanged.
@@ -948,7 +909,7 @@ class Embeddings:
         return Embeddings(NdArray(matrix), vocab, norms=self._norms)
 
 
-def load_finalfusion(file: Any, mmap: bool = False) -> Embeddings:
+def load_finalfusion(file: Source, mmap: bool = False) -> Embeddings:
     """Read embeddings from a finalfusion file.
 
     Parameters
@@ -983,17 +944,7 @@ def load_finalfusion(file: Any, mmap: bool = False) -> Embeddings:
     >>> load_finalfusion(buf.getvalue())["a"].tolist()
     [1.0, 0.0]
     """
-    from finalfusion._fileref import map_with_ref, path_of
-    from finalfusion.io import read_chunks, read_source
-
-    path = path_of(file) if mmap else None
-    ref = None
-    if path is None:
-        name, chunks = read_source(file, mmap)
-    else:
-        buf, ref = map_with_ref(path)
-        name = os.fsdecode(file)
-        _, chunks = read_chunks(buf)
+    name, chunks, ref = read_source(file, mmap)
     emb = _assemble(chunks, name)
     emb._file_ref = ref
     return emb
@@ -1001,9 +952,6 @@ def load_finalfusion(file: Any, mmap: bool = False) -> Embeddings:
 
 def _from_file_ref(ref: FileRef) -> Embeddings:
     """Unpickle mapped embeddings: map the referenced file again after checking it is the same."""
-    from finalfusion._fileref import remap
-    from finalfusion.io import read_chunks
-
     _, chunks = read_chunks(remap(ref))
     emb = _assemble(chunks, ref.path)
     emb._file_ref = ref
@@ -1014,7 +962,7 @@ def _assemble(chunks: list[tuple[int, Chunk]], name: str) -> Embeddings:
     """Embeddings from the ``(offset, chunk)`` list of a file named ``name`` (for messages)."""
     parts: dict[str, tuple[int, Chunk]] = {}
     for at, chunk in chunks:
-        parts[type(chunk).role] = (at, chunk)  # type: ignore[attr-defined]
+        parts[chunk.chunk_id.role] = (at, chunk)
     for role in ("vocab", "storage"):
         if role not in parts:
             raise FormatError(
@@ -1032,4 +980,5 @@ def _assemble(chunks: list[tuple[int, Chunk]], name: str) -> Embeddings:
             at, culprit, expected, found = storage_at, storage, f"{vocab.upper_bound} rows", storage.shape[0]
         raise FormatError(problem, offset=at, chunk=type(culprit).__name__, expected=expected, found=found)
     metadata = parts.get("metadata", (0, None))[1]
-    return Embeddings(storage, vocab, norms, metadata)  # type: ignore[arg-type]
+    vocab, metadata = restore_tokenizer_vocab(vocab, metadata, parts.get("metadata", (None, None))[0])  # type: ignore[arg-type]
+    return Embeddings(storage, vocab, norms, metadata)

@@ -1,4 +1,4 @@
-"""The finalfusion file header (FORMAT.md §2).
+"""The finalfusion file header (docs/format.md §2).
 
 ===========  ======  ==============================================
 offset       size    field
@@ -12,17 +12,32 @@ offset       size    field
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Final
 
-from finalfusion._binary import ByteReader, ByteWriter
+from finalfusion._binary import Buffer, ByteReader, ByteWriter
 from finalfusion.chunks import ChunkIdentifier, check_order, chunk_class
 from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVersion
 
-__all__ = ["MAGIC", "VERSION", "Header"]
+__all__ = ["FIXED_BYTES", "MAGIC", "VERSION", "Header", "header_nbytes"]
 
 MAGIC: Final = b"FiFu"
 VERSION: Final = 0
+#: Bytes before the list of chunk identifiers: magic, version, n_chunks.
+FIXED_BYTES: Final = 12
+
+
+def header_nbytes(buf: Buffer) -> int:
+    """The size of the header at the start of ``buf``, from its first :data:`FIXED_BYTES` bytes (not validated).
+
+    Examples
+    --------
+    >>> header_nbytes(b"FiFu" + bytes(4) + (2).to_bytes(4, "little"))
+    20
+    """
+    (n_chunks,) = struct.unpack_from("<I", buf, 8)
+    return FIXED_BYTES + 4 * int(n_chunks)
 
 
 @dataclass(frozen=True)
@@ -47,7 +62,7 @@ class Header:
         >>> Header((ChunkIdentifier.Metadata, ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray)).nbytes
         24
         """
-        return 12 + 4 * len(self.chunk_ids)
+        return FIXED_BYTES + 4 * len(self.chunk_ids)
 
     @classmethod
     def read(cls, reader: ByteReader) -> Header:

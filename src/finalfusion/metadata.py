@@ -1,4 +1,4 @@
-"""``Metadata`` chunk (id 5): a free-form TOML table (FORMAT.md §5.5, §12).
+"""``Metadata`` chunk (id 5): a free-form TOML table (docs/format.md §5.5, §12).
 
 The payload is the UTF-8 TOML document itself; its length is the chunk length.
 """
@@ -13,9 +13,11 @@ from typing import Any, ClassVar
 
 import tomli_w
 
+from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter, invalid_utf8
-from finalfusion._types import Source
-from finalfusion.chunks import Chunk, ChunkIdentifier, register
+from finalfusion._source import Source
+from finalfusion.chunks import ChunkIdentifier, register
+from finalfusion.container import FileChunk, load_chunk
 from finalfusion.errors import FormatError
 
 if sys.version_info >= (3, 11):
@@ -27,9 +29,24 @@ __all__ = ["Metadata", "load_metadata"]
 
 
 @register
-@dataclass(frozen=True, eq=False)
-class Metadata(Chunk, MutableMapping[str, Any]):
+@dataclass(eq=False, repr=False)
+class Metadata(FileChunk, MutableMapping[str, Any]):
     """Metadata as a mutable mapping of TOML values.
+
+    Unlike the other chunks, ``Metadata`` is a plain, *mutable* dataclass:
+    finalfusion-python 0.7's ``Metadata`` was a ``dict`` subclass, and code
+    written for it edits metadata in place (``emb.metadata["corpus"] = ...``)
+    before writing. The metadata describes the embeddings but indexes
+    nothing, so changing it cannot desynchronise them (vocabularies and
+    storage, which can, are frozen). It holds its table in :attr:`data`
+    (a ``dict``, copied from the argument) and implements
+    :class:`~collections.abc.MutableMapping` over it; it is unhashable and
+    compares equal to a ``Metadata`` or ``dict`` with equal contents.
+
+    Metadata read from a file remembers the document as read, so that
+    unchanged metadata is written back byte for byte (and embeddings
+    mapped from a file still pickle by reference); any change is noticed
+    by comparing with that snapshot.
 
     Parameters
     ----------
@@ -42,16 +59,20 @@ class Metadata(Chunk, MutableMapping[str, Any]):
     >>> m = Metadata({"dims": 300, "model": {"type": "skipgram"}})
     >>> m["model"]["type"]
     'skipgram'
+    >>> m["corpus"] = "wiki"
     >>> m.to_toml()
-    'dims = 300\\n\\n[model]\\ntype = "skipgram"\\n'
+    'dims = 300\\ncorpus = "wiki"\\n\\n[model]\\ntype = "skipgram"\\n'
+    >>> m == {"dims": 300, "corpus": "wiki", "model": {"type": "skipgram"}}
+    True
     """
 
     data: dict[str, Any] = field(default_factory=dict)
+    #: The TOML document as read and the table parsed from it (metadata read from a file only).
+    _source: tuple[bytes, dict[str, Any]] | None = field(default=None, init=False, repr=False, compare=False)
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.Metadata
-    role: ClassVar[str] = "metadata"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "data", dict(self.data))
+        self.data = dict(self.data)
 
     def __getitem__(self, key: str) -> Any:
         return self.data[key]
@@ -113,13 +134,13 @@ class Metadata(Chunk, MutableMapping[str, Any]):
             raise FormatError(f"metadata is not valid TOML ({exc})", offset=at, chunk=reader.chunk, expected="a TOML document", found=line[:80]) from None
         meta = cls(data)
         # Remember the document as read so unchanged metadata is written back byte-identically.
-        object.__setattr__(meta, "_source", (bytes(raw), copy.deepcopy(data)))
+        meta._source = (bytes(raw), copy.deepcopy(data))
         return meta
 
     def _payload(self) -> bytes:
-        source = getattr(self, "_source", None)
+        source = self._source
         if source is not None and source[1] == self.data:
-            return source[0]  # type: ignore[no-any-return]
+            return source[0]
         return self.to_toml().encode("utf-8")
 
     def write_payload(self, writer: ByteWriter) -> None:
@@ -148,6 +169,9 @@ class Metadata(Chunk, MutableMapping[str, Any]):
     def __repr__(self) -> str:
         return f"Metadata({self.data!r})"
 
+    def _repr_html_(self) -> str:
+        return _display.metadata_html(self)
+
 
 def load_metadata(file: Source) -> Metadata:
     """Read the metadata chunk of a finalfusion file.
@@ -166,6 +190,4 @@ def load_metadata(file: Source) -> Metadata:
     >>> load_metadata(buf.getvalue())
     Metadata({'lang': 'de'})
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, Metadata)

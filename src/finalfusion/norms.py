@@ -1,4 +1,4 @@
-"""``NdNorms`` chunk (id 6): the l2 norm of every word before normalisation (FORMAT.md §5.6).
+"""``NdNorms`` chunk (id 6): the l2 norm of every word before normalisation (docs/format.md §5.6).
 
 ===========  ===========  =========================================
 body offset  type         field
@@ -12,23 +12,26 @@ body offset  type         field
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._binary import ByteReader, ByteWriter, padding
-from finalfusion._types import Source
-from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, register
-from finalfusion.storage.ndarray import check_array_size, read_type_id
+from finalfusion import _display
+from finalfusion._binary import ByteReader, ByteWriter, check_array_size, padding
+from finalfusion._source import Source
+from finalfusion.chunks import ChunkIdentifier, TypeId, register
+from finalfusion.container import FileChunk, load_chunk
+from finalfusion.storage.ndarray import read_type_id
 
 __all__ = ["Norms", "load_norms"]
 
 
 @register
 @dataclass(frozen=True, eq=False)
-class Norms(Chunk):
+class Norms(FileChunk):
     """Per-word norms.
 
     Parameters
@@ -45,7 +48,6 @@ class Norms(Chunk):
 
     norms: npt.NDArray[np.float32]
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.NdNorms
-    role: ClassVar[str] = "norms"
 
     def __post_init__(self) -> None:
         n = np.asarray(self.norms)
@@ -61,7 +63,7 @@ class Norms(Chunk):
     def __getitem__(self, key: Any) -> Any:
         return self.norms[key]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[np.float32]:
         return iter(self.norms)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]:
@@ -113,6 +115,9 @@ class Norms(Chunk):
     def __repr__(self) -> str:
         return f"Norms(<{len(self.norms)} norms>)"
 
+    def _repr_html_(self) -> str:
+        return _display.norms_html(self)
+
 
 def load_norms(file: Source, mmap: bool = False) -> Norms:
     """Read the ``NdNorms`` chunk of a finalfusion file.
@@ -131,6 +136,4 @@ def load_norms(file: Source, mmap: bool = False) -> Norms:
     >>> load_norms(buf.getvalue()).norms.tolist()
     [3.0, 0.5]
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, Norms, mmap=mmap)

@@ -1,7 +1,7 @@
 """Product quantization in pure numpy: k-means, PQ, OPQ, Gaussian OPQ and encoding.
 
 The trained quantizer is stored in a :class:`~finalfusion.storage.QuantizedArray`
-chunk (FORMAT.md §5.4), which reconstructs row ``i`` as::
+chunk (docs/format.md §5.4), which reconstructs row ``i`` as::
 
     concat(centroids[j][codes[i, j]] for j in range(q)) @ projection.T * norms[i]
 
@@ -48,6 +48,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._progress import ProgressArg, progress_callback
 from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.storage.quantized import PQ, QuantizedArray
 
@@ -391,7 +392,7 @@ def train_pq(
     n_iterations: int = 100,
     n_attempts: int = 1,
     seed: int | np.random.Generator | None = None,
-    progress: Progress | None = None,
+    progress: ProgressArg = None,
 ) -> PQ:
     """Train a product quantizer on the rows of ``x``.
 
@@ -413,7 +414,8 @@ def train_pq(
     seed
         Seed or generator.
     progress
-        Optional callback ``progress("train", done, total)``.
+        Optional callback ``progress("train", done, total)``, or ``True``
+        for a tqdm bar (when tqdm is installed).
 
     Returns
     -------
@@ -434,6 +436,7 @@ def train_pq(
     >>> pq.quantizers.shape, pq.projection.shape
     ((3, 8, 2), (6, 6))
     """
+    report = progress_callback(progress)
     data = np.ascontiguousarray(x, dtype=np.float32)
     if data.ndim != 2:
         raise ValueError(f"x must be 2-D, got shape {data.shape}")
@@ -441,7 +444,7 @@ def train_pq(
     rng = np.random.default_rng(seed)
     k = 1 << n_bits
     if quantizer == "opq":
-        return _train_opq(data, q, k, n_iterations, rng, progress)
+        return _train_opq(data, q, k, n_iterations, rng, report)
     projection = eigenvalue_allocation(data, q) if quantizer == "gaussian_opq" else None
     if projection is not None:
         data = data @ projection
@@ -451,8 +454,8 @@ def train_pq(
     for j in range(q):
         sub = np.ascontiguousarray(data[:, j * ds : (j + 1) * ds])
         centroids[j] = _kmeans(sub, _augment(sub), seeds[j], n_iterations)[0]
-        if progress is not None:
-            progress("train", j + 1, q)
+        if report is not None:
+            report("train", j + 1, q)
     return PQ(centroids, projection)
 
 
@@ -569,7 +572,7 @@ def quantize_storage(
     normalize: bool = True,
     seed: int | np.random.Generator | None = None,
     sample: int | float | None = None,
-    progress: Progress | None = None,
+    progress: ProgressArg = None,
 ) -> QuantizedArray:
     """Quantize every row of a storage chunk; see :meth:`finalfusion.Embeddings.quantize`.
 
@@ -607,6 +610,7 @@ def quantize_storage(
     >>> qa.quantized_len, qa.norms is not None, np.allclose(qa.norms, np.linalg.norm(x, axis=1))
     (2, True, True)
     """
+    report = progress_callback(progress)
     rows, dims = storage.shape
     q, n_train = check_parameters((rows, dims), n_subquantizers, n_bits, quantizer, n_iterations, n_attempts, sample)
     rng = np.random.default_rng(seed)
@@ -615,7 +619,7 @@ def quantize_storage(
     _check_finite(train, picked, 0)
     if normalize:
         train = _unit(train)[0]
-    pq = train_pq(train, q, n_bits, quantizer, n_iterations, n_attempts, rng, progress)
+    pq = train_pq(train, q, n_bits, quantizer, n_iterations, n_attempts, rng, report)
     del train
     codes = np.empty((rows, q), dtype=np.uint8)
     norms = np.empty(rows, dtype=np.float32) if normalize else None
@@ -626,8 +630,8 @@ def quantize_storage(
         if norms is not None:
             block, norms[lo:hi] = _unit(block)
         codes[lo:hi] = encode(pq, block)
-        if progress is not None:
-            progress("encode", hi, rows)
+        if report is not None:
+            report("encode", hi, rows)
     return QuantizedArray(pq, codes, norms)
 
 

@@ -1,7 +1,9 @@
-"""Helpers shared by the readers and writers of foreign formats (FORMAT.md §13).
+"""Helpers shared by the readers and writers of foreign formats (docs/format.md §13).
 
 * :func:`open_input` opens a path or binary file object for reading and
-  transparently decompresses gzip (recognised by its magic bytes).
+  transparently decompresses gzip (recognised by its magic bytes); it is
+  ``finalfusion._source.open_stream``, like :func:`peek` and
+  :func:`input_size` (every input goes through that one module).
 * :func:`normalize_rows` l2-normalises a matrix in place and returns the
   norms (zero rows stay zero).
 * :func:`decode_word` / :func:`check_writable_word` enforce what words a
@@ -13,23 +15,18 @@
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import gzip
-import io
-import os
 import re
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import IO, Any, cast
+from typing import IO
 
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._source import GZIP_MAGIC, input_size, peek
+from finalfusion._source import open_stream as open_input
 from finalfusion.embeddings import Embeddings
-from finalfusion.errors import FormatError, Truncated
-from finalfusion.io import _is_bytes_path
+from finalfusion.errors import FormatError
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
 from finalfusion.storage.ndarray import NdArray
@@ -42,9 +39,8 @@ __all__ = [
     "check_finite",
     "check_header_int",
     "check_trailing",
-    "check_writable_words",
-    "read_dims_header",
     "check_writable_word",
+    "check_writable_words",
     "decode_word",
     "dense_matrix_with_norms",
     "embeddings_from",
@@ -52,157 +48,13 @@ __all__ = [
     "normalize_rows",
     "open_input",
     "peek",
+    "read_dims_header",
     "reuse_freed_memory",
     "simple_vocab",
 ]
 
-#: First two bytes of every gzip stream.
-GZIP_MAGIC = b"\x1f\x8b"
 #: Rows normalised per block (bounds the temporaries of :func:`normalize_rows`).
 _NORM_BLOCK = 1 << 15
-
-
-class _Prefixed(io.RawIOBase):
-    """A non-seekable binary stream with some already-read bytes put back in front."""
-
-    def __init__(self, prefix: bytes, rest: IO[bytes]) -> None:
-        self._prefix = prefix
-        self._rest = rest
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        view = memoryview(b).cast("B")
-        if self._prefix:
-            n = min(len(view), len(self._prefix))
-            view[:n] = self._prefix[:n]
-            self._prefix = self._prefix[n:]
-            return n
-        data = self._rest.read(len(view))
-        if not data:
-            return 0
-        view[: len(data)] = data
-        return len(data)
-
-
-class _GzipInput(gzip.GzipFile):
-    """A :class:`gzip.GzipFile` whose reads raise :class:`FormatError` for corrupt or truncated data.
-
-    ``gzip`` reports a corrupt deflate stream as ``zlib.error`` and a stream
-    cut before its end marker as ``EOFError``; for a reader both are bad input.
-    The error's offset is how far the decompressor has read into the
-    *compressed* input (it reads ahead, so the damage is at or before it).
-    """
-
-
-def _translate_gzip_errors(name: str) -> None:
-    method = getattr(gzip.GzipFile, name)
-
-    @functools.wraps(method)
-    def guarded(self: _GzipInput, *args: Any) -> Any:
-        try:
-            return method(self, *args)
-        except EOFError as exc:
-            at = _compressed_offset(self)
-            raise Truncated(
-                "the gzip stream ends before its end-of-stream marker", offset=at, chunk="gzip", expected="more compressed data", found=str(exc)
-            ) from None
-        except zlib.error as exc:
-            at = _compressed_offset(self)
-            raise FormatError("corrupt gzip data", offset=at, chunk="gzip", expected="a valid deflate stream", found=str(exc)) from None
-
-    setattr(_GzipInput, name, guarded)
-
-
-def _compressed_offset(f: gzip.GzipFile) -> int | None:
-    """How far the decompressor has read into the compressed input, if it can tell."""
-    try:
-        return int(cast(IO[bytes], f.fileobj).tell())
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-for _name in ("read", "read1", "peek", "readline", "readinto", "readinto1"):
-    if _name in vars(gzip.GzipFile):
-        _translate_gzip_errors(_name)
-
-
-def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
-    """The first ``n`` bytes of ``f`` without consuming them, and the stream to read from.
-
-    Seekable files are rewound; other streams are wrapped so that the bytes
-    read are delivered again.
-
-    Examples
-    --------
-    >>> import io
-    >>> head, f = peek(io.BytesIO(b"FiFu..."), 4)
-    >>> head, f.read()
-    (b'FiFu', b'FiFu...')
-    """
-    try:
-        if f.seekable():
-            pos = f.tell()
-            head = f.read(n)
-            f.seek(pos)
-            return head, f
-    except (AttributeError, OSError, io.UnsupportedOperation):
-        pass
-    peeker = getattr(f, "peek", None)
-    if peeker is not None:
-        head = peeker(n)[:n]
-        if len(head) >= n:
-            return head, f
-    head = f.read(n)
-    if not isinstance(head, bytes):
-        raise TypeError("the file object must be opened in binary mode")
-    return head, io.BufferedReader(_Prefixed(head, f))
-
-
-@contextlib.contextmanager
-def open_input(source: Any) -> Iterator[IO[bytes]]:
-    """Open ``source`` for binary reading, decompressing gzip transparently.
-
-    Parameters
-    ----------
-    source
-        A path (``str`` or ``os.PathLike``; a ``bytes`` value naming an
-        existing file is a path too, as in finalfusion-python 0.7), a file
-        descriptor, the file's contents as ``bytes``, or a binary file object
-        (read from its current position; it is not closed). Gzip data is recognised by its magic bytes
-        ``1f 8b``, whatever the file is called.
-
-    Yields
-    ------
-    IO[bytes]
-        A binary file object positioned at the start of the (decompressed) data.
-
-    Examples
-    --------
-    >>> import gzip, io
-    >>> with open_input(io.BytesIO(gzip.compress(b"2 3\\n"))) as f:
-    ...     f.read()
-    b'2 3\\n'
-    """
-    with contextlib.ExitStack() as stack:
-        f: IO[bytes]
-        if isinstance(source, (str, os.PathLike)) or (isinstance(source, bytes) and _is_bytes_path(source)):
-            f = stack.enter_context(open(source, "rb"))
-        elif isinstance(source, int) and not isinstance(source, bool):
-            f = stack.enter_context(open(source, "rb", closefd=False))
-        elif isinstance(source, (bytes, bytearray, memoryview)):
-            f = io.BytesIO(source)
-        elif hasattr(source, "read"):
-            f = source
-        else:
-            raise TypeError(f"expected a path, bytes or a binary file object, got {type(source).__name__}")
-        head, f = peek(f, 2)
-        if not isinstance(head, bytes):
-            raise TypeError("the file object must be opened in binary mode")
-        if head == GZIP_MAGIC:
-            f = cast(IO[bytes], stack.enter_context(_GzipInput(fileobj=f, mode="rb")))
-        yield f
 
 
 def reuse_freed_memory() -> None:
@@ -227,34 +79,6 @@ def reuse_freed_memory() -> None:
 
 
 _THRESHOLD_RAISED = False
-
-
-def input_size(f: IO[bytes]) -> int | None:
-    """Bytes left in ``f`` if that is known cheaply (a plain seekable file), else ``None``.
-
-    Readers use it to cap preallocations by what the file can hold.
-
-    Examples
-    --------
-    >>> import io
-    >>> f = io.BytesIO(b"12345"); _ = f.read(2)
-    >>> input_size(f)
-    3
-    """
-    if isinstance(f, gzip.GzipFile):
-        return None
-    try:
-        if not f.seekable():
-            return None
-        pos = f.tell()
-        try:
-            return os.fstat(f.fileno()).st_size - pos
-        except (AttributeError, OSError, io.UnsupportedOperation):
-            end = f.seek(0, io.SEEK_END)
-            f.seek(pos)
-            return end - pos
-    except (AttributeError, OSError, io.UnsupportedOperation):
-        return None
 
 
 def normalize_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

@@ -1,4 +1,4 @@
-"""fastText ``.bin`` models (FORMAT.md §13.3).
+"""fastText ``.bin`` models (docs/format.md §13.3).
 
 =================  ===============================================================
 field              layout (little-endian)
@@ -30,10 +30,12 @@ from typing import IO, Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._atomic import atomic_output
+from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import check_limit, decode_word, dense_matrix_with_norms, embeddings_from, input_size, open_input, simple_vocab
+from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, LegacyFormatWarning, Truncated, UnsupportedVersion
-from finalfusion.io import atomic_output
 from finalfusion.metadata import Metadata
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FastTextIndexer
@@ -152,7 +154,7 @@ class _Stream:
         self.pos = start + len(view)
 
 
-def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
     """Read the word and subword vectors of a fastText ``.bin`` model (version 12).
 
     Every word row becomes what fastText's ``get_word_vector`` returns for
@@ -188,6 +190,10 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
         Keep only the first ``limit`` words (fastText sorts them by
         frequency); all n-gram buckets are kept, so the dropped words are
         still embedded through their n-grams.
+    progress
+        Report the bytes read: a callable ``progress("read", done, total)``
+        or ``True`` for a tqdm bar (when tqdm is installed); see
+        :mod:`finalfusion._progress`.
 
     Returns
     -------
@@ -223,7 +229,7 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     True
     """
     check_limit(limit)
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         stream = _Stream(f)
         args = _read_args(stream)
         words, nwords = _read_dictionary(stream, lossy)
@@ -589,3 +595,23 @@ def _write_rows(f: IO[bytes], embeddings: Embeddings, lo: int, hi: int) -> None:
         stop = min(hi, start + step)
         block = storage.matrix[start:stop] if isinstance(storage, NdArray) else storage.rows(np.arange(start, stop))
         f.write(_raw_bytes(np.ascontiguousarray(block, dtype="<f4")))
+
+
+def _detect(sample: bytes, path: str | None) -> bool:
+    """fastText models start with the magic number (i32 793712314)."""
+    return sample.startswith(_MAGIC_BYTES)
+
+
+_MAGIC_BYTES: Final = struct.pack("<i", MAGIC)
+
+register_format(
+    "fasttext",
+    description="fastText .bin model (version 12): words, n-gram buckets and training settings",
+    extensions=(".bin",),
+    order=10,
+    detector=_detect,
+    loader=load_fasttext,
+    writer=write_fasttext,
+    options=("normalize", "lossy", "limit", "progress"),
+    mismatch="no magic 793712314",
+)

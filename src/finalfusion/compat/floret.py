@@ -1,4 +1,4 @@
-"""floret text vectors (``.floret``, FORMAT.md §13.4), as floret's ``save_floret_vectors`` and spaCy write them.
+"""floret text vectors (``.floret``, docs/format.md §13.4), as floret's ``save_floret_vectors`` and spaCy write them.
 
 ::
 
@@ -18,11 +18,13 @@ from typing import Any, Final
 
 import numpy as np
 
+from finalfusion._atomic import atomic_output
+from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import check_header_int, decode_word, input_size, open_input, reuse_freed_memory
+from finalfusion.compat._registry import register_format
 from finalfusion.compat.text import read_text_rows
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
-from finalfusion.io import atomic_output
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FloretIndexer
 from finalfusion.vocab.subword import FloretVocab
@@ -34,7 +36,7 @@ _WHERE: Final = "floret header"
 _WRITE_ROWS: Final = 4096
 
 
-def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
+def load_floret(file: Any, *, lossy: bool = False, progress: ProgressArg = None) -> Embeddings:
     """Read floret text vectors into a :class:`~finalfusion.vocab.FloretVocab`.
 
     Parameters
@@ -45,6 +47,10 @@ def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
     lossy
         Replace invalid UTF-8 in the begin/end-of-word markers with U+FFFD
         instead of raising.
+    progress
+        Report the bytes read: a callable ``progress("read", done, total)``
+        or ``True`` for a tqdm bar (when tqdm is installed); see
+        :mod:`finalfusion._progress`.
 
     Returns
     -------
@@ -68,7 +74,7 @@ def load_floret(file: Any, *, lossy: bool = False) -> Embeddings:
     >>> emb.storage.matrix.tolist()
     [[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
     """
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         head = f.readline()
         indexer, dims = _parse_header(head, lossy)
         n = indexer.n_buckets
@@ -187,3 +193,22 @@ def write_floret(file: Any, embeddings: Embeddings, *, fsync: bool = False) -> N
             block = storage.matrix[start:stop] if isinstance(storage, NdArray) else storage.rows(np.arange(start, stop))
             text = "".join([fmt % (start + i, *row) for i, row in enumerate(np.asarray(block, dtype=np.float32).tolist())])
             f.write(text.encode("ascii"))
+
+
+def _detect(sample: bytes, path: str | None) -> bool:
+    """A first line of 8 fields, the first 6 integers: ``n_buckets dims min_n max_n n_hashes seed bow eow``."""
+    fields = sample.split(b"\n", 1)[0].split()
+    return len(fields) == 8 and all(f.isdigit() for f in fields[:6])
+
+
+register_format(
+    "floret",
+    description="floret text vectors: an 8-field header, then one row per hashed n-gram bucket (no words)",
+    extensions=(".floret",),
+    order=100,
+    detector=_detect,
+    loader=load_floret,
+    writer=write_floret,
+    options=("lossy", "progress"),
+    mismatch='the first line is not "n_buckets dims min_n max_n n_hashes seed bow eow"',
+)

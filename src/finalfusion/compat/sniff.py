@@ -1,6 +1,8 @@
 """Recognise an embedding file's format from its first bytes and load it.
 
-:func:`load` looks at the (decompressed) start of the input:
+:func:`load` looks at the (decompressed) start of the input and asks the
+formats of the registry (:func:`~finalfusion.compat.formats`, each
+registered in its own module) in their detection order:
 
 ===============================  ==============================================
 what the input starts with       format
@@ -20,35 +22,36 @@ was found.
 from __future__ import annotations
 
 import os
-import re
-import struct
-from typing import IO, Any
+from typing import Any
 
-from finalfusion.compat._common import open_input, peek
-from finalfusion.embeddings import Embeddings, load_finalfusion
+from finalfusion._progress import ProgressArg, reporter
+from finalfusion.compat._common import GZIP_MAGIC, open_input, peek
+from finalfusion.compat._registry import Format, formats
+from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
 
-__all__ = ["FORMATS", "load", "sniff_format"]
-
-#: Names returned by :func:`sniff_format`.
-FORMATS = ("finalfusion", "fasttext", "floret", "word2vec", "text-dims", "text")
+__all__ = ["FORMATS", "load", "sniff_format"]  # noqa: F822 (FORMATS comes from __getattr__: the registry, when asked)
 
 #: Bytes looked at.
 _SAMPLE = 1 << 16
-_FASTTEXT_MAGIC = struct.pack("<i", 793712314)
-_DIMS = re.compile(rb"\A(\d+)[ \t]+(\d+)[ \t\r]*\n")
-_NUMBER = re.compile(rb"\A[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|\A[-+]?(nan|inf|infinity)\Z", re.IGNORECASE)
-#: Bytes a text-dims body may consist of (after the words).
-_TEXTUAL = re.compile(rb"\A[-+0-9.eEnaifNAIF \t\r\n]*\Z")
 
 
-def sniff_format(sample: bytes) -> str:
+def __getattr__(name: str) -> Any:
+    # FORMATS is derived from the registry (kept for compatibility): the names sniff_format returns.
+    if name == "FORMATS":
+        return tuple(f.name for f in formats())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def sniff_format(sample: bytes, path: str | None = None) -> str:
     """Name the format of a file that starts with ``sample`` (one of :data:`FORMATS`).
 
     Parameters
     ----------
     sample
         The first bytes of the (decompressed) file; 64 KiB are plenty.
+    path
+        The file's path, if it is a local file (detectors may use it).
 
     Raises
     ------
@@ -64,60 +67,63 @@ def sniff_format(sample: bytes) -> str:
     >>> sniff_format(b"<html>")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    finalfusion.errors.FormatError: cannot tell the format: ...
+    finalfusion.errors.FormatError: cannot tell the format: not finalfusion (no FiFu magic), ...
     """
+    return _detect(sample, path).name
+
+
+def _detect(sample: bytes, path: str | None) -> Format:
+    """The first registered format whose detector accepts ``sample``; else a :class:`FormatError`."""
     if not sample:
         raise FormatError("cannot tell the format of an empty input", offset=0, expected="data", found="no data")
-    if sample.startswith(b"FiFu"):
-        return "finalfusion"
-    if sample.startswith(_FASTTEXT_MAGIC):
-        return "fasttext"
-    first = sample.split(b"\n", 1)[0]
-    fields = first.split()
-    if len(fields) == 8 and all(f.isdigit() for f in fields[:6]):
-        return "floret"
-    header = _DIMS.match(sample)
-    if header:
-        return _rows_dims_format(sample[header.end() :], int(header.group(2)))
-    if len(fields) >= 2 and all(_NUMBER.match(f) for f in fields[1:]) and b"\x00" not in first:
-        return "text"
-    chunk_id = int.from_bytes(sample[:4], "little")
-    if 1 <= chunk_id <= 9 and len(sample) >= 12:
-        raise FormatError(
-            f"cannot tell the format: this looks like a bare finalfusion chunk (id {chunk_id}) without the FiFu file header",
-            offset=0,
-            expected="one of " + ", ".join(FORMATS),
-            found=sample[:16],
-        )
-    raise FormatError(
-        "cannot tell the format: not finalfusion (no FiFu magic), not fastText (no magic 793712314), "
-        'not floret, word2vec or text-dims (no "<rows> <dims>" first line) and not text (the first line is not a word followed by numbers)',
-        offset=0,
-        expected="one of " + ", ".join(FORMATS),
-        found=sample[:60],
-    )
+    readable = [f for f in formats() if f.can_read]
+    for fmt in readable:
+        if fmt.detector is not None and fmt.detector(sample, path):
+            return fmt
+    expected = "one of " + ", ".join(f.name for f in readable)
+    for fmt in readable:
+        hint = fmt.near_miss(sample) if fmt.near_miss is not None else None
+        if hint is not None:
+            raise FormatError(f"cannot tell the format: {hint}", offset=0, expected=expected, found=sample[:16])
+    raise FormatError("cannot tell the format: " + _mismatches(readable), offset=0, expected=expected, found=sample[:60])
 
 
-def _rows_dims_format(body: bytes, dims: int) -> str:
-    """word2vec binary or text-dims, from the data after the ``"<rows> <dims>"`` line."""
-    sep = body.find(b" ")
-    if sep < 0 or dims == 0:
-        return "text-dims"
-    vector = body[sep + 1 : sep + 1 + 4 * dims]
-    # The first line of a text file is the word and decimal numbers; binary floats almost never look like that.
-    line = body.split(b"\n", 1)[0]
-    if _TEXTUAL.match(vector.split(b"\n", 1)[0]) and (len(line.split()) == dims + 1 or b"\n" not in body):
-        return "text-dims"
-    return "word2vec"
+def _mismatches(candidates: list[Format]) -> str:
+    """``not a (why), not b or c (why) and not d (why)``: formats with the same reason named together."""
+    groups: list[tuple[list[str], str]] = []
+    for fmt in candidates:
+        if groups and groups[-1][1] == fmt.mismatch:
+            groups[-1][0].append(fmt.name)
+        else:
+            groups.append(([fmt.name], fmt.mismatch))
+    parts = []
+    for names, why in groups:
+        who = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+        parts.append(f"not {who} ({why})" if why else f"not {who}")
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, mmap: bool = False) -> Embeddings:
+def _directory_format(path: str) -> Format | None:
+    """The first format that claims the directory ``path`` (formats stored as directories)."""
+    return next((f for f in formats() if f.can_read and f.detector is not None and f.detector(b"", path)), None)
+
+
+def _read_with(fmt: Format, source: Any, options: dict[str, Any]) -> Embeddings:
+    if fmt.loader is None:  # pragma: no cover - _detect only returns readable formats
+        raise RuntimeError(f"format {fmt.name!r} has no loader")
+    return fmt.loader(source, **{k: v for k, v in options.items() if k in fmt.options})
+
+
+def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, mmap: bool = False, progress: ProgressArg = None) -> Embeddings:
     """Load embeddings in any supported format, recognised from the file's first bytes.
 
     Gzip-compressed input is decompressed transparently. The options apply
     where the format has them: ``normalize``, ``lossy`` and ``limit`` to
     word2vec, text, text-dims and fastText (see :func:`~finalfusion.compat.load_word2vec`);
     ``lossy`` to floret; ``mmap`` to uncompressed finalfusion files given by path.
+    :func:`~finalfusion.compat.formats` lists the formats, in the order they are tried.
+    ``progress`` reports the bytes read (a callable ``progress("read", done,
+    total)``, or ``True`` for a tqdm bar when tqdm is installed).
 
     Parameters
     ----------
@@ -140,32 +146,20 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
     >>> emb.vocab.words, emb["foo"].tolist()
     (['foo', 'bar'], [0.6000000238418579, 0.800000011920929])
     """
-    if mmap and isinstance(file, (str, os.PathLike)):
-        with open(file, "rb") as raw:
-            if raw.read(4) == b"FiFu":
-                return load_finalfusion(file, mmap=True)
-    with open_input(file) as f:
-        sample, stream = peek(f, _SAMPLE)
-        fmt = sniff_format(sample)
-        return _load_as(fmt, stream, normalize, lossy, limit)
-
-
-def _load_as(fmt: str, f: IO[bytes], normalize: bool, lossy: bool, limit: int | None) -> Embeddings:
-    if fmt == "finalfusion":
-        return load_finalfusion(f)
-    if fmt == "fasttext":
-        from finalfusion.compat.fasttext import load_fasttext
-
-        return load_fasttext(f, normalize=normalize, lossy=lossy, limit=limit)
-    if fmt == "floret":
-        from finalfusion.compat.floret import load_floret
-
-        return load_floret(f, lossy=lossy)
-    if fmt == "word2vec":
-        from finalfusion.compat.word2vec import load_word2vec
-
-        return load_word2vec(f, normalize=normalize, lossy=lossy, limit=limit)
-    from finalfusion.compat.text import load_text, load_text_dims
-
-    loader = load_text_dims if fmt == "text-dims" else load_text
-    return loader(f, normalize=normalize, lossy=lossy, limit=limit)
+    with reporter(progress) as report:
+        options: dict[str, Any] = {"normalize": normalize, "lossy": lossy, "limit": limit, "progress": report}
+        path = os.fsdecode(file) if isinstance(file, (str, os.PathLike)) else None
+        if path is not None and os.path.isdir(path):
+            claimed = _directory_format(path)
+            if claimed is not None:
+                return _read_with(claimed, path, {**options, "mmap": mmap})
+        elif path is not None and os.path.isfile(path):  # a regular file (a named pipe cannot be read twice: it goes the stream's way)
+            with open(path, "rb") as raw:
+                head = raw.read(_SAMPLE)
+            if not head.startswith(GZIP_MAGIC):
+                # An uncompressed regular file: the loader gets the path (and mmap, where it maps files).
+                return _read_with(_detect(head, path), path, {**options, "mmap": mmap})
+        # A stream (gzip, a pipe, bytes): its (compressed) bytes are counted here, so the loader does not count them again.
+        with open_input(file, report) as f:
+            sample, stream = peek(f, _SAMPLE)
+            return _read_with(_detect(sample, path), stream, {**options, "progress": None})

@@ -1,4 +1,4 @@
-"""Text formats (FORMAT.md §13.2): one word per line followed by its components.
+"""Text formats (docs/format.md §13.2): one word per line followed by its components.
 
 * **text-dims** (word2vec text, fastText ``.vec``): a first line ``"<rows> <dims>"``;
   :func:`load_text_dims` / :func:`write_text_dims`.
@@ -20,15 +20,15 @@ token at a time, so it stays correct, just slower.
 
 from __future__ import annotations
 
-import os
 import re
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._atomic import atomic_output
+from finalfusion._progress import ProgressArg, reporter
+from finalfusion._threads import InOrder, check_threads
 from finalfusion.compat._common import (
     RUST_F32,
     RowSink,
@@ -46,9 +46,10 @@ from finalfusion.compat._common import (
     read_dims_header,
     reuse_freed_memory,
 )
+from finalfusion.compat._registry import register_format
+from finalfusion.compat.word2vec import DIMS_MISMATCH, dims_file_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
-from finalfusion.io import atomic_output
 
 __all__ = ["load_text", "load_text_dims", "write_text", "write_text_dims"]
 
@@ -56,8 +57,6 @@ __all__ = ["load_text", "load_text_dims", "write_text", "write_text_dims"]
 _BLOCK = 1 << 18
 #: Longest line accepted.
 _MAX_LINE = 1 << 26
-#: Threads parsing blocks (numpy releases the GIL in its loops).
-_THREADS = max(1, min(4, os.cpu_count() or 1))
 #: Words written per block.
 _WRITE_ROWS = 1 << 12
 #: A token's trailing ``.0`` (numpy writes ``1.0``, Rust ``1``).
@@ -99,7 +98,9 @@ _FIRST_PAIR = _pair_tables(True)
 _NEXT_PAIR = _pair_tables(False)
 
 
-def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+def load_text_dims(
+    file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None, threads: int | None = None
+) -> Embeddings:
     """Read embeddings in text format with a ``"<rows> <dims>"`` first line (word2vec text, fastText ``.vec``).
 
     Parameters
@@ -115,6 +116,13 @@ def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, li
         Replace invalid UTF-8 in words by U+FFFD instead of raising.
     limit
         Read only the first ``limit`` words.
+    progress
+        Report the bytes read: a callable ``progress("read", done, total)``
+        or ``True`` for a tqdm bar (when tqdm is installed); see
+        :mod:`finalfusion._progress`.
+    threads
+        Threads parsing blocks of lines, the calling one included (default:
+        :func:`finalfusion.get_threads`). The result does not depend on it.
 
     Returns
     -------
@@ -128,6 +136,8 @@ def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, li
         components, a value that is not a finite number, invalid UTF-8
         (unless ``lossy``), an empty line, a duplicate word, more or fewer
         lines than the header announces.
+    ValueError
+        If ``threads`` is not a positive int or ``None``.
 
     Examples
     --------
@@ -140,14 +150,17 @@ def load_text_dims(file: Any, *, normalize: bool = True, lossy: bool = False, li
     finalfusion.errors.FormatError: text-dims line 3: wrong number of components: expected 2, found 1 (at byte offset 12)
     """
     check_limit(limit)
+    check_threads(threads)
     reuse_freed_memory()
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         n, dims, pos = read_dims_header(f, "text-dims")
-        words, matrix = read_text_rows(f, "text-dims", n, dims, pos, lossy, limit)
+        words, matrix = read_text_rows(f, "text-dims", n, dims, pos, lossy, limit, threads)
     return embeddings_from(words, matrix, normalize, where="text-dims line", first=2)
 
 
-def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+def load_text(
+    file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None, threads: int | None = None
+) -> Embeddings:
     """Read embeddings in text format without a header (GloVe).
 
     The dimensionality is the number of components on the first line;
@@ -155,7 +168,7 @@ def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: 
 
     Parameters
     ----------
-    file, normalize, lossy, limit
+    file, normalize, lossy, limit, progress, threads
         As for :func:`load_text_dims`.
 
     Returns
@@ -174,20 +187,22 @@ def load_text(file: Any, *, normalize: bool = True, lossy: bool = False, limit: 
     (['foo', 'bar'], [0.0, -1.5], True)
     """
     check_limit(limit)
+    check_threads(threads)
     reuse_freed_memory()
-    with open_input(file) as f:
-        words, matrix = read_text_rows(f, "text", None, None, 0, lossy, limit)
+    with reporter(progress) as report, open_input(file, report) as f:
+        words, matrix = read_text_rows(f, "text", None, None, 0, lossy, limit, threads)
     return embeddings_from(words, matrix, normalize, where="text line", first=1)
 
 
 def read_text_rows(
-    f: IO[bytes], fmt: str, n: int | None, dims: int | None, pos: int, lossy: bool, limit: int | None
+    f: IO[bytes], fmt: str, n: int | None, dims: int | None, pos: int, lossy: bool, limit: int | None, threads: int | None = None
 ) -> tuple[list[str], npt.NDArray[np.float32]]:
     """Read lines until ``n`` (or ``limit``, or end of input) words are read.
 
-    Blocks of whole lines are cut here and parsed by a small thread pool
-    (numpy releases the GIL in its loops), each into its own rows of the
-    matrix; results and errors are taken in file order.
+    Blocks of whole lines are cut here and parsed on the library's threads
+    (numpy releases the GIL in its loops; :func:`finalfusion.set_threads`),
+    each into its own rows of the matrix; results and errors are taken in
+    file order.
     """
     take = n if limit is None else (limit if n is None else min(n, limit))
     first_line = 2 if n is not None else 1
@@ -198,53 +213,48 @@ def read_text_rows(
     carry = b""
     base = pos
     eof = False
-    pending: deque[Future[list[str]]] = deque()
-    with ThreadPoolExecutor(_THREADS) as pool:
-        try:
-            while (take is None or lines < take) and not eof:
-                chunk = f.read(_BLOCK)
-                eof = not chunk
-                buf = carry + chunk if carry else chunk
-                cut = buf.rfind(b"\n") + 1
-                if eof and cut < len(buf):
-                    buf += b"\n"
-                    cut = len(buf)
-                if not cut:
-                    if len(buf) > _MAX_LINE:
-                        _collect(pending, words, 0)  # an earlier error comes first
-                        where = f"{fmt} line {first_line + lines}"
-                        raise FormatError("line too long", offset=base, chunk=where, expected=f"at most {_MAX_LINE} bytes", found=len(buf))
-                    carry = buf
-                    continue
-                block, carry = buf[:cut], buf[cut:]
-                count = block.count(b"\n")
-                if take is not None and lines + count > take:  # the wanted number of lines ends in this block
-                    count = take - lines
-                    end = _nth_newline(block, count) + 1
-                    block, carry = block[:end], block[end:] + carry
-                if dims is None:
-                    dims = _first_line_dims(block, base, fmt)
-                if len(block) < count * (2 * dims + 2):
-                    # A line of a word and dims components takes at least 2 * dims + 2 bytes, so some line of
-                    # this block is short: report it before reserving rows for a header's (huge) dims.
-                    _collect(pending, words, 0)
-                    _tokenize(block, base, fmt, first_line + lines, dims)
-                if sink is None:
-                    # Each line holds at least a word, a separator and per component a digit and a separator.
-                    affordable = None if size is None else size // (2 * dims + 2) + 1
-                    sink = RowSink(dims, take, affordable)
-                if not sink.fits(count):  # the matrix is about to move: finish the blocks writing into it
-                    _collect(pending, words, 0)
-                rows = sink.reserve(count)
-                sink.commit(count)
-                pending.append(pool.submit(_parse_block, block, base, fmt, first_line + lines, dims, rows, lossy))
-                _collect(pending, words, 2 * _THREADS)
-                base += len(block)
-                lines += count
-            _collect(pending, words, 0)
-        finally:
-            for job in pending:
-                job.cancel()
+    with InOrder[list[str]](threads) as pending:
+        while (take is None or lines < take) and not eof:
+            chunk = f.read(_BLOCK)
+            eof = not chunk
+            buf = carry + chunk if carry else chunk
+            cut = buf.rfind(b"\n") + 1
+            if eof and cut < len(buf):
+                buf += b"\n"
+                cut = len(buf)
+            if not cut:
+                if len(buf) > _MAX_LINE:
+                    _collect(pending, words, 0)  # an earlier error comes first
+                    where = f"{fmt} line {first_line + lines}"
+                    raise FormatError("line too long", offset=base, chunk=where, expected=f"at most {_MAX_LINE} bytes", found=len(buf))
+                carry = buf
+                continue
+            block, carry = buf[:cut], buf[cut:]
+            count = block.count(b"\n")
+            if take is not None and lines + count > take:  # the wanted number of lines ends in this block
+                count = take - lines
+                end = _nth_newline(block, count) + 1
+                block, carry = block[:end], block[end:] + carry
+            if dims is None:
+                dims = _first_line_dims(block, base, fmt)
+            if len(block) < count * (2 * dims + 2):
+                # A line of a word and dims components takes at least 2 * dims + 2 bytes, so some line of
+                # this block is short: report it before reserving rows for a header's (huge) dims.
+                _collect(pending, words, 0)
+                _tokenize(block, base, fmt, first_line + lines, dims)
+            if sink is None:
+                # Each line holds at least a word, a separator and per component a digit and a separator.
+                affordable = None if size is None else size // (2 * dims + 2) + 1
+                sink = RowSink(dims, take, affordable)
+            if not sink.fits(count):  # the matrix is about to move: finish the blocks writing into it
+                _collect(pending, words, 0)
+            rows = sink.reserve(count)
+            sink.commit(count)
+            pending.submit(_parse_block, block, base, fmt, first_line + lines, dims, rows, lossy)
+            _collect(pending, words, 2 * pending.threads)
+            base += len(block)
+            lines += count
+        _collect(pending, words, 0)
     if sink is None:
         if dims is None:
             raise FormatError("the input is empty", offset=0, chunk=fmt, expected="at least one line", found="no data")
@@ -262,10 +272,10 @@ def read_text_rows(
     return words, sink.finish()
 
 
-def _collect(pending: deque[Future[list[str]]], words: list[str], keep: int) -> None:
+def _collect(pending: InOrder[list[str]], words: list[str], keep: int) -> None:
     """Take the words of finished blocks in file order (raising their errors) until ``keep`` are left."""
-    while len(pending) > keep:
-        words.extend(pending.popleft().result())
+    for block_words in pending.take(keep):
+        words.extend(block_words)
 
 
 def _nth_newline(block: bytes, count: int) -> int:
@@ -531,3 +541,42 @@ def format_rows(matrix: npt.NDArray[np.float32]) -> list[str]:
     if not rows:
         return rows
     return _POINT_ZERO.sub("", "\n".join(rows)).split("\n")
+
+
+#: A number in a text file's first line (what the format sniffer accepts; the reader is stricter).
+_NUMBER = re.compile(rb"\A[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|\A[-+]?(nan|inf|infinity)\Z", re.IGNORECASE)
+
+
+def _detect_text_dims(sample: bytes, path: str | None) -> bool:
+    return dims_file_format(sample) == "text-dims"
+
+
+def _detect_text(sample: bytes, path: str | None) -> bool:
+    """A word followed by numbers on the first line (tried last: a "<rows> <dims>" line looks like that too)."""
+    first = sample.split(b"\n", 1)[0]
+    fields = first.split()
+    return len(fields) >= 2 and all(_NUMBER.match(f) for f in fields[1:]) and b"\x00" not in first
+
+
+register_format(
+    "text-dims",
+    description='text with a dims line (word2vec text, fastText .vec): "<rows> <dims>", then a word and dims numbers per line',
+    extensions=(".vec", ".txt"),
+    order=120,
+    detector=_detect_text_dims,
+    loader=load_text_dims,
+    writer=write_text_dims,
+    options=("normalize", "lossy", "limit", "progress"),
+    mismatch=DIMS_MISMATCH,
+)
+register_format(
+    "text",
+    description="text without a header (GloVe): a word and its numbers per line",
+    extensions=(".txt",),
+    order=200,
+    detector=_detect_text,
+    loader=load_text,
+    writer=write_text,
+    options=("normalize", "lossy", "limit", "progress"),
+    mismatch="the first line is not a word followed by numbers",
+)

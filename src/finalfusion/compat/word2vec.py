@@ -1,4 +1,4 @@
-"""word2vec binary format (FORMAT.md §13.1).
+"""word2vec binary format (docs/format.md §13.1).
 
 ::
 
@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._atomic import atomic_output
+from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import (
     RowSink,
     check_finite,
@@ -36,9 +38,9 @@ from finalfusion.compat._common import (
     read_dims_header,
     reuse_freed_memory,
 )
+from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
-from finalfusion.io import atomic_output
 
 __all__ = ["load_word2vec", "write_word2vec"]
 
@@ -51,7 +53,7 @@ _WRITE_ROWS = 1 << 14
 _WHERE = "word2vec record"
 
 
-def load_word2vec(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None) -> Embeddings:
+def load_word2vec(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
     """Read embeddings in the word2vec binary format.
 
     Parameters
@@ -67,6 +69,10 @@ def load_word2vec(file: Any, *, normalize: bool = True, lossy: bool = False, lim
         Replace invalid UTF-8 in words by U+FFFD instead of raising.
     limit
         Read only the first ``limit`` words (like gensim's ``limit``).
+    progress
+        Report the bytes read: a callable ``progress("read", done, total)``
+        or ``True`` for a tqdm bar (when tqdm is installed); see
+        :mod:`finalfusion._progress`.
 
     Returns
     -------
@@ -94,7 +100,7 @@ def load_word2vec(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     """
     check_limit(limit)
     reuse_freed_memory()
-    with open_input(file) as f:
+    with reporter(progress) as report, open_input(file, report) as f:
         words, matrix = _read(f, lossy, limit)
     return embeddings_from(words, matrix, normalize, where=_WHERE)
 
@@ -302,3 +308,53 @@ def write_word2vec(file: Any, embeddings: Embeddings, *, unnormalize: bool = Tru
             for j, w in enumerate(block):
                 parts += (w.encode("utf-8"), b" ", data[j * vec : (j + 1) * vec], b"\n")
             f.write(b"".join(parts))
+
+
+#: The ``"<rows> <dims>"`` line that starts word2vec and text-dims files.
+_DIMS_LINE = re.compile(rb"\A(\d+)[ \t]+(\d+)[ \t\r]*\n")
+#: Bytes a text-dims body may consist of (after the words).
+_TEXTUAL = re.compile(rb"\A[-+0-9.eEnaifNAIF \t\r\n]*\Z")
+#: Why a sample is neither word2vec nor text-dims (one reason for both, named together).
+DIMS_MISMATCH: Final = 'no "<rows> <dims>" first line'
+
+
+def dims_file_format(sample: bytes) -> str | None:
+    """``"word2vec"`` or ``"text-dims"`` for a sample that starts with a ``"<rows> <dims>"`` line, else ``None``.
+
+    After the line, the first word is followed by binary floats (word2vec) or
+    by decimal numbers (text-dims); binary floats almost never look like text.
+
+    Examples
+    --------
+    >>> dims_file_format(b"2 3\\nBerlin 1 2 3\\n"), dims_file_format(b"2 3\\nBerlin \\x00\\x00\\x80?"), dims_file_format(b"Berlin 1 2 3\\n")
+    ('text-dims', 'word2vec', None)
+    """
+    header = _DIMS_LINE.match(sample)
+    if header is None:
+        return None
+    body, dims = sample[header.end() :], int(header.group(2))
+    sep = body.find(b" ")
+    if sep < 0 or dims == 0:
+        return "text-dims"
+    vector = body[sep + 1 : sep + 1 + 4 * dims]
+    line = body.split(b"\n", 1)[0]
+    if _TEXTUAL.match(vector.split(b"\n", 1)[0]) and (len(line.split()) == dims + 1 or b"\n" not in body):
+        return "text-dims"
+    return "word2vec"
+
+
+def _detect(sample: bytes, path: str | None) -> bool:
+    return dims_file_format(sample) == "word2vec"
+
+
+register_format(
+    "word2vec",
+    description='word2vec binary: a "<rows> <dims>" line, then per row a word, a space and dims float32s',
+    extensions=(".bin", ".w2v"),
+    order=110,
+    detector=_detect,
+    loader=load_word2vec,
+    writer=write_word2vec,
+    options=("normalize", "lossy", "limit", "progress"),
+    mismatch=DIMS_MISMATCH,
+)

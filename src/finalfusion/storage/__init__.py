@@ -10,7 +10,8 @@ Examples
 
 from __future__ import annotations
 
-from finalfusion._types import Source
+from finalfusion._source import Source
+from finalfusion.container import load_chunk
 from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.storage.quantized import PQ, QuantizedArray
 
@@ -40,8 +41,6 @@ def load_storage(file: Source, mmap: bool = False) -> Storage:
     >>> load_storage(buf.getvalue()).shape
     (2, 3)
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, Storage, mmap=mmap)
 
 
@@ -68,8 +67,6 @@ def load_ndarray(file: Source, mmap: bool = False) -> NdArray:
     >>> load_ndarray(buf.getvalue()).row(2).tolist()
     [4.0, 5.0]
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, NdArray, mmap=mmap)
 
 
@@ -88,6 +85,4 @@ def load_quantized_array(file: Source, mmap: bool = False) -> QuantizedArray:
     >>> load_quantized_array(buf.getvalue()).row(0).tolist()
     [2.0, 3.0, 4.0, 5.0]
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, QuantizedArray, mmap=mmap)

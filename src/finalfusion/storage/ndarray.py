@@ -1,4 +1,4 @@
-"""``NdArray`` chunk (id 2): a dense ``f32`` matrix (FORMAT.md §5.2).
+"""``NdArray`` chunk (id 2): a dense ``f32`` matrix (docs/format.md §5.2).
 
 ===========  ===========  =========================================
 body offset  type         field
@@ -9,24 +9,33 @@ body offset  type         field
 16           1..4 bytes   zero padding to 4-byte file alignment
 16+pad       f32xrows·cols  row-major matrix
 ===========  ===========  =========================================
+
+The first :data:`HEAD_BYTES` bytes (rows, cols, type id and at most four
+bytes of padding) are all the parse reads; the matrix is only viewed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._binary import ByteReader, ByteWriter, padding
-from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId, register
+from finalfusion import _display
+from finalfusion._binary import ByteReader, ByteWriter, check_array_size, padding
+from finalfusion.chunks import ChunkIdentifier, TypeId, register
+from finalfusion.container import FileChunk
 from finalfusion.errors import FormatError
 
-__all__ = ["NdArray", "Storage"]
+__all__ = ["HEAD_BYTES", "NdArray", "Storage"]
+
+#: Payload bytes before an NdArray's matrix, at most: rows u64, cols u32, type id u32, 1-4 bytes of padding.
+HEAD_BYTES: Final = 20
 
 
-class Storage(Chunk):
+class Storage(FileChunk):
     """Base of the storage chunks: a matrix of ``rows x dims`` embeddings.
 
     Examples
@@ -36,8 +45,6 @@ class Storage(Chunk):
     >>> isinstance(storage, Storage), len(storage)
     (True, 3)
     """
-
-    role: ClassVar[str] = "storage"
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -50,6 +57,9 @@ class Storage(Chunk):
         (3, 2)
         """
         raise NotImplementedError
+
+    def _repr_html_(self) -> str:
+        return _display.storage_html(self)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -78,7 +88,7 @@ class Storage(Chunk):
 
 
 def read_type_id(reader: ByteReader, expected: TypeId, what: str) -> None:
-    """Read a data type id and require ``expected`` (FORMAT.md §5)."""
+    """Read a data type id and require ``expected`` (docs/format.md §5)."""
     at = reader.pos
     found = reader.u32(what)
     if found != expected:
@@ -87,18 +97,6 @@ def read_type_id(reader: ByteReader, expected: TypeId, what: str) -> None:
         except ValueError:
             shown = found
         raise FormatError(f"unsupported {what}", offset=at, chunk=reader.chunk, expected=f"{expected.name} ({int(expected)})", found=shown)
-
-
-def check_array_size(reader: ByteReader, count: int, itemsize: int, what: str) -> None:
-    """Fail before allocating when ``count`` items cannot fit in the remaining bytes."""
-    if count * itemsize > reader.remaining:
-        raise FormatError(
-            f"{what} does not fit in the chunk",
-            offset=reader.pos,
-            chunk=reader.chunk,
-            expected=f"{count * itemsize} bytes",
-            found=f"{reader.remaining} bytes",
-        )
 
 
 @register
@@ -123,6 +121,7 @@ class NdArray(Storage):
 
     matrix: npt.NDArray[np.float32]
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.NdArray
+    deferrable_from: ClassVar[int | None] = HEAD_BYTES
 
     def __post_init__(self) -> None:
         m = self.matrix
@@ -146,7 +145,7 @@ class NdArray(Storage):
     def __getitem__(self, index: Any) -> Any:
         return self.matrix[index]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[npt.NDArray[np.float32]]:
         return iter(self.matrix)
 
     def __getattr__(self, name: str) -> Any:

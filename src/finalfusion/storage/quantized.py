@@ -1,4 +1,4 @@
-"""``QuantizedArray`` chunk (id 4): product-quantized embeddings (FORMAT.md §5.4).
+"""``QuantizedArray`` chunk (id 4): product-quantized embeddings (docs/format.md §5.4).
 
 ===========  ==============  =============================================
 body offset  type            field
@@ -23,16 +23,17 @@ Row ``i`` is ``concat(centroids[j][codes[i, j]]) @ projection.T * norms[i]``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._binary import ByteReader, ByteWriter, padding
+from finalfusion._binary import ByteReader, ByteWriter, check_array_size, padding
 from finalfusion.chunks import ChunkIdentifier, TypeId, register
 from finalfusion.errors import FormatError
-from finalfusion.storage.ndarray import Storage, check_array_size, read_type_id
+from finalfusion.storage.ndarray import Storage, read_type_id
 
 __all__ = ["PQ", "QuantizedArray"]
 
@@ -244,7 +245,7 @@ class QuantizedArray(Storage):
             return out
         return v
 
-    def __getitem__(self, key: Any) -> Any:
+    def __getitem__(self, key: int | np.integer[Any] | slice | npt.ArrayLike) -> npt.NDArray[np.float32]:
         if isinstance(key, (int, np.integer)):
             n = self.shape[0]
             if not -n <= key < n:
@@ -254,7 +255,7 @@ class QuantizedArray(Storage):
             return self.rows(np.arange(self.shape[0])[key])
         return self.rows(key)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[npt.NDArray[np.float32]]:
         for i in range(self.shape[0]):
             yield self.row(i)
 

@@ -3,10 +3,10 @@
 Each reproduces a quirk of a reference implementation on purpose:
 
 * :func:`fnv1a64_finalfusion` -- FNV-1a 64 over the *character count* as a
-  ``u64`` followed by UTF-32LE code points (FORMAT.md §8.1);
+  ``u64`` followed by UTF-32LE code points (docs/format.md §8.1);
 * :func:`fnv1a32_fasttext` -- FNV-1a 32 over UTF-8 bytes that are
-  sign-extended like C's ``signed char`` (FORMAT.md §8.2);
-* :func:`murmur3_x64_128` -- floret's MurmurHash3 (FORMAT.md §8.4).
+  sign-extended like C's ``signed char`` (docs/format.md §8.2);
+* :func:`murmur3_x64_128` -- floret's MurmurHash3 (docs/format.md §8.4).
 
 The ``*_matrix`` forms hash every n-gram of many equal-length words at
 once with whole-column numpy ``uint64``/``uint32`` arithmetic, which wraps
@@ -51,7 +51,7 @@ _LEN_STATE: Final = [_fnv64_bytes(_FNV64_OFFSET, n.to_bytes(8, "little")) for n 
 def fnv1a64_finalfusion(ngram: str) -> int:
     """finalfusion's 64-bit n-gram hash.
 
-    Quirk (FORMAT.md §8.1): the hashed bytes are the number of code points
+    Quirk (docs/format.md §8.1): the hashed bytes are the number of code points
     as a little-endian ``u64``, then every code point as a little-endian
     ``u32`` -- not UTF-8 -- with no terminator.
 
@@ -78,7 +78,7 @@ def fnv1a64_finalfusion(ngram: str) -> int:
 def fnv1a32_fasttext(data: bytes) -> int:
     """fastText's 32-bit hash of a UTF-8 byte string.
 
-    Quirk (FORMAT.md §8.2): each byte is sign-extended as a C ``signed
+    Quirk (docs/format.md §8.2): each byte is sign-extended as a C ``signed
     char`` before the xor, so bytes >= 0x80 also flip the upper 24 bits.
 
     Examples
@@ -113,7 +113,7 @@ def murmur3_x64_128(data: bytes, seed: int) -> tuple[int, int]:
     """MurmurHash3 x64-128 of ``data`` as the pair ``(h1, h2)``.
 
     This is the standard algorithm with the 32-bit ``seed`` used for both
-    lanes, as floret and finalfusion-rust use it (FORMAT.md §8.4).
+    lanes, as floret and finalfusion-rust use it (docs/format.md §8.4).
 
     Examples
     --------

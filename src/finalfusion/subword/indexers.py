@@ -1,4 +1,4 @@
-"""Subword indexers: map the n-grams of a word to subword indices (FORMAT.md §8).
+"""Subword indexers: map the n-grams of a word to subword indices (docs/format.md §8).
 
 =============================  ===========================================  ====================
 indexer                        hash / lookup                                 upper bound
@@ -451,7 +451,7 @@ class ExplicitIndexer(SubwordIndexer):
 
     Several n-grams may share an index. Indices must be dense (cover
     ``0..upper_bound-1``); files additionally number them in order of first
-    appearance (FORMAT.md §5.8), see :meth:`first_noncanonical`. Without
+    appearance (docs/format.md §5.8), see :meth:`first_noncanonical`. Without
     ``ngram_index`` every n-gram gets its own index in list order.
 
     Parameters
@@ -557,7 +557,7 @@ class ExplicitIndexer(SubwordIndexer):
     def renumbered(self) -> tuple[ExplicitIndexer, npt.NDArray[np.int64]]:
         """The same table numbered by first appearance, and for each new index the old one.
 
-        Files require this numbering (FORMAT.md §5.8); subword row ``j`` of
+        Files require this numbering (docs/format.md §5.8); subword row ``j`` of
         the renumbered table is row ``source[j]`` of this one.
 
         Examples
@@ -619,7 +619,7 @@ class FloretIndexer(SubwordIndexer):
     """floret's indexer: MurmurHash3 x64-128 with up to four indices per item.
 
     The looked-up items are the whole bracketed word first, then its
-    n-grams (FORMAT.md §7), so short words count twice -- as floret does.
+    n-grams (docs/format.md §7), so short words count twice -- as floret does.
 
     Parameters
     ----------

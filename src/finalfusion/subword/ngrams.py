@@ -1,4 +1,4 @@
-"""N-gram extraction (FORMAT.md §7).
+"""N-gram extraction (docs/format.md §7).
 
 Units are Unicode code points. For every start position, n-grams are
 emitted from the longest to the shortest; the whole bracketed word is an

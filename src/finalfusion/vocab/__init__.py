@@ -9,19 +9,25 @@ Examples
 
 from __future__ import annotations
 
-from finalfusion._types import Source
+from finalfusion._source import Source
+from finalfusion.container import load_chunk
 from finalfusion.vocab._index import WordIndex
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.simple import SimpleVocab
 from finalfusion.vocab.subword import ExplicitVocab, FastTextVocab, FinalfusionBucketVocab, FloretVocab
+from finalfusion.vocab.tokenizer import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer, TokenizerVocab
 
 __all__ = [
     "ExplicitVocab",
     "FastTextVocab",
     "FinalfusionBucketVocab",
     "FloretVocab",
+    "HuggingFaceTokenizer",
+    "SentencePieceTokenizer",
     "SimpleVocab",
     "SubwordVocab",
+    "Tokenizer",
+    "TokenizerVocab",
     "Vocab",
     "WordIndex",
     "load_explicit_vocab",
@@ -49,8 +55,6 @@ def load_vocab(file: Source) -> Vocab:
     >>> load_vocab(buf.getvalue()).words
     ['a']
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, Vocab)
 
 
@@ -70,8 +74,6 @@ def load_simple_vocab(file: Source) -> SimpleVocab:
     >>> load_simple_vocab(buf.getvalue()).words
     ['Berlin', 'Potsdam']
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, SimpleVocab)
 
 
@@ -92,8 +94,6 @@ def load_finalfusion_bucket_vocab(file: Source) -> FinalfusionBucketVocab:
     >>> load_finalfusion_bucket_vocab(buf.getvalue()).subword_indexer
     FinalfusionHashIndexer(bucket_exp=10, min_n=3, max_n=4)
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, FinalfusionBucketVocab)
 
 
@@ -115,8 +115,6 @@ def load_fasttext_vocab(file: Source) -> FastTextVocab:
     >>> vocab.words, vocab.upper_bound  # 1 word + 100 buckets
     (['ab'], 101)
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, FastTextVocab)
 
 
@@ -137,8 +135,6 @@ def load_explicit_vocab(file: Source) -> ExplicitVocab:
     >>> load_explicit_vocab(buf.getvalue()).subword_indexer.ngram_index
     {'<ab': 0, 'ab>': 1}
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, ExplicitVocab)
 
 
@@ -159,6 +155,4 @@ def load_floret_vocab(file: Source) -> FloretVocab:
     >>> load_floret_vocab(buf.getvalue()).subword_indexer.n_hashes
     2
     """
-    from finalfusion.io import load_chunk
-
     return load_chunk(file, FloretVocab)

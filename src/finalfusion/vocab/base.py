@@ -1,15 +1,23 @@
-"""Behaviour shared by every vocabulary chunk."""
+"""Behaviour shared by every vocabulary chunk.
+
+Every vocabulary is a frozen dataclass (see :class:`Vocab` for why): its
+fields are the constructor's parameters (``words``, and ``indexer`` for
+the subword vocabularies), the word index is derived from the words in
+``__post_init__`` and excluded from comparison and ``repr``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from dataclasses import KW_ONLY, MISSING, InitVar, dataclass, field, fields
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter
-from finalfusion.chunks import Chunk
+from finalfusion.container import FileChunk
 from finalfusion.errors import FormatError
 from finalfusion.subword.indexers import SubwordIndexer
 from finalfusion.subword.ngrams import ngrams
@@ -18,6 +26,8 @@ from finalfusion.vocab._index import WordIndex
 __all__ = ["SubwordVocab", "Vocab"]
 
 _V = TypeVar("_V", bound="Vocab")
+#: The kind of subword indexer a :class:`SubwordVocab` holds.
+_I = TypeVar("_I", bound=SubwordIndexer)
 
 
 def build_index(words: list[str]) -> WordIndex:
@@ -50,11 +60,26 @@ def read_words(reader: ByteReader, count: int, what: str = "word") -> tuple[list
     return words, index, reader.pos - start
 
 
-class Vocab(Chunk):
+@dataclass(frozen=True, eq=False, repr=False)
+class Vocab(FileChunk):
     """A vocabulary: words with indices, optionally subword indices for unknown words.
 
-    Vocabularies are immutable; they behave as a read-only collection of
-    their words (``len``, ``in``, iteration in index order).
+    Vocabularies are *frozen* dataclasses: a vocabulary fixes the meaning
+    of every storage row, so changing it in place would silently
+    desynchronise the embeddings that hold it (and the word index derived
+    from it). Build a new one instead. They behave as a read-only
+    collection of their words (``len``, ``in``, iteration in index order),
+    compare equal when of the same class with equal words (and indexer),
+    are unhashable (they hold lists) and pickle and copy as plain
+    dataclasses (the word index is rebuilt from the words on unpickling).
+
+    Attributes
+    ----------
+    words : list[str]
+        The words, in index order. Do not modify the list.
+    word_index : WordIndex
+        Word to index mapping: a read-only :class:`~collections.abc.Mapping`
+        (0.7.1: a ``dict``), derived from ``words``.
 
     Examples
     --------
@@ -62,51 +87,34 @@ class Vocab(Chunk):
     >>> vocab = SimpleVocab(["Berlin", "Potsdam"])
     >>> isinstance(vocab, Vocab), len(vocab), "Potsdam" in vocab, list(vocab)
     (True, 2, True, ['Berlin', 'Potsdam'])
+    >>> vocab.words, vocab.word_index["Potsdam"], vocab.word_index.get("Hamburg", -1)
+    (['Berlin', 'Potsdam'], 1, -1)
+    >>> vocab.words = ["Hamburg"]  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dataclasses.FrozenInstanceError: cannot assign to field 'words'
     """
 
-    _words: list[str]
-    _index: WordIndex
-    #: On-disk size of the words (u32 length + UTF-8 each), once known.
-    _words_nbytes: int | None = None
-    role: ClassVar[str] = "vocab"
+    words: list[str]
+    word_index: WordIndex = field(init=False, repr=False, compare=False)
+    #: On-disk size of the words (u32 length + UTF-8 each), once known (a cache).
+    _words_nbytes: int | None = field(default=None, init=False, repr=False, compare=False)
 
-    def _init_words(self, words: Sequence[str], index: Mapping[str, int] | None = None) -> None:
+    __hash__ = None  # type: ignore[assignment]
+
+    def _init_words(self, index: Mapping[str, int] | None) -> None:
+        """Check and copy the words, and derive the word index (``__post_init__`` of every subclass)."""
+        words = self.words
         if isinstance(index, WordIndex) and index.words is words:
             # Built by a reader (or build_index) over this very list: no copy, no second table.
-            self._words = index.words
-            self._index = index
+            object.__setattr__(self, "word_index", index)
             return
         word_list = list(words)
         bad = next((w for w in word_list if not isinstance(w, str)), None)
         if bad is not None:
             raise TypeError(f"vocabulary words must be str, got {type(bad).__name__}: {bad!r}")
-        self._words = word_list
-        self._index = WordIndex(word_list)
-
-    @property
-    def words(self) -> list[str]:
-        """The words, in index order.
-
-        Examples
-        --------
-        >>> from finalfusion.vocab import SimpleVocab
-        >>> SimpleVocab(["Berlin", "Potsdam"]).words
-        ['Berlin', 'Potsdam']
-        """
-        return self._words
-
-    @property
-    def word_index(self) -> WordIndex:
-        """Word to index mapping: a read-only :class:`~collections.abc.Mapping` (0.7.1: a ``dict``).
-
-        Examples
-        --------
-        >>> from finalfusion.vocab import SimpleVocab
-        >>> index = SimpleVocab(["a", "b"]).word_index
-        >>> index["b"], index.get("c", -1), dict(index)
-        (1, -1, {'a': 0, 'b': 1})
-        """
-        return self._index
+        object.__setattr__(self, "words", word_list)
+        object.__setattr__(self, "word_index", WordIndex(word_list))
 
     @property
     def upper_bound(self) -> int:
@@ -121,7 +129,7 @@ class Vocab(Chunk):
         >>> SimpleVocab(["a", "b"]).upper_bound, FastTextVocab(["a", "b"], FastTextIndexer(100)).upper_bound
         (2, 102)
         """
-        return len(self._words)
+        return len(self.words)
 
     def idx(self, item: str, default: Any = None) -> Any:
         """Index of a known word, subword indices of an unknown one, else ``default``.
@@ -133,7 +141,7 @@ class Vocab(Chunk):
         >>> v.idx("b"), v.idx("c"), v.idx("c", default=-1)
         (1, None, -1)
         """
-        return self._index.get(item, default)
+        return self.word_index.get(item, default)
 
     def __getitem__(self, item: str) -> Any:
         idx = self.idx(item)
@@ -143,52 +151,48 @@ class Vocab(Chunk):
 
     def __contains__(self, item: object) -> bool:
         if isinstance(item, str):
-            return item in self._index
+            return item in self.word_index
         if hasattr(item, "__iter__"):
             return all(w in self for w in item)
         return False
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._words)
+        return iter(self.words)
 
     def __len__(self) -> int:
-        return len(self._words)
+        return len(self.words)
 
     def __eq__(self, other: object) -> bool:
         if type(self) is not type(other):
             return NotImplemented
-        return self._words == other._words and self._extra_key() == other._extra_key()
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(self) if f.compare)
 
-    __hash__ = None  # type: ignore[assignment]
-
-    def _extra_key(self) -> tuple[Any, ...]:
-        return ()
+    def __repr__(self) -> str:
+        shown = ", ".join(repr(w) for w in self.words[:3])
+        more = ", ..." if len(self.words) > 3 else ""
+        extra = "".join(f", {f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr and f.name != "words")
+        return f"{type(self).__name__}([{shown}{more}] ({len(self.words)} words){extra})"
 
     # -- on-disk helpers ------------------------------------------------------------
     def _words_len(self) -> int:
         # Vocabularies are immutable, so the size is computed (or read) once.
         if self._words_nbytes is None:
             # UTF-8 of a concatenation is the concatenation of the UTF-8s: one C-level encode.
-            self._words_nbytes = 4 * len(self._words) + len("".join(self._words).encode("utf-8"))
-        return self._words_nbytes
+            object.__setattr__(self, "_words_nbytes", 4 * len(self.words) + len("".join(self.words).encode("utf-8")))
+        return self._words_nbytes  # type: ignore[return-value]
 
     def _set_words_nbytes(self: _V, nbytes: int) -> _V:
         """Record the words' on-disk size measured while reading; returns ``self``."""
-        self._words_nbytes = nbytes
+        object.__setattr__(self, "_words_nbytes", nbytes)
         return self
 
     def _write_words(self, writer: ByteWriter) -> None:
         # In slices, so the temporaries stay small (a conversion's peak memory is the matrix plus little).
-        for start in range(0, len(self._words), _WRITE_WORDS):
-            writer.raw(serialize_strings(self._words[start : start + _WRITE_WORDS]))
+        for start in range(0, len(self.words), _WRITE_WORDS):
+            writer.raw(serialize_strings(self.words[start : start + _WRITE_WORDS]))
 
-    def __repr__(self) -> str:
-        shown = ", ".join(repr(w) for w in self._words[:3])
-        more = ", ..." if len(self._words) > 3 else ""
-        return f"{type(self).__name__}([{shown}{more}] ({len(self._words)} words){self._repr_extra()})"
-
-    def _repr_extra(self) -> str:
-        return ""
+    def _repr_html_(self) -> str:
+        return _display.vocab_html(self)
 
 
 #: Words serialised at once by :meth:`Vocab._write_words`.
@@ -241,11 +245,27 @@ def _join_strings_bytes(lens: npt.NDArray[np.int64], text_bytes: npt.NDArray[np.
     return out.tobytes()
 
 
-class SubwordVocab(Vocab):
+@dataclass(frozen=True, eq=False, repr=False)
+class SubwordVocab(Vocab, Generic[_I]):
     """A vocabulary that embeds unknown words through their n-grams.
 
     Storage rows ``0..len(words)-1`` hold the words, the rows after them the
     subwords, so subword indices are offset by the number of words.
+
+    Parameters
+    ----------
+    words
+        Unique words, in index order.
+    indexer
+        The subword indexer; each subclass requires its own kind (and the
+        hashed vocabularies default it: ``None`` means the default too, as in 0.7).
+
+    Raises
+    ------
+    TypeError
+        If the indexer is not of the kind the vocabulary needs, or a word is not a ``str``.
+    ValueError
+        For duplicate words.
 
     Examples
     --------
@@ -254,13 +274,32 @@ class SubwordVocab(Vocab):
     >>> vocab = FinalfusionBucketVocab(["ab", "b"], FinalfusionHashIndexer(10, 3, 4))
     >>> isinstance(vocab, SubwordVocab), vocab.idx("b"), vocab.idx("xy")
     (True, 1, [164, 653, 219])
+    >>> vocab.indexer is vocab.subword_indexer
+    True
     """
 
-    _indexer: SubwordIndexer
+    indexer: _I
+    _: KW_ONLY
+    #: A :class:`WordIndex` already built over ``words`` (readers pass theirs), else ignored.
+    _index: InitVar[Mapping[str, int] | None] = None
+    #: The kind of indexer the subclass needs.
+    _indexer_type: ClassVar[type[SubwordIndexer]] = SubwordIndexer
+
+    def __post_init__(self, _index: Mapping[str, int] | None) -> None:
+        if self.indexer is None:
+            # finalfusion-python 0.7 spelled "the default indexer" as None.
+            factory = self.__dataclass_fields__["indexer"].default_factory
+            if factory is not MISSING:
+                object.__setattr__(self, "indexer", factory())
+        if not isinstance(self.indexer, self._indexer_type):
+            name = self._indexer_type.__name__
+            article = "an" if name[0] in "AEIOU" else "a"
+            raise TypeError(f"indexer must be {article} {name}, got {type(self.indexer).__name__}")
+        self._init_words(_index)
 
     @property
-    def subword_indexer(self) -> Any:
-        """The indexer mapping n-grams to subword indices.
+    def subword_indexer(self) -> _I:
+        """The indexer mapping n-grams to subword indices (the ``indexer`` field; the 0.7 name).
 
         Examples
         --------
@@ -268,7 +307,7 @@ class SubwordVocab(Vocab):
         >>> FastTextVocab(["ab"]).subword_indexer  # the default indexer
         FastTextIndexer(n_buckets=2000000, min_n=3, max_n=6)
         """
-        return self._indexer
+        return self.indexer
 
     @property
     def min_n(self) -> int:
@@ -281,7 +320,7 @@ class SubwordVocab(Vocab):
         >>> FinalfusionBucketVocab(["ab"], FinalfusionHashIndexer(10, 2, 4)).min_n
         2
         """
-        return self._indexer.min_n
+        return self.indexer.min_n
 
     @property
     def max_n(self) -> int:
@@ -293,11 +332,11 @@ class SubwordVocab(Vocab):
         >>> FinalfusionBucketVocab(["ab"]).max_n  # default indexer: 3- to 6-grams
         6
         """
-        return self._indexer.max_n
+        return self.indexer.max_n
 
     @property
     def upper_bound(self) -> int:
-        return len(self._words) + self._indexer.upper_bound
+        return len(self.words) + self.indexer.upper_bound
 
     def idx(self, item: str, default: Any = None) -> Any:
         """Index of a known word, else the list of its subword indices, else ``default``.
@@ -313,7 +352,7 @@ class SubwordVocab(Vocab):
         >>> vocab.idx("ab"), vocab.idx("<ab>"), vocab.idx("zz"), vocab.idx("zz", default=-1)  # <ab>: n-grams <<a, <ab, ab>, b>>
         (0, [1, 2], None, -1)
         """
-        i = self._index.get(item)
+        i = self.word_index.get(item)
         if i is not None:
             return i
         sub = self.subword_indices(item)
@@ -343,7 +382,7 @@ class SubwordVocab(Vocab):
         >>> vocab.subword_indices("ab"), vocab.subword_indices("ab", with_ngrams=True)  # buckets 8 and 56, after 1 word
         ([9, 57], [('<ab', 9), ('ab>', 57)])
         """
-        return self._indexer.subword_indices(item, offset=len(self._words), bracket=bracket, with_ngrams=with_ngrams)
+        return self.indexer.subword_indices(item, offset=len(self.words), bracket=bracket, with_ngrams=with_ngrams)
 
     def subword_rows(self, item: str) -> npt.NDArray[np.int64]:
         """Storage rows of ``item``'s n-grams as an array (cached per word).
@@ -355,8 +394,8 @@ class SubwordVocab(Vocab):
         >>> FastTextVocab(["ab"], FastTextIndexer(100, 3, 3)).subword_rows("ab").tolist()
         [9, 57]
         """
-        rows = self._indexer.word_indices(item)
-        return rows + len(self._words) if self._words else rows
+        rows = self.indexer.word_indices(item)
+        return rows + len(self.words) if self.words else rows
 
     def batch_subword_rows(self, items: Sequence[str]) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
         """Storage rows of the n-grams of many words, grouped by count.
@@ -372,17 +411,11 @@ class SubwordVocab(Vocab):
         >>> [(positions.tolist(), rows.tolist()) for positions, rows in vocab.batch_subword_rows(["ab", "a", "cd"])]
         [([1], [[1]]), ([0, 2], [[9, 57], [5, 13]])]
         """
-        offset = len(self._words)
-        for pos, idx in self._indexer.batch_groups(items):
+        offset = len(self.words)
+        for pos, idx in self.indexer.batch_groups(items):
             if offset:
                 idx += offset
             yield pos, idx
-
-    def _extra_key(self) -> tuple[Any, ...]:
-        return (self._indexer,)
-
-    def _repr_extra(self) -> str:
-        return f", indexer={self._indexer!r}"
 
 
 def check_range_field(reader: ByteReader, min_n: int, max_n: int, offset: int) -> None:

@@ -1,4 +1,4 @@
-"""``SimpleVocab`` chunk (id 1): a word list without subwords (FORMAT.md §5.1).
+"""``SimpleVocab`` chunk (id 1): a word list without subwords (docs/format.md §5.1).
 
 ===========  =========  ==========================
 body offset  type       field
@@ -10,7 +10,8 @@ body offset  type       field
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import InitVar, dataclass
 from typing import ClassVar
 
 from finalfusion._binary import ByteReader, ByteWriter
@@ -21,6 +22,7 @@ __all__ = ["SimpleVocab"]
 
 
 @register
+@dataclass(frozen=True, eq=False, repr=False)
 class SimpleVocab(Vocab):
     """A plain word list; unknown words have no index.
 
@@ -41,10 +43,12 @@ class SimpleVocab(Vocab):
     (1, False, 2)
     """
 
+    #: A :class:`WordIndex` already built over ``words`` (readers pass theirs), else ignored.
+    index: InitVar[Mapping[str, int] | None] = None
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.SimpleVocab
 
-    def __init__(self, words: Sequence[str], index: Mapping[str, int] | None = None) -> None:
-        self._init_words(words, index)
+    def __post_init__(self, index: Mapping[str, int] | None) -> None:
+        self._init_words(index)
 
     @classmethod
     def read_payload(cls, reader: ByteReader) -> SimpleVocab:
@@ -63,7 +67,7 @@ class SimpleVocab(Vocab):
         >>> buf.getvalue()
         b'\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x02\\x00\\x00\\x00\\xc3\\xa9'
         """
-        writer.u64(len(self._words))
+        writer.u64(len(self.words))
         self._write_words(writer)
 
     def payload_len(self, offset: int) -> int:

@@ -1,4 +1,4 @@
-"""Subword vocabulary chunks (FORMAT.md §5.3, §5.7, §5.8, §5.9).
+"""Subword vocabulary chunks (docs/format.md §5.3, §5.7, §5.8, §5.9).
 
 ``BucketSubwordVocab`` (3) and ``FastTextSubwordVocab`` (7)::
 
@@ -30,25 +30,110 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
 from finalfusion._binary import ByteReader, ByteWriter
 from finalfusion.chunks import ChunkIdentifier, register
 from finalfusion.errors import FormatError, Truncated
-from finalfusion.subword.indexers import ExplicitIndexer, FastTextIndexer, FinalfusionHashIndexer, FloretIndexer
+from finalfusion.subword.indexers import ExplicitIndexer, FastTextIndexer, FinalfusionHashIndexer, FloretIndexer, SubwordIndexer
 from finalfusion.subword.ngrams import ngram_table
 from finalfusion.vocab.base import SubwordVocab, check_range_field, read_words
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["ExplicitVocab", "FastTextVocab", "FinalfusionBucketVocab", "FloretVocab"]
 
 _U64 = struct.Struct("<Q")
 
 
+_H = TypeVar("_H", FinalfusionHashIndexer, FastTextIndexer)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class _HashedVocab(SubwordVocab[_H]):
+    """What the two hashed vocabularies share: their layout, with one ``u32`` that differs.
+
+    ``FinalfusionBucketVocab`` stores the bucket *exponent*, ``FastTextVocab``
+    the *number* of buckets, each with its own valid range; everything else
+    (reading, writing, conversion to an explicit vocabulary) is written here once.
+    """
+
+    #: What the third ``u32`` holds (for messages), the indexer attribute it comes from, and its valid range.
+    _bucket_what: ClassVar[str]
+    _bucket_attr: ClassVar[str]
+    _bucket_range: ClassVar[tuple[int, int, str]]
+
+    @classmethod
+    def read_payload(cls, reader: ByteReader) -> Self:
+        n = reader.u64("number of words")
+        at = reader.pos
+        min_n, max_n = reader.u32("min_n"), reader.u32("max_n")
+        check_range_field(reader, min_n, max_n, at)
+        value = reader.u32(cls._bucket_what)
+        lo, hi, shown = cls._bucket_range
+        if not lo <= value <= hi:
+            raise FormatError(f"{cls._bucket_what} out of range", offset=at + 8, chunk=reader.chunk, expected=shown, found=value)
+        words, index, nbytes = read_words(reader, n)
+        indexer: Any = cls._indexer_type(value, min_n, max_n)  # type: ignore[call-arg]  # both hashed indexers take (buckets, min_n, max_n)
+        return cls(words, indexer, _index=index)._set_words_nbytes(nbytes)
+
+    def write_payload(self, writer: ByteWriter) -> None:
+        """Write the word count, ``min_n``, ``max_n``, the bucket exponent (3) or number of buckets (7), and the words.
+
+        Examples
+        --------
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> FinalfusionBucketVocab(["ab"], FinalfusionHashIndexer(10, 3, 4)).write_payload(ByteWriter(buf))
+        >>> [int.from_bytes(buf.getvalue()[at : at + 4], "little") for at in (8, 12, 16)]  # min_n, max_n, exponent
+        [3, 4, 10]
+        >>> buf = io.BytesIO()
+        >>> vocab = FastTextVocab(["und"], FastTextIndexer(100))
+        >>> vocab.write_payload(ByteWriter(buf))
+        >>> int.from_bytes(buf.getvalue()[16:20], "little"), len(buf.getvalue()) == vocab.payload_len(0)  # number of buckets
+        (100, True)
+        """
+        writer.u64(len(self.words))
+        writer.u32(self.min_n)
+        writer.u32(self.max_n)
+        writer.u32(getattr(self.indexer, self._bucket_attr))
+        self._write_words(writer)
+
+    def payload_len(self, offset: int) -> int:
+        """20 bytes of counts and settings plus the words (4 bytes of length and the UTF-8 each).
+
+        Examples
+        --------
+        >>> FinalfusionBucketVocab(["ab", "c"]).payload_len(0), FastTextVocab(["und"]).payload_len(0)  # 20 + (4 + 2) + (4 + 1), 20 + 4 + 3
+        (31, 27)
+        """
+        return 20 + self._words_len()
+
+    def to_explicit(self) -> ExplicitVocab:
+        """An :class:`ExplicitVocab` keeping the buckets of in-vocabulary n-grams.
+
+        N-grams that share a bucket keep sharing an index; see :func:`bucket_to_explicit_vocab`.
+        To convert embeddings (the storage rows too), use :meth:`~finalfusion.Embeddings.bucket_to_explicit`.
+
+        Examples
+        --------
+        >>> explicit = FinalfusionBucketVocab(["ab", "b"], FinalfusionHashIndexer(10, 3, 4)).to_explicit()
+        >>> explicit.words, explicit.subword_indexer.ngram_index
+        (['ab', 'b'], {'<ab>': 0, '<ab': 1, 'ab>': 2, '<b>': 3})
+        >>> explicit = FastTextVocab(["ab"], FastTextIndexer(100, 3, 3)).to_explicit()
+        >>> explicit.subword_indexer.ngram_index, explicit.upper_bound
+        ({'<ab': 0, 'ab>': 1}, 3)
+        """
+        return bucket_to_explicit_vocab(self)[0]
+
+
 @register
-class FinalfusionBucketVocab(SubwordVocab):
+@dataclass(frozen=True, eq=False, repr=False)
+class FinalfusionBucketVocab(_HashedVocab[FinalfusionHashIndexer]):
     """Words plus finalfusion-hashed n-gram buckets (chunk id 3).
 
     Parameters
@@ -67,76 +152,17 @@ class FinalfusionBucketVocab(SubwordVocab):
     (1025, 0, [383, 642])
     """
 
+    indexer: FinalfusionHashIndexer = field(default_factory=FinalfusionHashIndexer)
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.BucketSubwordVocab
-
-    def __init__(self, words: Sequence[str], indexer: FinalfusionHashIndexer | None = None, *, _index: Mapping[str, int] | None = None) -> None:
-        if indexer is None:
-            indexer = FinalfusionHashIndexer(21)
-        if not isinstance(indexer, FinalfusionHashIndexer):
-            raise TypeError(f"indexer must be a FinalfusionHashIndexer, got {type(indexer).__name__}")
-        self._init_words(words, _index)
-        self._indexer = indexer
-
-    @property
-    def subword_indexer(self) -> FinalfusionHashIndexer:
-        return self._indexer  # type: ignore[return-value]
-
-    @classmethod
-    def read_payload(cls, reader: ByteReader) -> FinalfusionBucketVocab:
-        n = reader.u64("number of words")
-        at = reader.pos
-        min_n, max_n = reader.u32("min_n"), reader.u32("max_n")
-        check_range_field(reader, min_n, max_n, at)
-        exp = reader.u32("bucket exponent")
-        if exp > 63:
-            raise FormatError("bucket exponent out of range", offset=at + 8, chunk=reader.chunk, expected="0..63", found=exp)
-        words, index, nbytes = read_words(reader, n)
-        return cls(words, FinalfusionHashIndexer(exp, min_n, max_n), _index=index)._set_words_nbytes(nbytes)
-
-    def write_payload(self, writer: ByteWriter) -> None:
-        """Write the word count, ``min_n``, ``max_n``, the bucket exponent and the words.
-
-        Examples
-        --------
-        >>> import io
-        >>> buf = io.BytesIO()
-        >>> FinalfusionBucketVocab(["ab"], FinalfusionHashIndexer(10, 3, 4)).write_payload(ByteWriter(buf))
-        >>> [int.from_bytes(buf.getvalue()[at : at + 4], "little") for at in (8, 12, 16)]  # min_n, max_n, exponent
-        [3, 4, 10]
-        """
-        writer.u64(len(self._words))
-        writer.u32(self.min_n)
-        writer.u32(self.max_n)
-        writer.u32(self.subword_indexer.buckets_exp)
-        self._write_words(writer)
-
-    def payload_len(self, offset: int) -> int:
-        """20 bytes of counts and settings plus the words (4 bytes of length and the UTF-8 each).
-
-        Examples
-        --------
-        >>> FinalfusionBucketVocab(["ab", "c"]).payload_len(0)  # 20 + (4 + 2) + (4 + 1)
-        31
-        """
-        return 20 + self._words_len()
-
-    def to_explicit(self) -> ExplicitVocab:
-        """An :class:`ExplicitVocab` keeping the buckets of in-vocabulary n-grams.
-
-        See :func:`bucket_to_explicit_vocab`. To convert embeddings (the
-        storage rows too), use :meth:`~finalfusion.Embeddings.bucket_to_explicit`.
-
-        Examples
-        --------
-        >>> explicit = FinalfusionBucketVocab(["ab", "b"], FinalfusionHashIndexer(10, 3, 4)).to_explicit()
-        >>> explicit.words, explicit.subword_indexer.ngram_index
-        (['ab', 'b'], {'<ab>': 0, '<ab': 1, 'ab>': 2, '<b>': 3})
-        """
-        return bucket_to_explicit_vocab(self)[0]
+    _indexer_type: ClassVar[type[SubwordIndexer]] = FinalfusionHashIndexer
+    _bucket_what: ClassVar[str] = "bucket exponent"
+    _bucket_attr: ClassVar[str] = "buckets_exp"
+    _bucket_range: ClassVar[tuple[int, int, str]] = (0, 63, "0..63")
 
 
 @register
-class FastTextVocab(SubwordVocab):
+@dataclass(frozen=True, eq=False, repr=False)
+class FastTextVocab(_HashedVocab[FastTextIndexer]):
     """Words plus fastText-hashed n-gram buckets (chunk id 7).
 
     Parameters
@@ -155,76 +181,17 @@ class FastTextVocab(SubwordVocab):
     101
     """
 
+    indexer: FastTextIndexer = field(default_factory=FastTextIndexer)
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.FastTextSubwordVocab
-
-    def __init__(self, words: Sequence[str], indexer: FastTextIndexer | None = None, *, _index: Mapping[str, int] | None = None) -> None:
-        if indexer is None:
-            indexer = FastTextIndexer(2_000_000)
-        if not isinstance(indexer, FastTextIndexer):
-            raise TypeError(f"indexer must be a FastTextIndexer, got {type(indexer).__name__}")
-        self._init_words(words, _index)
-        self._indexer = indexer
-
-    @property
-    def subword_indexer(self) -> FastTextIndexer:
-        return self._indexer  # type: ignore[return-value]
-
-    @classmethod
-    def read_payload(cls, reader: ByteReader) -> FastTextVocab:
-        n = reader.u64("number of words")
-        at = reader.pos
-        min_n, max_n = reader.u32("min_n"), reader.u32("max_n")
-        check_range_field(reader, min_n, max_n, at)
-        buckets = reader.u32("number of buckets")
-        if not 1 <= buckets <= 2**31 - 1:
-            raise FormatError("number of buckets out of range", offset=at + 8, chunk=reader.chunk, expected="1..2**31-1", found=buckets)
-        words, index, nbytes = read_words(reader, n)
-        return cls(words, FastTextIndexer(buckets, min_n, max_n), _index=index)._set_words_nbytes(nbytes)
-
-    def write_payload(self, writer: ByteWriter) -> None:
-        """Write the word count, ``min_n``, ``max_n``, the number of buckets and the words.
-
-        Examples
-        --------
-        >>> import io
-        >>> buf = io.BytesIO()
-        >>> vocab = FastTextVocab(["und"], FastTextIndexer(100))
-        >>> vocab.write_payload(ByteWriter(buf))
-        >>> int.from_bytes(buf.getvalue()[16:20], "little"), len(buf.getvalue()) == vocab.payload_len(0)
-        (100, True)
-        """
-        writer.u64(len(self._words))
-        writer.u32(self.min_n)
-        writer.u32(self.max_n)
-        writer.u32(self.subword_indexer.n_buckets)
-        self._write_words(writer)
-
-    def payload_len(self, offset: int) -> int:
-        """20 bytes of counts and settings plus the words (4 bytes of length and the UTF-8 each).
-
-        Examples
-        --------
-        >>> FastTextVocab(["und"]).payload_len(0)  # 20 + 4 + 3
-        27
-        """
-        return 20 + self._words_len()
-
-    def to_explicit(self) -> ExplicitVocab:
-        """An :class:`ExplicitVocab` keeping the buckets of in-vocabulary n-grams.
-
-        N-grams that share a bucket keep sharing an index; see :func:`bucket_to_explicit_vocab`.
-
-        Examples
-        --------
-        >>> explicit = FastTextVocab(["ab"], FastTextIndexer(100, 3, 3)).to_explicit()
-        >>> explicit.subword_indexer.ngram_index, explicit.upper_bound
-        ({'<ab': 0, 'ab>': 1}, 3)
-        """
-        return bucket_to_explicit_vocab(self)[0]
+    _indexer_type: ClassVar[type[SubwordIndexer]] = FastTextIndexer
+    _bucket_what: ClassVar[str] = "number of buckets"
+    _bucket_attr: ClassVar[str] = "n_buckets"
+    _bucket_range: ClassVar[tuple[int, int, str]] = (1, 2**31 - 1, "1..2**31-1")
 
 
 @register
-class ExplicitVocab(SubwordVocab):
+@dataclass(frozen=True, eq=False, repr=False)
+class ExplicitVocab(SubwordVocab[ExplicitIndexer]):
     """Words plus an explicit n-gram table (chunk id 8).
 
     Parameters
@@ -242,18 +209,10 @@ class ExplicitVocab(SubwordVocab):
     ([2], None)
     """
 
+    indexer: ExplicitIndexer
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.ExplicitSubwordVocab
     length_may_be_short: ClassVar[bool] = True
-
-    def __init__(self, words: Sequence[str], indexer: ExplicitIndexer, *, _index: Mapping[str, int] | None = None) -> None:
-        if not isinstance(indexer, ExplicitIndexer):
-            raise TypeError(f"indexer must be an ExplicitIndexer, got {type(indexer).__name__}")
-        self._init_words(words, _index)
-        self._indexer = indexer
-
-    @property
-    def subword_indexer(self) -> ExplicitIndexer:
-        return self._indexer  # type: ignore[return-value]
+    _indexer_type: ClassVar[type[SubwordIndexer]] = ExplicitIndexer
 
     @classmethod
     def read_payload(cls, reader: ByteReader) -> ExplicitVocab:
@@ -296,7 +255,7 @@ class ExplicitVocab(SubwordVocab):
         return cls(words, ExplicitIndexer(ngrams, min_n, max_n, ngram_index), _index=index)._set_words_nbytes(nbytes)
 
     def legacy_length(self, declared: int, consumed: int) -> str | None:
-        """Accept the length finalfusion-python 0.7 writes: 8 bytes short per n-gram (FORMAT.md §5.8).
+        """Accept the length finalfusion-python 0.7 writes: 8 bytes short per n-gram (docs/format.md §5.8).
 
         Examples
         --------
@@ -308,7 +267,7 @@ class ExplicitVocab(SubwordVocab):
         >>> vocab.legacy_length(declared=56, consumed=60) is None  # any other mismatch is an error
         True
         """
-        if consumed - declared == 8 * len(self._indexer.ngrams) and declared < consumed:  # type: ignore[attr-defined]
+        if consumed - declared == 8 * len(self.indexer.ngrams) and declared < consumed:
             return (
                 f"ExplicitSubwordVocab chunk declares {declared} bytes but holds {consumed}: "
                 "the length finalfusion-python 0.7 writes (8 bytes short per n-gram); read correctly, written back fixed"
@@ -339,7 +298,7 @@ class ExplicitVocab(SubwordVocab):
                 f"cannot write n-gram indices that are not numbered by first appearance (n-gram {bad[0]} has index {bad[2]}, "
                 f"expected at most {bad[1]}); finalfusion-rust would renumber them and scramble the rows"
             )
-        writer.u64(len(self._words))
+        writer.u64(len(self.words))
         writer.u64(len(indexer.ngrams))
         writer.u32(self.min_n)
         writer.u32(self.max_n)
@@ -364,7 +323,8 @@ class ExplicitVocab(SubwordVocab):
 
 
 @register
-class FloretVocab(SubwordVocab):
+@dataclass(frozen=True, eq=False, repr=False)
+class FloretVocab(SubwordVocab[FloretIndexer]):
     """floret's word-less vocabulary: every word is embedded through hashed n-grams (chunk id 9).
 
     Parameters
@@ -380,17 +340,11 @@ class FloretVocab(SubwordVocab):
     (0, 10, [5, 2, 5, 2])
     """
 
+    #: floret has no words: the field is always empty and not a parameter.
+    words: list[str] = field(default_factory=list, init=False)
+    indexer: FloretIndexer
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.FloretSubwordVocab
-
-    def __init__(self, indexer: FloretIndexer) -> None:
-        if not isinstance(indexer, FloretIndexer):
-            raise TypeError(f"indexer must be a FloretIndexer, got {type(indexer).__name__}")
-        self._init_words([], {})
-        self._indexer = indexer
-
-    @property
-    def subword_indexer(self) -> FloretIndexer:
-        return self._indexer  # type: ignore[return-value]
+    _indexer_type: ClassVar[type[SubwordIndexer]] = FloretIndexer
 
     @classmethod
     def read_payload(cls, reader: ByteReader) -> FloretVocab:
@@ -440,7 +394,7 @@ class FloretVocab(SubwordVocab):
         return 32 + len(idx.bow.encode("utf-8")) + len(idx.eow.encode("utf-8"))
 
 
-def bucket_to_explicit_vocab(vocab: FinalfusionBucketVocab | FastTextVocab) -> tuple[ExplicitVocab, Any]:
+def bucket_to_explicit_vocab(vocab: _HashedVocab[Any]) -> tuple[ExplicitVocab, Any]:
     """Convert a hashed vocabulary to an explicit one.
 
     Every n-gram of every known word gets the bucket it hashes to; buckets

@@ -1,0 +1,114 @@
+"""Batch lookups of unknown words: subword sums on the library's threads.
+
+:meth:`~finalfusion.Embeddings.embedding_batch` hands the unknown words of
+a subword vocabulary here. Each distinct word is hashed once, in vectorised
+batches; the subword rows of up to :data:`TASK_WORDS` words form one task,
+and the tasks run on :func:`finalfusion._threads.run_tasks` threads while
+the next words are hashed. Every task writes its own output rows and sums
+each word's rows in the same order as a serial run: the result is
+bit-identical for every thread count.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion._threads import run_tasks
+from finalfusion.storage.ndarray import Storage
+from finalfusion.vocab.base import SubwordVocab
+
+__all__ = ["ACC_WORDS", "GATHER_ROWS", "TASK_WORDS", "fill_unknown", "store_subword_sums"]
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+
+#: Rows gathered at once when summing subword rows in batch lookups (storage without a matrix).
+GATHER_ROWS = 1 << 16
+#: Words summed together per accumulator block (dense storage).
+ACC_WORDS = 256
+#: Words per task in batch lookups of unknown words (a multiple of ``ACC_WORDS``).
+#: Batches below ``2 * TASK_WORDS`` distinct unknown words stay on the calling thread.
+TASK_WORDS = 2048
+
+
+def fill_unknown(
+    vocab: SubwordVocab[Any],
+    storage: Storage,
+    matrix: F32 | None,
+    words: Sequence[str],
+    positions: I64,
+    out: F32,
+    found: npt.NDArray[np.bool_],
+    threads: int,
+) -> None:
+    """Fill ``out[positions]`` (unknown words) with normalised subword sums; zeros where no n-gram exists.
+
+    ``matrix`` is the dense matrix of ``storage``, or ``None`` for other
+    storage. Sets ``found`` for the words with an embedding. Uses up to
+    ``threads`` threads, the calling one included.
+    """
+    unknown = list(words) if len(positions) == len(words) else [words[p] for p in positions.tolist()]
+    uniq = list(dict.fromkeys(unknown))
+    # Without repeated words each distinct word has one output row: write
+    # there directly instead of through a (words, dims) temporary.
+    if len(uniq) == len(positions):
+        target, dest, slot = out, positions, None
+    else:
+        first = {w: i for i, w in enumerate(uniq)}
+        slot = np.fromiter(map(first.__getitem__, unknown), dtype=np.int64, count=len(unknown))
+        target, dest = np.zeros((len(uniq), out.shape[1]), dtype=np.float32), np.arange(len(uniq))
+    has = np.zeros(len(uniq), dtype=bool)
+    run_tasks(_subword_sum_tasks(vocab, storage, matrix, uniq, target, dest, has), min(threads, -(-len(uniq) // TASK_WORDS)))
+    if slot is None:
+        out[dest[~has]] = 0
+        found[dest[has]] = True
+    else:
+        out[positions] = target[slot]
+        found[positions] = has[slot]
+
+
+def _subword_sum_tasks(
+    vocab: SubwordVocab[Any], storage: Storage, matrix: F32 | None, uniq: list[str], target: F32, dest: I64, has: npt.NDArray[np.bool_]
+) -> Iterator[Callable[[], None]]:
+    """Tasks storing the normalised subword sum of ``uniq[i]`` at ``target[dest[i]]``, yielded as the words are hashed.
+
+    Sets ``has[i]`` for every word with at least one n-gram row. Each
+    task covers up to :data:`TASK_WORDS` words of one hashed group.
+    """
+    for pos, rows in vocab.batch_subword_rows(uniq):
+        has[pos] = True
+        for lo in range(0, len(pos), TASK_WORDS):
+            yield functools.partial(store_subword_sums, storage, matrix, rows[lo : lo + TASK_WORDS], target, dest[pos[lo : lo + TASK_WORDS]])
+
+
+def store_subword_sums(storage: Storage, matrix: F32 | None, rows: I64, target: F32, dest: I64) -> None:
+    """Store at ``target[dest[i]]`` the normalised sum of the storage rows ``rows[i]`` (a words x K matrix)."""
+    if matrix is None:
+        step = max(1, GATHER_ROWS // rows.shape[1])
+        for lo in range(0, len(rows), step):
+            _store_normalized(storage.rows(rows[lo : lo + step]).sum(axis=1, dtype=np.float32), target, dest[lo : lo + step])
+        return
+    # Dense storage: add one n-gram column at a time into a small,
+    # cache-resident accumulator instead of materialising (words, K, dims),
+    # and normalise it while it is still in cache. ``take`` copies whole
+    # rows with memmove: about a quarter cheaper than ``matrix[column]``.
+    take = matrix.take
+    for lo in range(0, len(rows), ACC_WORDS):
+        block = rows[lo : lo + ACC_WORDS]
+        acc = take(block[:, 0], axis=0)
+        for k in range(1, block.shape[1]):
+            acc += take(block[:, k], axis=0)
+        _store_normalized(acc, target, dest[lo : lo + ACC_WORDS])
+
+
+def _store_normalized(acc: F32, target: F32, rows: I64) -> None:
+    """l2-normalise the rows of ``acc`` in place (zero rows stay zero) and store them at ``target[rows]``."""
+    norms = np.sqrt(np.einsum("ij,ij->i", acc, acc))
+    norms[norms == 0] = 1  # x / 1 == x: cheaper than a masked divide
+    acc /= norms[:, None]
+    target[rows] = acc

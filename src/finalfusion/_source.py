@@ -1,0 +1,522 @@
+"""Every accepted input, turned into what a reader needs: a whole buffer or a stream.
+
+The loaders accept a :data:`Source`: a path (``str`` or ``os.PathLike``; a
+short ``bytes`` value naming an existing file is a path too, as in
+finalfusion-python 0.7), a file descriptor, the file's contents
+(``bytes``, ``bytearray``, ``memoryview``) or a binary file object (read
+from its current position, never closed). :func:`opened` is the one place
+that tells them apart; everything else here builds on it:
+
+* :func:`open_buffer` -- the whole file in memory: read into a private
+  writable buffer, or memory-mapped read-only;
+* :class:`LazyFill` -- a whole-file buffer filled piece by piece as a parse
+  asks for it, with spans left for the end (the finalfusion reader uses it
+  to read a big matrix last);
+* :func:`map_path` -- a read-only map of a path plus the modification time
+  of exactly what was mapped (pickling by reference);
+* :func:`open_stream` and :func:`peek` -- a stream for the foreign-format
+  readers, gzip decompressed transparently (corrupt or truncated gzip data
+  raises :class:`~finalfusion.errors.FormatError` naming the offset).
+
+This module knows nothing about chunks: it sits at the bottom of the
+package, next to the errors and the byte cursor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gzip
+import io
+import mmap as _mmap
+import os
+import stat
+import zlib
+from collections.abc import Iterator
+from typing import IO, Any, Final, NamedTuple, Union, cast
+
+import numpy as np
+
+from finalfusion._binary import Buffer
+from finalfusion._progress import Progress, counting
+from finalfusion.errors import FormatError, Truncated
+
+__all__ = [
+    "GZIP_MAGIC",
+    "MIN_SIZE",
+    "LazyFill",
+    "Opened",
+    "Source",
+    "input_size",
+    "is_bytes_path",
+    "map_path",
+    "open_buffer",
+    "open_stream",
+    "opened",
+    "path_of",
+    "peek",
+    "read_into",
+    "read_whole",
+]
+
+#: What the loaders accept: a path, a file descriptor, the file's bytes, or a binary file object.
+Source = Union[str, "os.PathLike[Any]", bytes, bytearray, memoryview, int, IO[bytes]]
+
+#: First two bytes of every gzip stream.
+GZIP_MAGIC: Final = b"\x1f\x8b"
+#: finalfusion's magic (``finalfusion.header.MAGIC``): data starting with it is never a path.
+_FIFU_MAGIC: Final = b"FiFu"
+#: Files smaller than this are read in one go (no :class:`LazyFill`).
+MIN_SIZE: Final = 1 << 20
+
+
+def is_bytes_path(data: bytes) -> bool:
+    """Heuristic for finalfusion-python 0.7 code that passes a path as ``bytes``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> is_bytes_path(os.fsencode(tempfile.mkdtemp())), is_bytes_path(b"FiFu\\x00\\x00\\x00\\x00")
+    (False, False)
+    """
+    return not data.startswith(_FIFU_MAGIC) and len(data) < 4096 and b"\x00" not in data and os.path.isfile(data)
+
+
+def path_of(file: Source) -> str | None:
+    """The absolute path ``file`` names, or ``None`` for contents, descriptors and file objects.
+
+    Examples
+    --------
+    >>> path_of(b"FiFu"), path_of(0), os.path.isabs(path_of("x.fifu"))
+    (None, None, True)
+    """
+    if isinstance(file, bytes) and is_bytes_path(file):
+        return os.path.abspath(os.fsdecode(file))
+    if isinstance(file, (str, os.PathLike)):
+        return os.path.abspath(os.fsdecode(file))
+    return None
+
+
+class Opened(NamedTuple):
+    """An input as :func:`opened` hands it out: in-memory contents or an open binary file."""
+
+    #: A name for messages (the path, ``<fd N>``, ``<bytes>`` or the file object's name).
+    name: str
+    #: The contents, for ``bytes``-like inputs (else ``None``).
+    data: bytes | bytearray | memoryview | None
+    #: The file, for paths, descriptors and file objects (else ``None``).
+    file: IO[bytes] | None
+
+
+@contextlib.contextmanager
+def opened(source: Source) -> Iterator[Opened]:
+    """Tell the kinds of :data:`Source` apart; open paths and descriptors for the ``with`` block.
+
+    A path is closed when the block ends; a descriptor or a file object is
+    left open (a descriptor's file object does not close it).
+
+    Raises
+    ------
+    TypeError
+        For anything that is not a :data:`Source`.
+
+    Examples
+    --------
+    >>> import io
+    >>> with opened(b"FiFu...") as src:
+    ...     src.name, src.data, src.file
+    ('<bytes>', b'FiFu...', None)
+    >>> with opened(io.BytesIO(b"FiFu...")) as src:
+    ...     src.name, src.file.read()
+    ('<file object>', b'FiFu...')
+    """
+    if isinstance(source, bytes) and is_bytes_path(source):
+        source = os.fsdecode(source)
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            yield Opened(os.fsdecode(source), None, f)
+    elif isinstance(source, int) and not isinstance(source, bool):
+        with open(source, "rb", closefd=False) as f:
+            yield Opened(f"<fd {source}>", None, f)
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        yield Opened("<bytes>", source, None)
+    elif hasattr(source, "read"):
+        yield Opened(getattr(source, "name", "<file object>"), None, cast(IO[bytes], source))
+    else:
+        raise TypeError(f"expected a path, bytes or a binary file object, got {type(source).__name__}")
+
+
+def read_into(f: IO[bytes], view: memoryview) -> int:
+    """Fill ``view`` from ``f`` (several ``readinto`` calls if needed); the number of bytes read (fewer at the end of the file)."""
+    got = 0
+    while got < len(view):
+        n = f.readinto(view[got:])  # type: ignore[attr-defined]
+        if not n:
+            break
+        got += n
+    return got
+
+
+def read_whole(f: IO[bytes], mmap: bool) -> Buffer:
+    """The rest of ``f`` as one buffer: writable, or (``mmap=True``) a read-only map when ``f`` is a real file at position 0.
+
+    Examples
+    --------
+    >>> import io
+    >>> read_whole(io.BytesIO(b"FiFu"), mmap=False), read_whole(io.BytesIO(b"FiFu"), mmap=True)
+    (bytearray(b'FiFu'), b'FiFu')
+    """
+    fileno = None
+    try:
+        fileno = f.fileno()
+        pos = f.tell()
+    except (OSError, AttributeError, io.UnsupportedOperation):
+        pos = -1
+    if fileno is not None and pos >= 0:
+        size = os.fstat(fileno).st_size - pos
+        if mmap and pos == 0:
+            if size == 0:
+                return b""
+            return _mmap.mmap(fileno, 0, access=_mmap.ACCESS_READ)
+        # np.empty rather than bytearray(size): no zero-filling pass over a
+        # buffer that readinto overwrites anyway (the kernel's fresh pages are
+        # touched once, by the copy). The memoryview is writable, so eager
+        # arrays viewing it are too.
+        view = memoryview(np.empty(max(size, 0), dtype=np.uint8))  # type: ignore[arg-type]
+        got = read_into(f, view)
+        rest = f.read()
+        if got < len(view) or rest:
+            return bytearray(bytes(view[:got]) + rest)
+        return view
+    data = f.read()
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError("the file object must be opened in binary mode")
+    return data if mmap else bytearray(data)
+
+
+def whole(src: Opened, mmap: bool) -> Buffer:
+    """The whole input of ``src`` as one buffer (see :func:`open_buffer`)."""
+    if src.data is not None:
+        if mmap:
+            return src.data if isinstance(src.data, bytes) else bytes(src.data)
+        return bytearray(src.data)
+    return read_whole(cast(IO[bytes], src.file), mmap)
+
+
+def open_buffer(file: Source, mmap: bool = False) -> tuple[Buffer, str]:
+    """Return a buffer with the whole file and a name for messages.
+
+    Paths and file descriptors are read into a private ``bytearray`` (so
+    arrays viewing it are writable) or, with ``mmap=True``, mapped
+    read-only. ``bytes``-like objects are the file contents (a ``bytes``
+    value naming an existing file is treated as a path, as in
+    finalfusion-python 0.7). Binary file objects are read from their
+    current position (mapped when ``mmap=True``, they are real files and
+    positioned at 0).
+
+    Raises
+    ------
+    TypeError
+        If ``file`` is none of these.
+    OSError
+        If the file cannot be read.
+
+    Examples
+    --------
+    >>> import io
+    >>> buf, name = open_buffer(b"FiFu...")
+    >>> buf, name
+    (bytearray(b'FiFu...'), '<bytes>')
+    >>> open_buffer(io.BytesIO(b"FiFu..."), mmap=True)  # not a real file: read, not mapped
+    (b'FiFu...', '<file object>')
+    """
+    with opened(file) as src:
+        return whole(src, mmap), src.name
+
+
+def map_path(path: str) -> tuple[Buffer, int]:
+    """Map ``path`` read-only; the map and the modification time (``st_mtime_ns``) of the descriptor that was mapped.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "f.bin")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(b"FiFu")
+    >>> buf, mtime_ns = map_path(path)
+    >>> bytes(buf), mtime_ns == os.stat(path).st_mtime_ns
+    (b'FiFu', True)
+    """
+    with open(path, "rb") as f:
+        mtime_ns = os.fstat(f.fileno()).st_mtime_ns
+        return read_whole(f, True), mtime_ns
+
+
+class LazyFill:
+    """A whole-file buffer that is filled as a parse reaches each part, some spans last.
+
+    Reading a whole file into one buffer and then parsing it puts the peak
+    memory of a load at *file + everything the parse allocates*, including
+    temporaries that are freed right after -- freed memory that the C heap
+    usually keeps. A reader that knows its format instead asks for each part
+    just before it parses it (:meth:`ensure`) and leaves spans that the parse
+    only views, such as a big matrix, for the end (:meth:`defer`,
+    :meth:`finish`). The buffer is allocated for the whole file at once but
+    its pages are only touched when read into, so everything before the
+    deferred spans is parsed while they take no memory yet; :meth:`finish`
+    gives the pages before the first deferred span back first (the caller
+    keeps no views of them).
+
+    Use :meth:`for_file`; the parse reads :attr:`buf`.
+    """
+
+    __slots__ = ("_map", "base", "buf", "f", "filled", "holes", "size")
+
+    def __init__(self, f: IO[bytes], base: int, size: int) -> None:
+        self.f = f
+        self.base = base
+        self.size = size
+        # Anonymous memory: its pages are only touched when read into (see the
+        # class docstring) and can be given back (see finish). The memoryview
+        # is writable, so eager arrays viewing it are too.
+        # Private, not the default shared anonymous memory (shmem: slower page faults, no huge pages).
+        self._map = _mmap.mmap(-1, size, flags=_mmap.MAP_PRIVATE) if hasattr(_mmap, "MAP_PRIVATE") else _mmap.mmap(-1, size)
+        if hasattr(_mmap, "MADV_HUGEPAGE"):
+            # As numpy does for its large arrays: far fewer page faults while the matrix is read.
+            self._map.madvise(_mmap.MADV_HUGEPAGE)
+        self.buf = memoryview(self._map)
+        self.filled = 0
+        self.holes: list[tuple[int, int]] = []
+
+    @classmethod
+    def for_file(cls, f: IO[bytes]) -> LazyFill | None:
+        """A :class:`LazyFill` for the rest of a regular file of at least ``MIN_SIZE`` bytes, else ``None``.
+
+        Only plain binary files qualify (``open(path, "rb")``, also unbuffered):
+        wrappers such as ``gzip.GzipFile`` report the descriptor of the file
+        they decode, whose size is not the size of what they return.
+        """
+        raw = f.raw if isinstance(f, io.BufferedReader) else f
+        if not isinstance(raw, io.FileIO):
+            return None
+        try:
+            st = os.fstat(f.fileno())
+            base = f.tell()
+        except (OSError, AttributeError, io.UnsupportedOperation):
+            return None
+        size = st.st_size - base
+        if not stat.S_ISREG(st.st_mode) or size < MIN_SIZE or not f.seekable():
+            return None
+        return cls(f, base, size)
+
+    def _read(self, start: int, stop: int) -> None:
+        self.f.seek(self.base + start)
+        got = read_into(self.f, self.buf[start:stop])
+        if got < stop - start:
+            raise OSError(f"the file ended after {start + got} of {self.size} bytes while it was read (was it truncated meanwhile?)")
+
+    def ensure(self, stop: int) -> None:
+        """Read everything before ``stop`` (clamped to the size) that is not read yet, except the deferred spans."""
+        stop = min(stop, self.size)
+        if stop > self.filled:
+            self._read(self.filled, stop)
+            self.filled = stop
+
+    def defer(self, stop: int) -> None:
+        """Leave the bytes from where the fill stands up to ``stop`` for :meth:`finish`."""
+        self.holes.append((self.filled, stop))
+        self.filled = stop
+
+    def finish(self, deferred: bool = True) -> None:
+        """Read what is left, the deferred spans last, and leave the file at its end.
+
+        With deferred spans, the pages before the first one are given back to
+        the system first, so they don't count towards the peak either. With
+        ``deferred=False`` those spans are never read (they keep their zero
+        pages), for callers that only want the other parts.
+        """
+        if self.holes and hasattr(_mmap, "MADV_DONTNEED"):
+            drop = self.holes[0][0] // _mmap.PAGESIZE * _mmap.PAGESIZE
+            if drop:
+                self._map.madvise(_mmap.MADV_DONTNEED, 0, drop)
+        self.ensure(self.size)
+        if deferred:
+            for start, stop in self.holes:
+                self._read(start, stop)
+        self.holes.clear()
+        self.f.seek(self.base + self.size)
+
+
+# --- streams for the foreign-format readers -------------------------------------------
+
+
+class _Prefixed(io.RawIOBase):
+    """A non-seekable binary stream with some already-read bytes put back in front."""
+
+    def __init__(self, prefix: bytes, rest: IO[bytes]) -> None:
+        self._prefix = prefix
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        if self._prefix:
+            n = min(len(view), len(self._prefix))
+            view[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._rest.read(len(view))
+        if not data:
+            return 0
+        view[: len(data)] = data
+        return len(data)
+
+
+class _GzipInput(gzip.GzipFile):
+    """A :class:`gzip.GzipFile` whose reads raise :class:`FormatError` for corrupt or truncated data.
+
+    ``gzip`` reports a corrupt deflate stream as ``zlib.error`` and a stream
+    cut before its end marker as ``EOFError``; for a reader both are bad input.
+    The error's offset is how far the decompressor has read into the
+    *compressed* input (it reads ahead, so the damage is at or before it).
+    """
+
+
+def _translate_gzip_errors(name: str) -> None:
+    method = getattr(gzip.GzipFile, name)
+
+    @functools.wraps(method)
+    def guarded(self: _GzipInput, *args: Any) -> Any:
+        try:
+            return method(self, *args)
+        except EOFError as exc:
+            at = _compressed_offset(self)
+            raise Truncated(
+                "the gzip stream ends before its end-of-stream marker", offset=at, chunk="gzip", expected="more compressed data", found=str(exc)
+            ) from None
+        except zlib.error as exc:
+            at = _compressed_offset(self)
+            raise FormatError("corrupt gzip data", offset=at, chunk="gzip", expected="a valid deflate stream", found=str(exc)) from None
+
+    setattr(_GzipInput, name, guarded)
+
+
+def _compressed_offset(f: gzip.GzipFile) -> int | None:
+    """How far the decompressor has read into the compressed input, if it can tell."""
+    try:
+        return int(cast(IO[bytes], f.fileobj).tell())
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+for _name in ("read", "read1", "peek", "readline", "readinto", "readinto1"):
+    if _name in vars(gzip.GzipFile):
+        _translate_gzip_errors(_name)
+
+
+def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
+    """The first ``n`` bytes of ``f`` without consuming them, and the stream to read from.
+
+    Seekable files are rewound; other streams are wrapped so that the bytes
+    read are delivered again.
+
+    Examples
+    --------
+    >>> import io
+    >>> head, f = peek(io.BytesIO(b"FiFu..."), 4)
+    >>> head, f.read()
+    (b'FiFu', b'FiFu...')
+    """
+    try:
+        if f.seekable():
+            pos = f.tell()
+            head = f.read(n)
+            f.seek(pos)
+            return head, f
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        pass
+    peeker = getattr(f, "peek", None)
+    if peeker is not None:
+        head = peeker(n)[:n]
+        if len(head) >= n:
+            return head, f
+    head = f.read(n)
+    if not isinstance(head, bytes):
+        raise TypeError("the file object must be opened in binary mode")
+    return head, io.BufferedReader(_Prefixed(head, f))
+
+
+@contextlib.contextmanager
+def open_stream(source: Source, progress: Progress | None = None) -> Iterator[IO[bytes]]:
+    """Open ``source`` for binary reading, decompressing gzip transparently.
+
+    Parameters
+    ----------
+    source
+        A path (``str`` or ``os.PathLike``; a ``bytes`` value naming an
+        existing file is a path too, as in finalfusion-python 0.7), a file
+        descriptor, the file's contents as ``bytes``, or a binary file object
+        (read from its current position; it is not closed). Gzip data is recognised by its magic bytes
+        ``1f 8b``, whatever the file is called.
+    progress
+        Called as ``progress("read", bytes_read, total)`` while the input is
+        read (compressed bytes for gzip; ``total`` is ``None`` if unknown).
+
+    Yields
+    ------
+    IO[bytes]
+        A binary file object positioned at the start of the (decompressed) data.
+
+    Raises
+    ------
+    TypeError
+        If ``source`` is not a :data:`Source` or a file object is not binary.
+
+    Examples
+    --------
+    >>> import gzip, io
+    >>> with open_stream(io.BytesIO(gzip.compress(b"2 3\\n"))) as f:
+    ...     f.read()
+    b'2 3\\n'
+    """
+    with contextlib.ExitStack() as stack:
+        src = stack.enter_context(opened(source))
+        f = io.BytesIO(src.data) if src.data is not None else cast(IO[bytes], src.file)
+        if progress is not None:
+            f = counting(f, progress, input_size(f))
+        head, f = peek(f, 2)
+        if not isinstance(head, bytes):
+            raise TypeError("the file object must be opened in binary mode")
+        if head == GZIP_MAGIC:
+            f = cast(IO[bytes], stack.enter_context(_GzipInput(fileobj=f, mode="rb")))
+        yield f
+
+
+def input_size(f: IO[bytes]) -> int | None:
+    """Bytes left in ``f`` if that is known cheaply (a plain seekable file), else ``None``.
+
+    Readers use it to cap preallocations by what the file can hold.
+
+    Examples
+    --------
+    >>> import io
+    >>> f = io.BytesIO(b"12345"); _ = f.read(2)
+    >>> input_size(f)
+    3
+    """
+    if isinstance(f, gzip.GzipFile):
+        return None
+    try:
+        if not f.seekable():
+            return None
+        pos = f.tell()
+        try:
+            return os.fstat(f.fileno()).st_size - pos
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            end = f.seek(0, io.SEEK_END)
+            f.seek(pos)
+            return end - pos
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return None

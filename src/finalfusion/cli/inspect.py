@@ -1,0 +1,229 @@
+"""``finalfusion info``, ``metadata`` and ``lookup``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from finalfusion.cli._common import CliError, bars, one_line, subparser
+from finalfusion.cli.convert import add_input_options, load_input
+from finalfusion.embeddings import Embeddings
+
+__all__ = ["describe", "register"]
+
+#: Frame of every chunk: u32 id + u64 length.
+_FRAME = 12
+
+
+def register(subparsers: Any) -> None:
+    """Add ``info``, ``metadata`` and ``lookup``."""
+    i = subparser(
+        subparsers,
+        "info",
+        "show what an embeddings file holds",
+        """
+        finalfusion info vectors.fifu
+        finalfusion info --json vectors.fifu | jq .storage""",
+    )
+    i.add_argument("input", metavar="FILE", help="embeddings (finalfusion: chunk layout too; other formats are loaded)")
+    i.add_argument("--json", action="store_true", help="print one JSON object")
+    add_input_options(i)
+    i.add_argument("--quiet", action="store_true", help="no progress bar")
+    i.set_defaults(func=run_info)
+
+    m = subparser(
+        subparsers,
+        "metadata",
+        "print the metadata of a finalfusion file as TOML, or replace it",
+        """
+        finalfusion metadata vectors.fifu
+        finalfusion metadata --set training.toml vectors.fifu""",
+    )
+    m.add_argument("input", metavar="FILE", help="finalfusion file")
+    m.add_argument("--set", metavar="FILE.toml", help="replace the metadata by this TOML file (the file is rewritten atomically)")
+    m.add_argument("--remove", action="store_true", help="remove the metadata chunk (rewritten atomically)")
+    m.set_defaults(func=run_metadata)
+
+    lk = subparser(
+        subparsers,
+        "lookup",
+        "look words up (unknown words through their subwords)",
+        """
+        finalfusion lookup examples/sample.fifu berlin berliner
+        python -m finalfusion examples/sample.fifu berlin berliner   # same: a file as first argument means lookup""",
+    )
+    lk.add_argument("input", metavar="FILE", help="embeddings (any format)")
+    lk.add_argument("words", metavar="WORD", nargs="*", help="words to look up (none: just describe the file)")
+    lk.add_argument("--full", action="store_true", help="print every component, not the first six")
+    add_input_options(lk)
+    lk.add_argument("--quiet", action="store_true", help="no progress bar")
+    lk.set_defaults(func=run_lookup)
+
+
+def _finalfusion_layout(path: str) -> dict[str, Any] | None:
+    """Header version and chunk layout of a plain finalfusion file, or ``None`` for anything else."""
+    from finalfusion.io import open_buffer, read_chunks
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"FiFu":
+                return None
+    except OSError as exc:
+        raise CliError(f"{path}: {one_line(exc)}") from None
+    size = os.path.getsize(path)
+    buf, _ = open_buffer(path, mmap=True)
+    header, chunks = read_chunks(buf)
+    layout = []
+    for k, (offset, chunk) in enumerate(chunks):
+        end = chunks[k + 1][0] if k + 1 < len(chunks) else size
+        layout.append({"chunk": chunk.chunk_id.name, "offset": offset, "bytes": end - offset, "payload_bytes": end - offset - _FRAME})
+    return {"version": 0, "header_bytes": header.nbytes, "bytes": size, "chunks": layout}
+
+
+def describe(emb: Embeddings) -> dict[str, Any]:
+    """Vocabulary, storage, norms and metadata of ``emb`` as plain data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> describe(Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])))["storage"]
+    {'type': 'NdArray', 'rows': 2, 'dims': 2, 'dtype': 'float32'}
+    """
+    from finalfusion.storage import QuantizedArray
+
+    vocab = emb.vocab
+    v: dict[str, Any] = {"type": type(vocab).__name__, "words": len(vocab)}
+    indexer = getattr(vocab, "subword_indexer", None)
+    if indexer is not None:
+        v["subword_indexer"] = repr(indexer)
+        v["subword_rows"] = emb.storage.shape[0] - len(vocab)
+    storage = emb.storage
+    rows, dims = storage.shape
+    s: dict[str, Any] = {"type": type(storage).__name__, "rows": rows, "dims": dims}
+    if isinstance(storage, QuantizedArray):
+        pq = storage.quantizer
+        s.update(
+            subquantizers=storage.quantized_len,
+            centroids=int(pq.quantizers.shape[1]),
+            bits=int(pq.quantizers.shape[1]).bit_length() - 1,
+            projection=pq.projection is not None,
+            norms=storage.norms is not None,
+            bytes_per_row=storage.quantized_len,
+        )
+    else:
+        s["dtype"] = str(np.asarray(storage.matrix[:0]).dtype) if hasattr(storage, "matrix") else "float32"
+    norms = emb.norms
+    metadata = emb.metadata
+    return {
+        "vocab": v,
+        "storage": s,
+        "norms": None if norms is None else len(norms),
+        "metadata": None if metadata is None else dict(metadata),
+    }
+
+
+def run_info(args: argparse.Namespace) -> int:
+    """Describe ``args.input``."""
+    from finalfusion.errors import FinalfusionError
+
+    try:
+        layout = _finalfusion_layout(args.input) if args.input_format in (None, "finalfusion") else None
+    except (FinalfusionError, OSError, ValueError) as exc:
+        raise CliError(f"{args.input}: {one_line(exc)}") from None
+    if layout is not None:
+        from finalfusion.embeddings import load_finalfusion
+
+        emb = load_finalfusion(args.input, mmap=True)
+        fmt = "finalfusion"
+    else:
+        from finalfusion.cli.convert import detect
+
+        with bars(args) as progress:
+            emb = load_input(args, args.input, progress)
+        try:
+            fmt = args.input_format or detect(args.input)
+        except (FinalfusionError, OSError) as exc:  # pragma: no cover - it was just loaded
+            raise CliError(f"{args.input}: {one_line(exc)}") from None
+    info = {"file": args.input, "format": fmt, **(layout or {}), **describe(emb)}
+    if args.json:
+        print(json.dumps(info, ensure_ascii=False, default=str))
+        return 0
+    out = [f"file:       {args.input}", f"format:     {fmt}" + (f" (version {info['version']}, {info['bytes']:,} bytes)" if layout else "")]
+    if layout:
+        out.append("chunks:")
+        out.append(f"  {'chunk':24s} {'offset':>14s} {'bytes':>14s}")
+        out.extend(f"  {c['chunk']:24s} {c['offset']:14,d} {c['bytes']:14,d}" for c in layout["chunks"])
+    v, s = info["vocab"], info["storage"]
+    out.append(
+        f"vocabulary: {v['type']}, {v['words']:,} words" + (f", {v['subword_rows']:,} subword rows, {v['subword_indexer']}" if "subword_indexer" in v else "")
+    )
+    if s["type"] == "QuantizedArray":
+        out.append(
+            f"storage:    QuantizedArray, {s['rows']:,} x {s['dims']}, {s['subquantizers']} subquantizers x {s['centroids']} centroids "
+            f"({s['bits']} bits), projection: {'yes' if s['projection'] else 'no'}, in-chunk norms: {'yes' if s['norms'] else 'no'}"
+        )
+    else:
+        out.append(f"storage:    {s['type']}, {s['rows']:,} x {s['dims']} {s['dtype']}")
+    out.append(f"norms:      {'no' if info['norms'] is None else format(info['norms'], ',d')}")
+    md = info["metadata"]
+    out.append("metadata:   " + ("no" if md is None else f"{len(md)} keys ({', '.join(list(md)[:8])}{', ...' if len(md) > 8 else ''})"))
+    print("\n".join(out))
+    return 0
+
+
+def _load_finalfusion(path: str) -> Embeddings:
+    from finalfusion.errors import FinalfusionError
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"FiFu":
+                raise CliError(f"{path}: not a finalfusion file (only finalfusion files hold metadata); convert it first")
+        from finalfusion.embeddings import load_finalfusion
+
+        return load_finalfusion(path, mmap=True)
+    except (FinalfusionError, OSError) as exc:
+        raise CliError(f"{path}: {one_line(exc)}") from None
+
+
+def run_metadata(args: argparse.Namespace) -> int:
+    """Print or replace the metadata of ``args.input``."""
+    from finalfusion.cli.convert import WriteOptions, read_metadata, write_as
+
+    emb = _load_finalfusion(args.input)
+    if args.set is not None and args.remove:
+        raise CliError("--set and --remove exclude each other")
+    if args.set is None and not args.remove:
+        if emb.metadata is not None:
+            sys.stdout.write(emb.metadata.to_toml())
+        else:
+            print(f"finalfusion metadata: {args.input} has no metadata", file=sys.stderr)
+        return 0
+    emb.metadata = None if args.remove else read_metadata(args.set)
+    write_as(args.input, emb, "finalfusion", WriteOptions())
+    return 0
+
+
+def run_lookup(args: argparse.Namespace) -> int:
+    """Describe the file and look up ``args.words``."""
+    with bars(args) as progress:
+        emb = load_input(args, args.input, progress)
+    print(emb)
+    if emb.metadata is not None:
+        print("metadata:", dict(emb.metadata))
+    with np.printoptions(precision=4, suppress=True, threshold=sys.maxsize if args.full else 1000):
+        for word in args.words:
+            found = emb.embedding_with_norm(word)
+            if found is None:
+                print(f"{word!r}: no embedding")
+                continue
+            vec, norm = found
+            kind = "known" if word in emb.vocab else "unknown, from subwords"
+            shown = vec if args.full else vec[:6]
+            print(f"{word!r} ({kind}, norm {norm:.4f}): {shown}{' ...' if len(vec) > len(shown) else ''}")
+    return 0

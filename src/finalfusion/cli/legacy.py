@@ -1,0 +1,198 @@
+"""finalfusion-python 0.7's console scripts as thin aliases: ``ffp-convert``, ``ffp-similar``,
+``ffp-analogy``, ``ffp-bucket-to-explicit``, ``ffp-select``.
+
+Each takes 0.7's arguments (names, defaults, format names ``word2vec``,
+``finalfusion``, ``fasttext``, ``text``, ``textdims``; ``-l/--lossy`` and
+``--mmap`` of 0.7's development branch) and prints what 0.7 printed; the
+work is done by the ``finalfusion`` command's code. Differences: errors
+are one line and exit status 1 instead of a traceback; ``ffp-analogy -i c``
+excludes ``a``/``b`` as documented (0.7 mistakenly excluded ``b`` for ``c``);
+``ffp-select`` keeps the words in file order (0.7 used a set) and also
+reads formats other than finalfusion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from finalfusion.cli import execute
+from finalfusion.cli._common import CliError, read_lines
+from finalfusion.cli.convert import LoadOptions, WriteOptions, load_as, write_as
+
+__all__ = ["analogy", "bucket_to_explicit", "convert", "select", "similar"]
+
+FORMATS = ["word2vec", "finalfusion", "fasttext", "text", "textdims"]
+
+
+def _format_arg(parser: argparse.ArgumentParser, short: str, name: str, formats: list[str], default: str) -> None:
+    parser.add_argument(
+        f"-{short}", f"--{name}", type=str, choices=formats, default=default, help=f"Valid choices: {formats} Default: '{default}'", metavar="FORMAT"
+    )
+
+
+def _common_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-l", "--lossy", action="store_true", default=False, help="Replace malformed UTF-8 with the replacement character instead of failing.")
+    parser.add_argument("--mmap", action="store_true", default=False, help="Memory-map the storage. Only applicable to finalfusion files.")
+
+
+def _load(path: str, fmt: str, args: argparse.Namespace, *, mmap: bool | None = None) -> Any:
+    name = "text-dims" if fmt == "textdims" else fmt
+    use_mmap = (args.mmap if mmap is None else mmap) and name == "finalfusion"
+    return load_as(path, name, LoadOptions(lossy=getattr(args, "lossy", False), mmap=use_mmap))
+
+
+def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, func: Any) -> int:
+    args = parser.parse_args(argv)
+    return execute(func, args, parser.prog)
+
+
+def convert(argv: Sequence[str] | None = None) -> int:
+    """``ffp-convert INPUT OUTPUT [-f FORMAT] [-t FORMAT]`` (defaults: word2vec to finalfusion)."""
+    parser = argparse.ArgumentParser(prog="ffp-convert", description="Convert embeddings.")
+    parser.add_argument("input", type=str, help="Input embeddings", metavar="INPUT")
+    parser.add_argument("output", type=str, help="Output path", metavar="OUTPUT")
+    parser.add_argument(
+        "-f", "--from", type=str, choices=FORMATS, default="word2vec", help=f"Valid choices: {FORMATS} Default: 'word2vec'", metavar="INPUT_FORMAT"
+    )
+    parser.add_argument(
+        "-t", "--to", type=str, choices=FORMATS, default="finalfusion", help=f"Valid choices: {FORMATS} Default: 'finalfusion'", metavar="OUTPUT_FORMAT"
+    )
+    _common_args(parser)
+
+    def run(args: argparse.Namespace) -> int:
+        # 0.7 memory-mapped finalfusion input for conversions.
+        emb = _load(args.input, getattr(args, "from"), args, mmap=True)
+        write_as(args.output, emb, "text-dims" if args.to == "textdims" else args.to, WriteOptions())
+        return 0
+
+    return _run(parser, argv, run)
+
+
+def _queries(path: str | None) -> Any:
+    return read_lines(None if path in (None, 0, "0", "-") else path)
+
+
+def similar(argv: Sequence[str] | None = None) -> int:
+    """``ffp-similar EMBEDDINGS [INPUT] [-f FORMAT] [-k K]``: ``word similarity`` lines, queries one per line."""
+    parser = argparse.ArgumentParser(prog="ffp-similar", description="Similarity queries.")
+    parser.add_argument("embeddings", type=str, help="Input embeddings", metavar="EMBEDDINGS")
+    _format_arg(parser, "f", "format", FORMATS, "finalfusion")
+    parser.add_argument("-k", type=int, help="Number of neighbours. Default: 10", default=10, metavar="K")
+    parser.add_argument("input", help="Optional input file with one word per line. If unspecified reads from stdin", nargs="?", default=None)
+    _common_args(parser)
+
+    def run(args: argparse.Namespace) -> int:
+        emb = _load(args.embeddings, args.format, args)
+        for query in _queries(args.input):
+            res = emb.word_similarity(query, k=args.k)
+            if res is None:
+                print(f"Could not compute neighbours for: {query}", file=sys.stderr)
+            else:
+                print("\n".join(f"{ws.word} {ws.similarity}" for ws in res), flush=True)
+        return 0
+
+    return _run(parser, argv, run)
+
+
+def analogy(argv: Sequence[str] | None = None) -> int:
+    """``ffp-analogy EMBEDDINGS [INPUT] [-f FORMAT] [-i a b c] [-k K]``: queries of three words per line."""
+    parser = argparse.ArgumentParser(prog="ffp-analogy", description="Analogy queries.")
+    _format_arg(parser, "f", "format", FORMATS, "finalfusion")
+    parser.add_argument("embeddings", help="Input embeddings", type=str, metavar="EMBEDDINGS")
+    parser.add_argument(
+        "-i",
+        "--include",
+        choices=["a", "b", "c"],
+        nargs="+",
+        default=[],
+        help="Specify query parts that should be allowed as answers. Valid choices: ['a', 'b', 'c']",
+    )
+    parser.add_argument("-k", type=int, default=10, help="Number of neighbours. Default: 10", metavar="K")
+    parser.add_argument("input", help="Optional input file with 3 words per line. If unspecified reads from stdin", nargs="?", default=None)
+    _common_args(parser)
+
+    def run(args: argparse.Namespace) -> int:
+        if len(args.include) > 3:
+            raise CliError("-i/--include can take up to 3 unique values: a, b and c.")
+        emb = _load(args.embeddings, args.format, args)
+        for no, line in enumerate(_queries(args.input), 1):
+            parts = line.split()
+            if len(parts) != 3:
+                raise CliError(f"query {no} is not three words: {line!r}")
+            a, b, c = parts
+            skip = {w for w, part in zip(parts, "abc", strict=True) if part not in args.include}
+            res = emb.analogy(a, b, c, k=args.k, skip=skip)
+            if res is None:
+                print(f"Could not compute for: {a} : {b}, {c} : ? ", file=sys.stderr)
+            else:
+                print("\n".join(f"{ws.word} {ws.similarity}" for ws in res), flush=True)
+        return 0
+
+    return _run(parser, argv, run)
+
+
+def bucket_to_explicit(argv: Sequence[str] | None = None) -> int:
+    """``ffp-bucket-to-explicit INPUT OUTPUT [-f finalfusion|fasttext]``."""
+    parser = argparse.ArgumentParser(prog="ffp-bucket-to-explicit", description="Convert bucket embeddings to explicit lookups.")
+    parser.add_argument("input", help="Input bucket embeddings", type=str, metavar="INPUT")
+    parser.add_argument("output", help="Output path", type=str, metavar="OUTPUT")
+    parser.add_argument(
+        "-f",
+        "--from",
+        type=str,
+        choices=["finalfusion", "fasttext"],
+        default="finalfusion",
+        help="Valid choices: ['finalfusion', 'fasttext'] Default: 'finalfusion'",
+        metavar="INPUT_FORMAT",
+    )
+    _common_args(parser)
+
+    def run(args: argparse.Namespace) -> int:
+        emb = _load(args.input, getattr(args, "from"), args)
+        try:
+            explicit = emb.bucket_to_explicit()
+        except TypeError as exc:
+            raise CliError(f"{args.input}: {exc}") from None
+        write_as(args.output, explicit, "finalfusion", WriteOptions())
+        return 0
+
+    return _run(parser, argv, run)
+
+
+def select(argv: Sequence[str] | None = None) -> int:
+    """``ffp-select INPUT OUTPUT [WORDS] [-f FORMAT] [-i/--ignore_unk] [-v/--verbose]``: finalfusion output."""
+    from finalfusion.cli.select import select_words
+
+    parser = argparse.ArgumentParser(prog="ffp-select", description="Build embeddings from list of words.")
+    parser.add_argument("input", help="Input embeddings", type=str, metavar="INPUT")
+    parser.add_argument("output", help="Output path", type=str, metavar="OUTPUT")
+    _format_arg(parser, "f", "format", FORMATS, "finalfusion")
+    parser.add_argument(
+        "words",
+        nargs="?",
+        default=None,
+        metavar="WORDS",
+        help="List of words to include in the embeddings. One word per line. Spaces permitted.Reads from stdin if unspecified.",
+    )
+    parser.add_argument("--ignore_unk", "-i", action="store_true", default=False, help="Skip unrepresentable words.")
+    parser.add_argument(
+        "--verbose", "-v", action="store_true", default=False, help="Print which tokens are skipped because they can't be represented to stderr."
+    )
+
+    def run(args: argparse.Namespace) -> int:
+        words = list(_queries(args.words))
+        emb = _load(args.input, args.format, argparse.Namespace(lossy=False, mmap=True))
+        small, missing = select_words(emb, words, subwords=True, ignore_unknown=True, source=args.input)
+        if missing:
+            if args.verbose or not args.ignore_unk:
+                for word in missing:
+                    print(f"Cannot represent '{word}'.", file=sys.stderr)
+            if not args.ignore_unk:
+                return 1
+        write_as(args.output, small, "finalfusion", WriteOptions())
+        return 0
+
+    return _run(parser, argv, run)

@@ -1,0 +1,147 @@
+"""``finalfusion quantize`` and ``finalfusion reconstruct``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from finalfusion import _threads
+from finalfusion._threads import set_threads
+from finalfusion.cli._common import CliError, bars, one_line, positive_int, subparser
+from finalfusion.cli.convert import WriteOptions, add_input_options, load_input, output_format_names, write_as
+from finalfusion.embeddings import Embeddings
+
+__all__ = ["register"]
+
+#: Rows compared per block when the reconstruction error is reported.
+_BLOCK = 1 << 14
+
+
+def _sample(text: str) -> int | float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a row count or a fraction in (0, 1], got {text!r}") from None
+    if value.is_integer() and value > 1:
+        return int(value)
+    if 0 < value <= 1:
+        return value
+    raise argparse.ArgumentTypeError(f"expected a row count or a fraction in (0, 1], got {text!r}")
+
+
+def register(subparsers: Any) -> None:
+    """Add ``quantize`` and ``reconstruct``."""
+    p = subparser(
+        subparsers,
+        "quantize",
+        "product-quantize embeddings (finalfusion output)",
+        """
+        finalfusion quantize -q opq -s 50 --sample 100000 --seed 0 vectors.fifu vectors-opq.fifu""",
+    )
+    p.add_argument("input", metavar="IN", help="embeddings (any format)")
+    p.add_argument("output", metavar="OUT", help="quantized finalfusion file")
+    q = p.add_argument_group("quantizer (defaults as finalfusion-utils)")
+    q.add_argument("-q", "--quantizer", choices=("pq", "opq", "gaussian_opq"), default="pq", help="quantizer (default: pq)")
+    q.add_argument(
+        "-s", "--subquantizers", type=positive_int, metavar="N", help="subquantizers = bytes per row; must divide the dimensionality (default: dims/2)"
+    )
+    q.add_argument("-b", "--bits", type=positive_int, default=8, metavar="N", help="bits per code, 1..8 (default: 8)")
+    q.add_argument("-i", "--iter", dest="iterations", type=positive_int, default=100, metavar="N", help="k-means (OPQ: alternating) iterations (default: 100)")
+    q.add_argument("-a", "--attempts", type=positive_int, default=1, metavar="N", help="k-means runs per subquantizer, the best is kept (default: 1)")
+    q.add_argument("--sample", type=_sample, metavar="N|FRACTION", help="train on a random sample of rows (a count or a fraction); all rows are encoded")
+    q.add_argument("--seed", type=int, metavar="N", help="random seed: same seed, same bytes")
+    q.add_argument("-t", "--threads", type=positive_int, metavar="N", help="threads for the matrix products (default: numpy's BLAS default)")
+    q.add_argument("--no-normalize-rows", dest="normalize_rows", action="store_false", help="quantize the rows as they are (default: unit rows, norms kept)")
+    add_input_options(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bars and no reconstruction-error report")
+    p.set_defaults(func=run_quantize)
+
+    r = subparser(
+        subparsers,
+        "reconstruct",
+        "turn quantized embeddings back into dense ones",
+        """
+        finalfusion reconstruct vectors-opq.fifu vectors-dense.fifu""",
+    )
+    r.add_argument("input", metavar="IN", help="finalfusion file with quantized storage")
+    r.add_argument("output", metavar="OUT", help="dense output (format from the extension, or --to)")
+    r.add_argument(
+        "-t", "--to", dest="output_format", metavar="FORMAT", choices=output_format_names(), help="output format (default: from the extension of OUT)"
+    )
+    r.add_argument("--mmap", action="store_true", help="memory-map the input")
+    r.set_defaults(func=run_reconstruct)
+
+
+@contextlib.contextmanager
+def _limited_threads(n: int | None) -> Iterator[None]:
+    """Limit BLAS and our scans to ``n`` threads (threadpoolctl when installed; else only our scans)."""
+    if n is None:
+        yield
+        return
+    old = _threads._setting  # None (the default policy) or a number, restored as it was
+    set_threads(n)
+    try:
+        try:
+            from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        except ImportError:
+            yield
+        else:
+            with threadpool_limits(n):
+                yield
+    finally:
+        set_threads(old)
+
+
+def reconstruction_error(original: Embeddings, quantized: Embeddings) -> tuple[float, float]:
+    """Average cosine similarity and Euclidean distance between the rows (as finalfusion-utils reports)."""
+    rows = original.storage.shape[0]
+    cos = dist = 0.0
+    for lo in range(0, rows, _BLOCK):
+        ids = np.arange(lo, min(lo + _BLOCK, rows))
+        a = np.asarray(original.storage.rows(ids), dtype=np.float64)
+        b = np.asarray(quantized.storage.rows(ids), dtype=np.float64)
+        na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            c = np.einsum("ij,ij->i", a, b) / (na * nb)
+        cos += float(np.nansum(c))
+        dist += float(np.linalg.norm(a - b, axis=1).sum())
+    return cos / max(rows, 1), dist / max(rows, 1)
+
+
+def run_quantize(args: argparse.Namespace) -> int:
+    """Quantize ``args.input`` into ``args.output``."""
+    with bars(args) as progress:
+        emb = load_input(args, args.input, progress)
+        try:
+            with _limited_threads(args.threads):
+                small = emb.quantize(
+                    n_subquantizers=args.subquantizers,
+                    n_bits=args.bits,
+                    quantizer=args.quantizer,
+                    n_iterations=args.iterations,
+                    n_attempts=args.attempts,
+                    normalize=args.normalize_rows,
+                    seed=args.seed,
+                    sample=args.sample,
+                    progress=progress,
+                )
+        except ValueError as exc:
+            raise CliError(f"{args.input}: cannot quantize: {one_line(exc)}") from None
+    write_as(args.output, small, "finalfusion", WriteOptions())
+    if not args.quiet:
+        cos, dist = reconstruction_error(emb, small)
+        print(f"Average cosine similarity: {cos:.6f}", file=sys.stderr)
+        print(f"Average euclidean distance: {dist:.6f}", file=sys.stderr)
+    return 0
+
+
+def run_reconstruct(args: argparse.Namespace) -> int:
+    """Reconstruct the dense matrix of ``args.input``."""
+    emb = load_input(args, args.input)
+    write_as(args.output, emb.reconstruct(), args.output_format, WriteOptions())
+    return 0

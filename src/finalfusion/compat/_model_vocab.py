@@ -1,0 +1,287 @@
+"""The vocabulary of a model's token table: from its tokenizer, a token list or a fairseq dictionary.
+
+Shared by the loaders of model formats that store a table without its
+vocabulary (safetensors, LightSeq). Row ``i`` of the table is token id
+``i``; a table may have more rows than the tokenizer has tokens (padding to
+a multiple of 64 or 128 for fast matrix kernels): those trailing rows belong
+to no token and are dropped. Fewer rows than tokens is a
+:class:`~finalfusion.errors.FormatError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from finalfusion.errors import FormatError
+from finalfusion.vocab.base import Vocab
+from finalfusion.vocab.simple import SimpleVocab
+
+__all__ = ["FAIRSEQ_SPECIALS", "PLACEHOLDER", "hf_tokens", "model_vocab", "read_fairseq_dict", "sentencepiece_tokens"]
+
+#: The four symbols a fairseq ``Dictionary`` puts before the entries of ``dict.txt`` (ids 0-3).
+FAIRSEQ_SPECIALS: Final = ("<s>", "<pad>", "</s>", "<unk>")
+
+
+def read_fairseq_dict(data: bytes, where: str = "fairseq dict.txt") -> list[str]:
+    """The tokens of a fairseq ``dict.txt``, in id order, with fairseq's four specials first.
+
+    Each line is ``<token> <count>`` (the count is ignored; a line may end in
+    `` #fairseq:overwrite`` to redefine a token that exists already). fairseq's
+    ``Dictionary`` numbers ``<s> <pad> </s> <unk>`` 0-3 and the lines from 4
+    on, as its ``add_from_file`` does.
+
+    Raises
+    ------
+    FormatError
+        For a line without a count, an invalid count, invalid UTF-8 or a
+        repeated token (fairseq refuses those too).
+
+    Examples
+    --------
+    >>> read_fairseq_dict(b"the 120\\n, 80\\nmadeupword0000 0\\n")
+    ['<s>', '<pad>', '</s>', '<unk>', 'the', ',', 'madeupword0000']
+    """
+    tokens = list(FAIRSEQ_SPECIALS)
+    index = {t: i for i, t in enumerate(tokens)}
+    offset = 0
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        line_at = offset
+        offset += len(raw) + 1
+        line = raw.rstrip(b"\r")
+        if not line.strip():
+            continue
+        try:
+            text = line.decode("utf-8").rstrip()
+        except UnicodeDecodeError as exc:
+            raise FormatError(f"line {number} is not UTF-8", offset=line_at + exc.start, chunk=where, expected="UTF-8 text", found=line[:40]) from None
+        word, sep, count = text.rpartition(" ")
+        overwrite = count == "#fairseq:overwrite"
+        if overwrite:
+            word, sep, count = word.rpartition(" ")
+        if not sep or not word or not count.lstrip("-").isdigit():
+            raise FormatError(f"line {number} is not '<token> <count>'", offset=line_at, chunk=where, expected="<token> <count>", found=text[:60])
+        if word in index and not overwrite:
+            raise FormatError(f"line {number} repeats the token {word!r}", offset=line_at, chunk=where, expected="unique tokens", found=word)
+        if word not in index:
+            index[word] = len(tokens)
+            tokens.append(word)
+    return tokens
+
+
+def _tokenizer_module() -> Any:
+    from finalfusion.vocab import tokenizer
+
+    return tokenizer
+
+
+#: How a hole in a tokenizer's ids (an id with no token) or a repeated token string is named.
+PLACEHOLDER: Final = "<row {}>"
+
+
+def hf_tokens(data: bytes, where: str = "tokenizer.json") -> list[str]:
+    """The tokens of a Hugging Face ``tokenizer.json`` in id order, read without the ``tokenizers`` package.
+
+    The model's vocabulary (``model.vocab``: an object for BPE, WordPiece
+    and WordLevel, a list of ``[piece, score]`` for Unigram) and the
+    ``added_tokens`` together; an id without a token, or the second of two
+    ids with the same string, is named :data:`PLACEHOLDER` (``<row 7>``).
+
+    Raises
+    ------
+    FormatError
+        For invalid JSON or a vocabulary that is not of this shape.
+
+    Examples
+    --------
+    >>> hf_tokens(b'{"model": {"vocab": {"a": 0, "c": 2}}, "added_tokens": [{"id": 3, "content": "[X]"}]}')
+    ['a', '<row 1>', 'c', '[X]']
+    """
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise FormatError("not a valid tokenizer.json", chunk=where, expected="a JSON object", found=str(exc)[:100]) from None
+    model = obj.get("model") if isinstance(obj, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    by_id: dict[int, str] = {}
+    if isinstance(vocab, dict):
+        for token, i in vocab.items():
+            if not isinstance(i, int) or isinstance(i, bool) or i < 0:
+                raise FormatError("a vocabulary id is not a non-negative integer", chunk=where, expected="token: id", found=f"{token!r}: {i!r}")
+            by_id.setdefault(i, token)
+    elif isinstance(vocab, list):
+        for i, entry in enumerate(vocab):
+            if not isinstance(entry, list) or not entry or not isinstance(entry[0], str):
+                raise FormatError("a Unigram vocabulary entry is not [piece, score]", chunk=where, expected="[piece, score]", found=repr(entry)[:60])
+            by_id[i] = entry[0]
+    else:
+        raise FormatError("the tokenizer has no model.vocab", chunk=where, expected="model.vocab (object or list)", found=type(vocab).__name__)
+    added = obj.get("added_tokens") or []
+    if not isinstance(added, list):
+        raise FormatError("added_tokens is not a list", chunk=where, expected="a list", found=type(added).__name__)
+    for entry in added:
+        i = entry.get("id") if isinstance(entry, dict) else None
+        content = entry.get("content") if isinstance(entry, dict) else None
+        if not isinstance(i, int) or isinstance(i, bool) or i < 0 or not isinstance(content, str):
+            raise FormatError("an added token lacks its id or content", chunk=where, expected='{"id": int, "content": str}', found=repr(entry)[:60])
+        by_id[i] = content
+    if by_id and max(by_id) >= 1 << 24:
+        raise FormatError("a token id is implausibly large", chunk=where, expected="ids below 2**24", found=max(by_id))
+    return _dense(by_id)
+
+
+def _dense(by_id: dict[int, str]) -> list[str]:
+    n = max(by_id) + 1 if by_id else 0
+    tokens: list[str] = []
+    seen: set[str] = set()
+    for i in range(n):
+        t = by_id.get(i)
+        if t is None or t in seen:
+            t = PLACEHOLDER.format(i)
+        seen.add(t)
+        tokens.append(t)
+    return tokens
+
+
+def sentencepiece_tokens(data: bytes, where: str = "SentencePiece model") -> list[str]:
+    """The pieces of a serialised SentencePiece ``ModelProto`` in id order, read without the ``sentencepiece`` package.
+
+    ``ModelProto`` field 1 is the repeated ``SentencePiece`` message, whose
+    field 1 is the piece string. A repeated piece is named :data:`PLACEHOLDER`.
+
+    Raises
+    ------
+    FormatError
+        For malformed protobuf data or a piece that is not UTF-8.
+
+    Examples
+    --------
+    >>> piece = lambda s: b"\\x0a" + bytes([len(s) + 2, 0x0A, len(s)]) + s
+    >>> sentencepiece_tokens(piece(b"<unk>") + piece(b"\\xe2\\x96\\x81a"))
+    ['<unk>', '▁a']
+    """
+    from finalfusion.compat._protowire import parse_message
+
+    top = parse_message(data, where)
+    by_id: dict[int, str] = {}
+    for i, (start, end) in enumerate(top.messages(1)):
+        raw = parse_message(data, f"{where} piece {i}", start, end).blob(1) or b""
+        try:
+            by_id[i] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FormatError(f"piece {i} is not UTF-8", offset=start, chunk=where, expected="UTF-8", found=raw[:20]) from None
+    return _dense(by_id)
+
+
+def _looks_like_fairseq_dict(head: bytes) -> bool:
+    try:
+        lines = [ln for ln in head.decode("utf-8").split("\n")[:-1] if ln.strip()]
+    except UnicodeDecodeError:
+        return False
+    return bool(lines) and all(ln.rstrip().rpartition(" ")[2].lstrip("-").isdigit() and " " in ln.strip() for ln in lines[:50])
+
+
+def _tokenizer_from_path(path: Path) -> tuple[Any, str]:
+    """A tokenizer object (or a token list, for a fairseq ``dict.txt``) for a vocabulary file, and a description."""
+    data = path.read_bytes()
+    return _tokenizer_from_bytes(data, path.suffix, path.name)
+
+
+def _tokenizer_from_bytes(data: bytes, suffix: str, name: str) -> tuple[Any, str]:
+    tok = _tokenizer_module()
+    head = data[: 1 << 16]
+    if suffix == ".json" or head.lstrip().startswith(b"{"):
+        return tok.HuggingFaceTokenizer(data), f"tokenizer.json ({name})"
+    if suffix == ".txt" or (suffix != ".model" and _looks_like_fairseq_dict(head)):
+        return read_fairseq_dict(data, f"fairseq dictionary ({name})"), f"fairseq dictionary ({name})"
+    return tok.SentencePieceTokenizer(data), f"SentencePiece ({name})"
+
+
+def _find_tokenizer(directory: Path) -> Path:
+    for name in ("tokenizer.json", "tokenizer.model"):
+        if (directory / name).is_file():
+            return directory / name
+    raise FileNotFoundError(f"no tokenizer.json or tokenizer.model in {directory}: pass the vocabulary explicitly (tokenizer=...)")
+
+
+def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str) -> tuple[Vocab, int, str]:
+    """The vocabulary for a table of ``n_rows`` rows, the number of rows it uses, and a description for the metadata.
+
+    Parameters
+    ----------
+    tokenizer
+        ``None`` (look for ``tokenizer.json``, then ``tokenizer.model`` in
+        ``directory``), a path to either (or to a directory holding one), a
+        tokenizer object of :mod:`finalfusion.vocab.tokenizer`, or a
+        sequence of token strings.
+    directory
+        Where the weights are, if they come from a file.
+    n_rows
+        Rows of the table.
+    fmt
+        Format name for errors.
+
+    Raises
+    ------
+    FormatError
+        When the tokenizer has more tokens than the table has rows, or a
+        token list repeats a token.
+
+    Examples
+    --------
+    >>> vocab, used, what = model_vocab(["a", "b"], None, 4, "safetensors")
+    >>> vocab.words, used, what
+    (['a', 'b'], 2, 'token list (2 tokens)')
+    """
+    if tokenizer is None:
+        if directory is None:
+            raise ValueError(f"{fmt}: the weights do not come from a directory: pass the vocabulary (tokenizer=...)")
+        tokenizer = _find_tokenizer(directory)
+    if isinstance(tokenizer, (str, os.PathLike)):
+        path = Path(os.fsdecode(tokenizer))
+        if path.is_dir():
+            path = _find_tokenizer(path)
+        tokenizer, described = _tokenizer_from_path(path)
+    elif isinstance(tokenizer, (bytes, bytearray, memoryview)):
+        tokenizer, described = _tokenizer_from_bytes(bytes(tokenizer), "", "<bytes>")
+    else:
+        described = ""
+    if isinstance(tokenizer, _tokenizer_module().Tokenizer):
+        return _from_tokenizer(tokenizer, n_rows, fmt, described or type(tokenizer).__name__)
+    if isinstance(tokenizer, Sequence) and not isinstance(tokenizer, str):
+        tokens = list(tokenizer)
+        if not all(isinstance(t, str) for t in tokens):
+            raise TypeError("a token list must hold strings")
+        _check_count(len(tokens), n_rows, fmt)
+        if not described:
+            described = f"token list ({len(tokens)} tokens)"
+        return _unique_vocab(tokens, fmt), len(tokens), described
+    raise TypeError(f"expected a path, a Tokenizer or a list of tokens, got {type(tokenizer).__name__}")
+
+
+def _check_count(n_tokens: int, n_rows: int, fmt: str) -> None:
+    if n_tokens > n_rows:
+        raise FormatError(
+            "the table has fewer rows than the vocabulary has tokens", chunk=fmt, expected=f"at least {n_tokens} rows (one per token)", found=f"{n_rows} rows"
+        )
+    if n_tokens == 0:
+        raise FormatError("the vocabulary is empty", chunk=fmt, expected="at least one token", found="0 tokens")
+
+
+def _unique_vocab(tokens: list[str], fmt: str) -> SimpleVocab:
+    seen: dict[str, int] = {}
+    for i, t in enumerate(tokens):
+        if t in seen:
+            raise FormatError(f"token {i} repeats token {seen[t]}", chunk=fmt, expected="unique tokens", found=t)
+        seen[t] = i
+    return SimpleVocab(tokens)
+
+
+def _from_tokenizer(tokenizer: Any, n_rows: int, fmt: str, described: str) -> tuple[Vocab, int, str]:
+    tok = _tokenizer_module()
+    tokens = hf_tokens(tokenizer.to_bytes()) if isinstance(tokenizer, tok.HuggingFaceTokenizer) else sentencepiece_tokens(tokenizer.to_bytes())
+    _check_count(len(tokens), n_rows, fmt)
+    return tok.TokenizerVocab(tokens, tokenizer), len(tokens), described

@@ -1,0 +1,673 @@
+"""Token-embedding tables from safetensors checkpoints (Hugging Face, model2vec), see docs/models.md.
+
+A ``.safetensors`` file::
+
+    u64 little-endian   n                 length of the JSON header
+    n bytes             JSON object       {"<name>": {"dtype": "BF16", "shape": [rows, dims],
+                                                      "data_offsets": [begin, end]},
+                                           ..., "__metadata__": {"<key>": "<value>"}}
+    the rest            tensor data       tensors back to back, row-major, little-endian;
+                                          offsets are relative to the first byte after the header
+
+The header is parsed here (no ``safetensors`` package needed) and checked
+as strictly as the reference implementation does: a JSON object without
+duplicate names, known dtypes, shapes whose element count times the dtype
+size is exactly the byte range, and byte ranges that tile the data section
+without gaps or overlaps. A sharded checkpoint is a
+``model.safetensors.index.json`` (``{"weight_map": {"<tensor>": "<shard file>"}}``)
+next to its shards; a model directory holds either.
+
+The input-embedding table (found by the names real models give it, see
+:data:`EMBEDDING_TENSOR_NAMES`) becomes the storage; the vocabulary comes
+from the model's tokenizer (``tokenizer.json``, else ``tokenizer.model``
+next to the weights), so unknown words are embedded through the model's
+own tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import os
+import struct
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.compat._common import embeddings_from
+from finalfusion.compat._model_vocab import model_vocab
+from finalfusion.compat._registry import register_format
+from finalfusion.embeddings import Embeddings
+from finalfusion.errors import FormatError, Truncated
+from finalfusion.metadata import Metadata
+
+__all__ = ["EMBEDDING_TENSOR_NAMES", "SafetensorsHeader", "TensorInfo", "load_safetensors", "read_safetensors_header"]
+
+_FORMAT: Final = "safetensors"
+#: The reference implementation refuses headers above 100 MB (``MAX_HEADER_SIZE``).
+MAX_HEADER_BYTES: Final = 100_000_000
+#: Size in bits of every dtype the safetensors format defines.
+DTYPE_BITS: Final[dict[str, int]] = {
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "C64": 64,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+}
+#: dtypes an embedding table may have; each becomes float32.
+FLOAT_DTYPES: Final = ("F32", "F16", "BF16", "F64")
+#: Names of the input-embedding table in real checkpoints, tried in this order when ``tensor`` is not given.
+EMBEDDING_TENSOR_NAMES: Final[tuple[str, ...]] = (
+    "model.embed_tokens.weight",  # Llama, Mistral, Qwen, Gemma, Phi-3, OLMo, ...
+    "transformer.wte.weight",  # GPT-2, GPT-J, StarCoder, Falcon-RW
+    "embeddings.word_embeddings.weight",  # BertModel, RobertaModel, XLM-R, ELECTRA (base classes)
+    "bert.embeddings.word_embeddings.weight",
+    "roberta.embeddings.word_embeddings.weight",
+    "distilbert.embeddings.word_embeddings.weight",
+    "electra.embeddings.word_embeddings.weight",
+    "deberta.embeddings.word_embeddings.weight",
+    "albert.embeddings.word_embeddings.weight",
+    "xlm-roberta.embeddings.word_embeddings.weight",
+    "shared.weight",  # T5, BART, mT5 (shared encoder/decoder table)
+    "model.shared.weight",
+    "encoder.embed_tokens.weight",  # T5EncoderModel
+    "model.encoder.embed_tokens.weight",
+    "gpt_neox.embed_in.weight",  # GPT-NeoX, Pythia
+    "model.embed_tokens",
+    "tok_embeddings.weight",  # original Llama / Mistral checkpoints
+    "word_embeddings.weight",  # BLOOM (base)
+    "transformer.word_embeddings.weight",  # BLOOM, Falcon
+    "transformer.embedding.word_embeddings.weight",  # ChatGLM
+    "model.decoder.embed_tokens.weight",  # OPT, BART decoder
+    "decoder.embed_tokens.weight",
+    "transformer.embd.wte.weight",  # Phi-1/Phi-2 (old layout)
+    "language_model.model.embed_tokens.weight",  # LLaVA-style multimodal wrappers
+    "model.language_model.embed_tokens.weight",
+    "embed_tokens.weight",
+    "wte.weight",
+    "embeddings",  # model2vec static embeddings
+)
+#: Bytes read (and decoded) per block: the only memory needed beyond the float32 result.
+_BLOCK_BYTES: Final = 1 << 23
+_LITTLE: Final = sys.byteorder == "little"
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor entry of a safetensors header.
+
+    Attributes
+    ----------
+    name, dtype
+        The tensor's name and safetensors dtype (``"F32"``, ``"BF16"``, ...).
+    shape
+        Its dimensions.
+    begin, end
+        Byte range relative to the start of the data section.
+
+    Examples
+    --------
+    >>> TensorInfo("w", "F16", (2, 3), 0, 12).nbytes
+    12
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    @property
+    def nbytes(self) -> int:
+        """Length of the tensor's data in bytes."""
+        return self.end - self.begin
+
+
+@dataclass(frozen=True)
+class SafetensorsHeader:
+    """A parsed and validated safetensors header.
+
+    Attributes
+    ----------
+    data_start
+        Absolute offset of the data section (``8 + header length``).
+    tensors
+        Tensor entries by name, in the order of the header.
+    metadata
+        The ``__metadata__`` table (string to string), if any.
+
+    Examples
+    --------
+    >>> import json, struct
+    >>> head = json.dumps({"t": {"dtype": "F32", "shape": [1, 2], "data_offsets": [0, 8]}}).encode()
+    >>> h = read_safetensors_header(struct.pack("<Q", len(head)) + head + bytes(8))
+    >>> h.tensors["t"].shape, h.data_start
+    ((1, 2), 72)
+    """
+
+    data_start: int
+    tensors: dict[str, TensorInfo]
+    metadata: dict[str, str]
+
+
+def read_safetensors_header(data: Any, *, name: str = "<bytes>") -> SafetensorsHeader:
+    """Parse and validate the header of a safetensors file.
+
+    Parameters
+    ----------
+    data
+        The file's bytes, or a seekable binary file object positioned at its
+        start (only the header is read).
+    name
+        Name of the file, for messages.
+
+    Returns
+    -------
+    SafetensorsHeader
+
+    Raises
+    ------
+    FormatError
+        (format ``safetensors``) naming what was expected, what was found and
+        the byte offset: a header length past the end of the file, a header
+        that is not UTF-8 JSON or not an object, duplicate names, an unknown
+        dtype, a shape that is not a list of non-negative integers or whose
+        byte size overflows or differs from the byte range, byte ranges out
+        of order, overlapping, with gaps or past the end of the file.
+        :class:`~finalfusion.errors.Truncated` when the file is shorter than
+        its header says.
+
+    Examples
+    --------
+    >>> read_safetensors_header(b"\\x08\\x00\\x00\\x00\\x00\\x00\\x00\\x00[1, 2]  ")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: safetensors: the JSON header is not an object: expected a JSON object, found list (at byte offset 8)
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        buf = memoryview(data).cast("B")
+        size = len(buf)
+        prefix = bytes(buf[:8])
+    else:
+        size = _file_size(data)
+        data.seek(0)
+        prefix = data.read(8)
+    if len(prefix) < 8:
+        raise Truncated("the file ends inside the header length", offset=0, chunk=_FORMAT, expected="8 bytes (u64 header length)", found=f"{len(prefix)} bytes")
+    (n,) = struct.unpack("<Q", prefix)
+    if n > MAX_HEADER_BYTES:
+        raise FormatError("header length above the format's limit", offset=0, chunk=_FORMAT, expected=f"at most {MAX_HEADER_BYTES} bytes", found=n)
+    if n > size - 8:
+        raise Truncated(
+            "the header length runs past the end of the file", offset=0, chunk=_FORMAT, expected=f"at most {size - 8} bytes of header", found=f"{n} bytes"
+        )
+    raw = bytes(buf[8 : 8 + n]) if isinstance(data, (bytes, bytearray, memoryview)) else data.read(n)
+    if len(raw) != n:
+        raise Truncated("the file ends inside the header", offset=8 + len(raw), chunk=_FORMAT, expected=f"{n} bytes of header", found=f"{len(raw)} bytes")
+    return _parse_header(raw, size, name)
+
+
+def _file_size(f: IO[bytes]) -> int:
+    try:
+        return os.fstat(f.fileno()).st_size
+    except (AttributeError, OSError, ValueError):
+        pos = f.seek(0, os.SEEK_END)
+        return int(pos)
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _parse_header(raw: bytes, size: int, name: str) -> SafetensorsHeader:
+    data_start = 8 + len(raw)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError("the header is not UTF-8", offset=8 + exc.start, chunk=_FORMAT, expected="UTF-8 JSON", found=raw[exc.start : exc.start + 8]) from None
+    # The reference implementation pads the header with spaces to a multiple of 8 bytes; JSON allows surrounding whitespace.
+    if not text.lstrip(" ").startswith("{"):
+        kind = _json_kind(text)
+        raise FormatError("the JSON header is not an object", offset=8, chunk=_FORMAT, expected="a JSON object", found=kind)
+    try:
+        obj = json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+    except _Duplicate as dup:
+        at = 8 + len(text[: _find_key(text, dup.key, last=True)].encode("utf-8"))
+        raise FormatError("the header names a tensor twice", offset=at, chunk=_FORMAT, expected="unique names", found=dup.key) from None
+    except json.JSONDecodeError as exc:
+        at = 8 + len(text[: exc.pos].encode("utf-8"))
+        raise FormatError("the header is not valid JSON", offset=at, chunk=_FORMAT, expected="a JSON object", found=exc.msg) from None
+    except ValueError as exc:  # NaN/Infinity (not JSON), integers beyond Python's digit limit
+        raise FormatError("the header is not valid JSON", offset=8, chunk=_FORMAT, expected="a JSON object", found=str(exc)[:80]) from None
+    except RecursionError:
+        raise FormatError("the header nests too deeply", offset=8, chunk=_FORMAT, expected="a flat JSON object", found="deep nesting") from None
+    if not isinstance(obj, dict):
+        raise FormatError("the JSON header is not an object", offset=8, chunk=_FORMAT, expected="a JSON object", found=type(obj).__name__)
+    metadata: dict[str, str] = {}
+    tensors: dict[str, TensorInfo] = {}
+    for key, entry in obj.items():
+        at = 8 + len(text[: _find_key(text, key)].encode("utf-8"))
+        if key == "__metadata__":
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                raise FormatError("__metadata__ must map strings to strings", offset=at, chunk=_FORMAT, expected="an object of strings", found=_short(entry))
+            metadata = dict(entry)
+            continue
+        tensors[key] = _tensor_entry(key, entry, at)
+    _check_ranges(tensors, size - data_start, data_start, text)
+    return SafetensorsHeader(data_start, tensors, metadata)
+
+
+def _json_kind(text: str) -> str:
+    try:
+        return type(json.loads(text)).__name__
+    except (ValueError, RecursionError):
+        return repr(text.strip()[:20])
+
+
+def _find_key(text: str, key: str, last: bool = False) -> int:
+    needle = json.dumps(key)
+    at = text.rfind(needle) if last else text.find(needle)
+    return max(at, 0)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _tensor_entry(key: str, entry: Any, at: int) -> TensorInfo:
+    where = f"{_FORMAT} tensor {key!r}"
+    if not isinstance(entry, dict):
+        raise FormatError("a tensor entry must be an object", offset=at, chunk=where, expected='{"dtype", "shape", "data_offsets"}', found=_short(entry))
+    missing = [f for f in ("dtype", "shape", "data_offsets") if f not in entry]
+    if missing:
+        raise FormatError(
+            "a tensor entry lacks fields", offset=at, chunk=where, expected="dtype, shape and data_offsets", found=f"missing {', '.join(missing)}"
+        )
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise FormatError("unknown dtype", offset=at, chunk=where, expected=f"one of {sorted(DTYPE_BITS)}", found=_short(dtype))
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        raise FormatError("shape must be a list of non-negative integers", offset=at, chunk=where, expected="[d0, d1, ...]", found=_short(shape))
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) and o >= 0 for o in offsets):
+        raise FormatError("data_offsets must be two non-negative integers", offset=at, chunk=where, expected="[begin, end]", found=_short(offsets))
+    begin, end = offsets
+    if end < begin:
+        raise FormatError("data_offsets end before they begin", offset=at, chunk=where, expected="begin <= end", found=offsets)
+    bits = math.prod(shape) * DTYPE_BITS[dtype]
+    if bits >= 8 * 2**64:
+        raise FormatError("the shape's byte size overflows 64 bits", offset=at, chunk=where, expected="a byte size below 2**64", found=shape)
+    if bits % 8 or bits // 8 != end - begin:
+        raise FormatError(
+            "the shape and dtype disagree with the byte range",
+            offset=at,
+            chunk=where,
+            expected=f"{bits / 8:g} bytes ({' x '.join(map(str, shape)) or 'scalar'} {dtype})",
+            found=f"{end - begin} bytes (data_offsets [{begin}, {end}])",
+        )
+    return TensorInfo(key, dtype, tuple(shape), begin, end)
+
+
+def _check_ranges(tensors: dict[str, TensorInfo], data_len: int, data_start: int, text: str) -> None:
+    """Byte ranges must tile the data section exactly, as the reference implementation requires."""
+    pos = 0
+    for info in sorted(tensors.values(), key=lambda t: (t.begin, t.end)):
+        if info.end > data_len:
+            raise Truncated(
+                "a tensor's data runs past the end of the file",
+                offset=data_start + info.begin,
+                chunk=f"{_FORMAT} tensor {info.name!r}",
+                expected=f"data_offsets within the {data_len} data bytes",
+                found=[info.begin, info.end],
+            )
+        if info.begin != pos:
+            what = "overlaps the previous tensor" if info.begin < pos else "leaves a gap after the previous tensor"
+            raise FormatError(
+                f"a tensor's byte range {what}",
+                offset=data_start + info.begin,
+                chunk=f"{_FORMAT} tensor {info.name!r}",
+                expected=f"data_offsets beginning at {pos}",
+                found=[info.begin, info.end],
+            )
+        pos = info.end
+    if pos != data_len:
+        raise FormatError(
+            "bytes after the last tensor", offset=data_start + pos, chunk=_FORMAT, expected=f"{pos} data bytes", found=f"{data_len} bytes after the header"
+        )
+
+
+# -- locating the weights --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Located:
+    file: Any  # path of the shard holding the table, or the file's bytes / file object
+    name: str  # for messages and metadata
+    directory: Path | None  # where to look for the tokenizer
+    header: SafetensorsHeader
+    tensor: TensorInfo
+
+
+def _locate(path: Any, tensor: str | None) -> _Located:
+    if isinstance(path, (bytes, bytearray, memoryview)) and not (isinstance(path, bytes) and _is_path_bytes(path)):
+        header = read_safetensors_header(path)
+        return _Located(path, "<bytes>", None, header, _choose(header.tensors, tensor, "<bytes>"))
+    if hasattr(path, "read"):
+        header = read_safetensors_header(path)
+        return _Located(path, getattr(path, "name", "<file>"), None, header, _choose(header.tensors, tensor, "<file>"))
+    p = Path(os.fsdecode(path))
+    if p.is_dir():
+        p = _weights_in(p)
+    if p.name.endswith(".index.json"):
+        return _locate_sharded(p, tensor)
+    with open(p, "rb") as f:
+        header = read_safetensors_header(f, name=str(p))
+    return _Located(p, str(p), p.parent, header, _choose(header.tensors, tensor, str(p)))
+
+
+def _is_path_bytes(data: bytes) -> bool:
+    return len(data) < 4096 and b"\x00" not in data and os.path.exists(data)
+
+
+def _weights_in(directory: Path) -> Path:
+    for candidate in ("model.safetensors.index.json", "model.safetensors"):
+        if (directory / candidate).is_file():
+            return directory / candidate
+    indexes = sorted(directory.glob("*.safetensors.index.json"))
+    files = sorted(directory.glob("*.safetensors"))
+    for group in (indexes, files):
+        if len(group) == 1:
+            return group[0]
+        if len(group) > 1:
+            raise FormatError(
+                "the directory holds several checkpoints", chunk=_FORMAT, expected="one *.safetensors file or index", found=[g.name for g in group][:10]
+            )
+    raise FileNotFoundError(f"no model.safetensors, model.safetensors.index.json or other *.safetensors file in {directory}")
+
+
+def _locate_sharded(index: Path, tensor: str | None) -> _Located:
+    where = f"{_FORMAT} index {index.name}"
+    raw = index.read_bytes()
+    try:
+        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+    except _Duplicate as dup:
+        raise FormatError("the index names a tensor twice", chunk=where, expected="unique names", found=dup.key) from None
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise FormatError("the index is not valid JSON", offset=getattr(exc, "pos", 0), chunk=where, expected="a JSON object", found=str(exc)[:80]) from None
+    weight_map = obj.get("weight_map") if isinstance(obj, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise FormatError("the index has no weight_map", offset=0, chunk=where, expected='{"weight_map": {tensor: shard file}}', found=_short(obj))
+    name = _choose_name(list(weight_map), tensor, str(index))
+    shard_name = weight_map[name]
+    if Path(shard_name).name != shard_name or shard_name in ("", ".", ".."):
+        raise FormatError("a shard must be a file next to the index", chunk=where, expected="a plain file name", found=shard_name)
+    shard = index.parent / shard_name
+    with open(shard, "rb") as f:
+        header = read_safetensors_header(f, name=str(shard))
+    if name not in header.tensors:
+        raise FormatError(
+            "the shard the index names does not hold the tensor", chunk=f"{_FORMAT} {shard_name}", expected=name, found=_some(list(header.tensors))
+        )
+    return _Located(shard, str(shard), index.parent, header, header.tensors[name])
+
+
+def _some(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:12])
+    return shown + (f", ... ({len(names)} tensors)" if len(names) > 12 else "") if names else "no tensors"
+
+
+def _choose_name(names: list[str], tensor: str | None, where: str) -> str:
+    if tensor is not None:
+        if tensor not in names:
+            raise FormatError(f"no tensor {tensor!r} in {where}", chunk=_FORMAT, expected=tensor, found=_some(names))
+        return tensor
+    present = set(names)
+    for candidate in EMBEDDING_TENSOR_NAMES:
+        if candidate in present:
+            return candidate
+    raise FormatError(
+        f"no input-embedding table found in {where} (pass tensor=...)",
+        chunk=_FORMAT,
+        expected=f"one of the names {', '.join(EMBEDDING_TENSOR_NAMES)}",
+        found=_some(names),
+    )
+
+
+def _choose(tensors: dict[str, TensorInfo], tensor: str | None, where: str) -> TensorInfo:
+    return tensors[_choose_name(list(tensors), tensor, where)]
+
+
+# -- decoding the table -------------------------------------------------------------------
+
+
+def _read_rows(src: Any, data_start: int, info: TensorInfo, rows: int, normalize: bool) -> npt.NDArray[np.float32]:
+    """Rows ``0..rows`` of the table as float32, block by block (peak: the result plus one block)."""
+    dims = info.shape[1]
+    at = data_start + info.begin
+    n_bytes = rows * dims * DTYPE_BITS[info.dtype] // 8
+    if info.dtype == "F32" and _LITTLE and not normalize and isinstance(src, Path):
+        # Zero-copy: a read-only view of the mapped file.
+        with open(src, "rb") as f:
+            if n_bytes == 0:
+                return np.zeros((rows, dims), dtype=np.float32)
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return np.frombuffer(mapped, dtype="<f4", count=rows * dims, offset=at).reshape(rows, dims)
+    out = np.empty((rows, dims), dtype=np.float32)
+    flat = out.reshape(-1)
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        raw = memoryview(src).cast("B")[at : at + n_bytes]
+        _decode_into(flat, raw, info.dtype)
+        return out
+    with open(src, "rb") if isinstance(src, Path) else _nullcontext(src) as f:
+        f.seek(at)
+        if info.dtype == "F32" and _LITTLE:
+            _read_exactly(f, flat.view(np.uint8).data, at)
+            return out
+        size = DTYPE_BITS[info.dtype] // 8
+        per_block = max(1, _BLOCK_BYTES // size)
+        buf = bytearray(min(per_block, flat.size) * size)
+        for start in range(0, flat.size, per_block):
+            count = min(per_block, flat.size - start)
+            view = memoryview(buf)[: count * size]
+            _read_exactly(f, view, at + start * size)
+            _decode_into(flat[start : start + count], view, info.dtype)
+    return out
+
+
+class _nullcontext:
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+
+    def __enter__(self) -> IO[bytes]:
+        return self.f
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _read_exactly(f: IO[bytes], view: memoryview, at: int) -> None:
+    got = 0
+    while got < len(view):
+        n = f.readinto(view[got:])  # type: ignore[attr-defined]
+        if not n:
+            raise Truncated("the file ends inside the tensor data", offset=at + got, chunk=_FORMAT, expected=f"{len(view)} bytes", found=f"{got} bytes")
+        got += n
+
+
+def _decode_into(out: npt.NDArray[np.float32], raw: Any, dtype: str) -> None:
+    """Decode little-endian ``dtype`` values from ``raw`` into the float32 array ``out``."""
+    if dtype == "F32":
+        out[...] = np.frombuffer(raw, dtype="<f4")
+    elif dtype == "F16":
+        out[...] = np.frombuffer(raw, dtype="<f2")
+    elif dtype == "F64":
+        with np.errstate(over="ignore"):  # values beyond float32 become inf, refused by the finiteness check
+            out[...] = np.frombuffer(raw, dtype="<f8")
+    else:  # BF16: the upper half of a float32
+        bits = out.view(np.uint32)
+        np.left_shift(np.frombuffer(raw, dtype="<u2"), 16, out=bits, dtype=np.uint32)
+
+
+def _check_finite(matrix: npt.NDArray[np.float32], where: str) -> None:
+    block = 1 << 16
+    for start in range(0, matrix.shape[0], block):
+        part = matrix[start : start + block]
+        if not np.isfinite(part.sum(dtype=np.float64)) and not np.isfinite(part).all():
+            bad = start + int(np.flatnonzero(~np.isfinite(part).all(axis=1))[0])
+            raise FormatError(
+                f"row {bad} has a NaN or infinite component (or overflows float32)",
+                chunk=where,
+                expected="finite numbers",
+                found=part[bad - start].tolist()[:8],
+            )
+
+
+def load_safetensors(path: Any, *, tensor: str | None = None, tokenizer: Any = None, normalize: bool = True) -> Embeddings:
+    """Read the token-embedding table of a safetensors checkpoint.
+
+    Parameters
+    ----------
+    path
+        A ``.safetensors`` file, a sharded checkpoint's
+        ``*.safetensors.index.json``, or a model directory holding either
+        (``model.safetensors.index.json``, ``model.safetensors``, or a single
+        ``*.safetensors``). The file's bytes or a seekable binary file object
+        work too (then ``tokenizer`` must be given).
+    tensor
+        Name of the table. By default the first of
+        :data:`EMBEDDING_TENSOR_NAMES` that the checkpoint holds (the
+        error names those tried when none is there). It must be 2-D
+        ``(rows, dims)`` in F32, F16, BF16 or F64.
+    tokenizer
+        The vocabulary: a path to a ``tokenizer.json`` or a SentencePiece
+        ``.model``, a tokenizer object, or a list of tokens (row ``i`` is
+        token ``i``). By default ``tokenizer.json``, else ``tokenizer.model``,
+        next to the weights. With a tokenizer, unknown words are embedded
+        through it (the normalised sum of the rows of its pieces).
+    normalize
+        l2-normalise the rows and keep their norms (the default, as for
+        every converter); ``False`` keeps the rows as stored (an F32 table
+        in a file is then a read-only view of the mapped file).
+
+    Returns
+    -------
+    Embeddings
+        One row per token. A table with more rows than the tokenizer has
+        tokens (padded to a multiple of 64 or 128, as in Qwen, Phi or
+        GPT-NeoX) keeps only the rows of real tokens; the metadata records
+        the checkpoint, tensor, dtype, shape and the rows dropped.
+
+    Raises
+    ------
+    FormatError
+        For a malformed header (see :func:`read_safetensors_header`), no
+        embedding table, a table that is not 2-D floats, non-finite values,
+        or fewer rows than the tokenizer has tokens.
+    FileNotFoundError
+        When a directory holds no checkpoint, or no tokenizer is next to the
+        weights and none is given.
+
+    Examples
+    --------
+    >>> import json, struct, numpy as np
+    >>> table = np.array([[3, 4], [0, 2], [9, 9]], dtype="<f4")
+    >>> head = json.dumps({"embeddings": {"dtype": "F32", "shape": [3, 2], "data_offsets": [0, 24]}}).encode()
+    >>> emb = load_safetensors(struct.pack("<Q", len(head)) + head + table.tobytes(), tokenizer=["a", "b"])
+    >>> emb["a"].tolist(), float(emb.norms[0]), emb.metadata["safetensors"]["padding_rows_dropped"]
+    ([0.6000000238418579, 0.800000011920929], 5.0, 1)
+    """
+    loc = _locate(path, tensor)
+    info = loc.tensor
+    where = f"{_FORMAT} tensor {info.name!r}"
+    if info.dtype not in FLOAT_DTYPES:
+        raise FormatError("the table's dtype cannot be read as float32", chunk=where, expected=" / ".join(FLOAT_DTYPES), found=info.dtype)
+    if len(info.shape) != 2 or info.shape[0] == 0 or info.shape[1] == 0:
+        raise FormatError("an embedding table must be a non-empty matrix", chunk=where, expected="shape [rows, dims]", found=list(info.shape))
+    n_rows = info.shape[0]
+    vocab, n_tokens, described = model_vocab(tokenizer, loc.directory, n_rows, _FORMAT)
+    matrix = _read_rows(loc.file, loc.header.data_start, info, n_tokens, normalize)
+    _check_finite(matrix, where)
+    meta: dict[str, Any] = {
+        "file": os.path.basename(loc.name),
+        "tensor": info.name,
+        "dtype": info.dtype,
+        "shape": list(info.shape),
+        "tokenizer": described,
+        "padding_rows_dropped": n_rows - n_tokens,
+    }
+    return embeddings_from([], matrix, normalize, Metadata({"safetensors": meta}), vocab=vocab)
+
+
+def _detect(sample: bytes, path: str | None) -> bool:
+    """A safetensors file (u64 header length of at most 100 MB, then a JSON object), a sharded index or a model directory."""
+    if path is not None and os.path.isdir(path):
+        directory = Path(path)
+        return any(directory.glob("*.safetensors")) or any(directory.glob("*.safetensors.index.json"))
+    if path is not None and path.endswith(".safetensors.index.json"):
+        return True
+    return len(sample) >= 9 and 2 <= int.from_bytes(sample[:8], "little") <= 100_000_000 and sample[8:9] == b"{"
+
+
+def _load_found(source: Any, *, normalize: bool = True) -> Embeddings:
+    """The registry's loader: a path is read with the tokenizer beside it; data has no tokenizer to go with it."""
+    if not isinstance(source, (str, os.PathLike)):
+        raise FormatError(
+            "a safetensors checkpoint given as data has no tokenizer beside it",
+            offset=0,
+            chunk="safetensors",
+            expected="a path (the tokenizer is read from beside it), or load_safetensors(data, tokenizer=...)",
+            found="safetensors data",
+        )
+    return load_safetensors(source, normalize=normalize)
+
+
+register_format(
+    "safetensors",
+    description="safetensors checkpoint (file, sharded index or model directory): the input-embedding table, tokenizer from beside it",
+    extensions=(".safetensors",),
+    order=4,
+    detector=_detect,
+    loader=_load_found,
+    options=("normalize",),
+    mismatch="no safetensors header",
+)

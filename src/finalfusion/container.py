@@ -1,0 +1,384 @@
+"""Whole finalfusion files: a header and a sequence of chunks, read and written.
+
+A file is a header followed by chunks (docs/format.md §1). :func:`read_chunks`
+walks them strictly: every chunk must be known, parse to exactly its
+declared length, and match the header's list -- with two tolerated legacy
+deviations (a trailing ``NdNorms`` chunk the header omits, and the short
+explicit-vocabulary length of finalfusion-python 0.7), each reported with a
+:class:`~finalfusion.errors.LegacyFormatWarning`. :func:`write_chunks` lays
+out and writes a whole file.
+
+This module knows chunks only through the registry of
+:mod:`finalfusion.chunks` (ids, roles, classes): it imports no chunk class.
+The chunk classes build on it -- :class:`FileChunk` gives each of them
+``write(file)``, and their ``load_*`` functions call :func:`load_chunk` --
+and the :class:`~finalfusion.Embeddings` facade reads and writes through it.
+Inputs come from :mod:`finalfusion._source`, atomic writes from
+:mod:`finalfusion._atomic` (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from collections.abc import Sequence
+from typing import IO, BinaryIO, NamedTuple, TypeVar, cast
+
+from finalfusion import _source
+from finalfusion._atomic import Target, atomic_output, split_write
+from finalfusion._binary import Buffer, ByteReader, ByteWriter
+from finalfusion._fileref import FileRef, map_with_ref
+from finalfusion._source import LazyFill, Source, opened, path_of, whole
+from finalfusion.chunks import FRAME_BYTES, Chunk, ChunkIdentifier, check_order, chunk_class, chunk_classes, read_chunk, read_frame, write_chunk
+from finalfusion.errors import ChunkOrder, FormatError, LegacyFormatWarning, Truncated, UnknownChunk
+from finalfusion.header import FIXED_BYTES, Header, header_nbytes
+
+__all__ = [
+    "PARALLEL_TAIL_BYTES",
+    "FileChunk",
+    "FileRef",
+    "Loaded",
+    "load_chunk",
+    "read_chunks",
+    "read_source",
+    "write_chunks",
+]
+
+
+class FileChunk(Chunk):
+    """A chunk that can also be written as a finalfusion file of its own.
+
+    Every concrete chunk class derives from it (through ``Vocab``,
+    ``Storage``, ``Norms``, ``Metadata``). It lives here rather than in
+    :mod:`finalfusion.chunks` because a whole file is this module's job:
+    chunks.py stays below the header and the container.
+
+    Examples
+    --------
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> isinstance(SimpleVocab(["a"]), FileChunk)
+    True
+    """
+
+    def write(self, file: Target) -> None:
+        """Write this chunk alone as a finalfusion file (header + chunk), atomically.
+
+        Examples
+        --------
+        >>> import io
+        >>> from finalfusion.vocab import SimpleVocab, load_vocab
+        >>> buf = io.BytesIO()
+        >>> SimpleVocab(["a"]).write(buf)
+        >>> load_vocab(buf.getvalue())
+        SimpleVocab(['a'] (1 words))
+        """
+        write_chunks([self], file)
+
+
+# --- reading -----------------------------------------------------------------------------
+
+
+class Loaded(NamedTuple):
+    """The chunks of a file, as :func:`read_source` returns them."""
+
+    #: A name for messages (the path, ``<fd N>``, ``<bytes>`` ...).
+    name: str
+    #: ``(offset, chunk)`` for every chunk, in file order.
+    chunks: list[tuple[int, Chunk]]
+    #: For a path read with ``mmap=True``: what was mapped (mapped embeddings pickle as this reference).
+    file_ref: FileRef | None = None
+
+
+def read_chunks(buf: Buffer) -> tuple[Header, list[tuple[int, Chunk]]]:
+    """Parse a whole finalfusion file held in ``buf``.
+
+    Returns
+    -------
+    header, chunks
+        The header and ``(offset, chunk)`` for every chunk in file order.
+
+    Raises
+    ------
+    FormatError
+        (or a subclass) for any malformed input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> out = io.BytesIO()
+    >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(out)
+    >>> header, chunks = read_chunks(out.getvalue())
+    >>> header.chunk_ids, [(offset, type(chunk).__name__) for offset, chunk in chunks]
+    ((<ChunkIdentifier.SimpleVocab: 1>, <ChunkIdentifier.NdArray: 2>), [(20, 'SimpleVocab'), (50, 'NdArray')])
+    """
+    return _read_chunks(buf, None)
+
+
+def _before_chunk(lazy: LazyFill, at: int) -> None:
+    """Read the chunk whose frame is at ``at``; leave the bulk array of a large deferrable chunk for the end."""
+    lazy.ensure(at + FRAME_BYTES)
+    if at + FRAME_BYTES > lazy.size:
+        return  # the parse reports the truncation
+    chunk_id, declared = read_frame(lazy.buf, at)
+    start = at + FRAME_BYTES
+    end = start + declared
+    try:
+        cls = chunk_class(chunk_id)
+    except UnknownChunk:
+        lazy.ensure(lazy.size)  # the parse reports it
+        return
+    head = cls.deferrable_from
+    if head is not None and end <= lazy.size and declared >= _source.MIN_SIZE:
+        lazy.ensure(start + head)
+        lazy.defer(end)
+    elif cls.length_may_be_short:
+        lazy.ensure(lazy.size)  # a legacy chunk that may run past its declared length
+    else:
+        lazy.ensure(end)
+
+
+def _read_chunks(buf: Buffer, lazy: LazyFill | None, deferred: bool = True) -> tuple[Header, list[tuple[int, Chunk]]]:
+    """:func:`read_chunks`; with ``lazy`` (whose ``buf`` is ``buf``), each part is read just before it is parsed.
+
+    ``deferred=False`` leaves the deferred arrays unread (they view zeros).
+    """
+    reader = ByteReader(buf)
+    if lazy is not None:
+        lazy.ensure(FIXED_BYTES)
+        if lazy.filled >= FIXED_BYTES:
+            lazy.ensure(header_nbytes(lazy.buf))
+    header = Header.read(reader)
+    chunks: list[tuple[int, Chunk]] = []
+    listed = list(header.chunk_ids)
+    while reader.remaining > 0:
+        at = reader.pos
+        if lazy is not None:
+            _before_chunk(lazy, at)
+        chunks.append((at, read_chunk(reader)))
+    found = [c.chunk_id for _, c in chunks]
+    if found != listed:
+        if found == [*listed, ChunkIdentifier.NdNorms] and ChunkIdentifier.NdNorms not in listed:
+            warnings.warn(
+                "the file has an NdNorms chunk that its header does not list (written by finalfusion-rust < 0.11); "
+                "read normally, written back with a complete header",
+                LegacyFormatWarning,
+                stacklevel=4,
+            )
+        elif len(found) < len(listed) and found == listed[: len(found)]:
+            raise Truncated(
+                "the file ends before all chunks listed in the header",
+                offset=reader.pos,
+                chunk=ChunkIdentifier(listed[len(found)]).name,
+                expected=[c.name for c in listed],
+                found=[c.name for c in found],
+            )
+        else:
+            raise ChunkOrder(
+                "the chunks in the file disagree with the header",
+                offset=FIXED_BYTES,
+                chunk="header",
+                expected=[c.name for c in listed],
+                found=[c.name for c in found],
+            )
+    check_order(found, offset=chunks[0][0] if chunks else FIXED_BYTES, where="chunk stream")
+    if lazy is not None:
+        lazy.finish(deferred)
+    return header, chunks
+
+
+def read_source(file: Source, mmap: bool = False, *, matrix: bool = True) -> Loaded:
+    """Read every chunk of the finalfusion file ``file``, whatever kind of :data:`~finalfusion.io.Source` it is.
+
+    With ``mmap=True`` a real file is mapped read-only (a path also gets a
+    :class:`~finalfusion._fileref.FileRef`, so embeddings mapped from it
+    pickle by reference). Otherwise a large regular file (path, descriptor or
+    plain binary file object) is read chunk by chunk as the parse goes, the
+    matrix of an ``NdArray`` chunk last: the vocabulary's temporaries are freed
+    before the matrix takes memory, which lowers the peak. Other inputs are
+    read whole first.
+
+    With ``matrix=False`` the ``f32`` data of a large ``NdArray`` chunk is
+    not read at all from such files (the chunk then views zeros): for
+    callers that want other chunks only.
+
+    Raises
+    ------
+    FormatError
+        (or a subclass) for any malformed input.
+    OSError
+        If the file cannot be read.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> out = io.BytesIO()
+    >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(out)
+    >>> loaded = read_source(out.getvalue())
+    >>> loaded.name, [type(chunk).__name__ for _, chunk in loaded.chunks], loaded.file_ref
+    ('<bytes>', ['SimpleVocab', 'NdArray'], None)
+    """
+    if mmap:
+        path = path_of(file)
+        if path is not None:
+            buf, ref = map_with_ref(path)
+            return Loaded(os.fsdecode(cast("str | os.PathLike[str] | bytes", file)), read_chunks(buf)[1], ref)
+    with opened(file) as src:
+        if src.file is not None and not mmap:
+            lazy = LazyFill.for_file(src.file)
+            if lazy is not None:
+                return Loaded(src.name, _read_chunks(lazy.buf, lazy, matrix)[1])
+            return Loaded(src.name, read_chunks(whole(src, mmap))[1])
+        buf = whole(src, mmap)
+    return Loaded(src.name, read_chunks(buf)[1])
+
+
+def _holds_storage(cls: type[Chunk]) -> bool:
+    """Whether a chunk that is a ``cls`` can be a storage chunk (which needs the matrix data)."""
+    return any(issubclass(c, cls) for c in chunk_classes() if c.chunk_id.role == "storage")
+
+
+_C = TypeVar("_C", bound=Chunk)
+
+
+def load_chunk(file: Source, cls: type[_C], mmap: bool = False) -> _C:
+    """The first chunk that is an instance of ``cls`` in a finalfusion file.
+
+    For a vocabulary, metadata or norms chunk the matrix data of a plain
+    file is never read (see :func:`read_source`), so ``load_vocab`` of a
+    large file costs about what its vocabulary does.
+
+    Raises
+    ------
+    FormatError
+        If the file is malformed or holds no such chunk.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, Metadata, NdArray, SimpleVocab
+    >>> out = io.BytesIO()
+    >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(out)
+    >>> load_chunk(out.getvalue(), SimpleVocab)
+    SimpleVocab(['a', 'b'] (2 words))
+    >>> load_chunk(out.getvalue(), Metadata)
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: file: <bytes> has no Metadata chunk: expected a Metadata chunk, found ['SimpleVocab', 'NdArray']
+    """
+    # Only storage needs the matrix data: eager reads of other chunks skip it.
+    name, chunks, _ = read_source(file, mmap, matrix=_holds_storage(cls))
+    for _, chunk in chunks:
+        if isinstance(chunk, cls):
+            return chunk
+    raise FormatError(f"{name} has no {cls.__name__} chunk", chunk="file", expected=f"a {cls.__name__} chunk", found=[type(c).__name__ for _, c in chunks])
+
+
+# --- writing -----------------------------------------------------------------------------
+
+
+def write_chunks(chunks: Sequence[Chunk], file: Target, *, fsync: bool = False) -> None:
+    """Write a header listing ``chunks`` and the chunks themselves.
+
+    To a path the write is atomic: the data goes to a temporary file in the
+    same directory, which then replaces the target with ``os.replace``. A
+    crash, or an exception raised while writing, leaves the old file (if
+    any) untouched, and a file that is memory-mapped can be overwritten
+    safely (existing maps keep the old contents).
+
+    Writing to a path also reserves the file's full size up front (so a
+    full disk fails before anything is written) and, for large files,
+    writes the storage and norms on a second thread with ``os.pwrite`` while
+    this thread serialises the vocabulary: the layout (every chunk's offset)
+    is computed first, so the two parts never overlap.
+
+    Parameters
+    ----------
+    chunks
+        Chunks in file order (metadata, vocabulary, storage, norms).
+    file
+        Path or binary file object (written at its current position).
+    fsync
+        Flush the data to disk before the rename (durability across power loss).
+
+    Raises
+    ------
+    ChunkOrder
+        If the chunks are not in a valid order.
+    TypeError, ValueError
+        If a chunk cannot be represented (e.g. metadata values TOML cannot hold).
+    OSError
+        If the disk is full (before the target is touched).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> from finalfusion.storage import NdArray
+    >>> out = io.BytesIO()
+    >>> write_chunks([SimpleVocab(["a"]), NdArray(np.ones((1, 2), dtype=np.float32))], out)
+    >>> read_chunks(out.getvalue())[1][0][1].words
+    ['a']
+    """
+    ids = [c.chunk_id for c in chunks]
+    check_order(ids, offset=None, where="chunks to write")
+    header = Header(tuple(ids))
+    to_path = isinstance(file, (str, os.PathLike))
+    # For a path the layout is computed before touching the disk, so TOML errors lose nothing.
+    layout = _layout(header, chunks, 0) if to_path else None
+    with atomic_output(file, fsync=fsync, size=layout[-1] if layout else None) as f:
+        if layout is None:
+            try:
+                pos = f.tell()
+            except (OSError, AttributeError, io.UnsupportedOperation):
+                pos = 0
+            layout = _layout(header, chunks, pos)
+        _write_to(f, header, chunks, layout, parallel=to_path)
+
+
+def _layout(header: Header, chunks: Sequence[Chunk], pos: int) -> list[int]:
+    """Absolute offset of every chunk's frame written after ``header`` at ``pos``, plus the end offset."""
+    offsets = [pos + header.nbytes]
+    for chunk in chunks:
+        frame = offsets[-1]
+        offsets.append(frame + FRAME_BYTES + chunk.payload_len(frame + FRAME_BYTES))
+    return offsets
+
+
+#: Bytes after the vocabulary from which they are written on a second thread.
+PARALLEL_TAIL_BYTES = 8 << 20
+
+
+def _write_to(f: IO[bytes], header: Header, chunks: Sequence[Chunk], layout: list[int], *, parallel: bool) -> None:
+    split = next((i for i, c in enumerate(chunks) if c.chunk_id.role in ("storage", "norms")), len(chunks))
+    if not (parallel and hasattr(os, "pwrite") and layout[-1] - layout[split] >= PARALLEL_TAIL_BYTES):
+        _write_head(f, header, chunks, layout)
+        return
+
+    def write_tail(out: BinaryIO) -> None:
+        _write_laid_out(ByteWriter(out, layout[split]), chunks[split:], layout[split:])
+
+    def write_head() -> None:
+        # The head is serialised into memory first: a write to the file would wait
+        # for the other thread's pwrite (the kernel serialises writes to one file).
+        head = io.BytesIO()
+        _write_head(head, header, chunks[:split], layout[: split + 1])
+        f.write(head.getbuffer())
+        f.flush()
+
+    split_write(f, layout[split], write_tail, write_head)
+
+
+def _write_head(out: IO[bytes], header: Header, chunks: Sequence[Chunk], layout: list[int]) -> None:
+    """Write ``header`` and then ``chunks`` (laid out as :func:`_write_laid_out` says) to ``out``."""
+    writer = ByteWriter(cast(BinaryIO, out), layout[0] - header.nbytes)
+    header.write(writer)
+    _write_laid_out(writer, chunks, layout)
+
+
+def _write_laid_out(writer: ByteWriter, chunks: Sequence[Chunk], layout: list[int]) -> None:
+    """Write ``chunks`` whose frames start at ``layout[:-1]`` (``layout[-1]``: where the last ends)."""
+    for chunk, frame, end in zip(chunks, layout[:-1], layout[1:], strict=True):
+        write_chunk(writer, chunk, end - frame - FRAME_BYTES)

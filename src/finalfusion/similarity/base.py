@@ -1,0 +1,168 @@
+"""What every query index knows about its rows: norms, bad rows, word ranks, block sizes.
+
+A :class:`QueryIndex` is the cached, lazily built state for similarity
+queries over the word rows of one :class:`~finalfusion.Embeddings`. It is
+an attribute of the embeddings (built on first use, dropped with them, never
+pickled or copied). The storage-specific scans are its subclasses
+:class:`~finalfusion.similarity.dense.DenseIndex` and
+:class:`~finalfusion.similarity.quantized.QuantizedIndex`.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.similarity.topk import F32, I64
+from finalfusion.storage.ndarray import Storage
+
+__all__ = ["BATCH_SCORE_ELEMENTS", "SCAN_BLOCK_BYTES", "UNIT_TOLERANCE", "QueryIndex"]
+
+#: Matrix bytes scanned per BLAS call for single queries.
+SCAN_BLOCK_BYTES: Final = 1 << 30
+#: Score-matrix elements (queries x rows) kept at once by batch queries: 2 MiB of
+#: float32, so that the selection after each matrix product reads the scores from cache.
+BATCH_SCORE_ELEMENTS: Final = 1 << 19
+#: Relative tolerance under which stored rows count as unit length.
+UNIT_TOLERANCE: Final = 1e-5
+#: Rows whose norms are computed at once (64 MiB of float32 rows).
+_NORM_BLOCK_BYTES: Final = 1 << 26
+
+
+class QueryIndex(ABC):
+    """Cached, lazily built state for similarity queries over the word rows of a storage.
+
+    The facts about the rows (norms, ranks) are computed on first use under
+    a lock, so concurrent queries from threads are safe. They assume the
+    storage is not modified in place afterwards.
+    """
+
+    #: Whether scores are approximations worth re-ranking exactly (``rerank=``).
+    approximate: bool = False
+
+    def __init__(self, storage: Storage, words: Sequence[str]) -> None:
+        self.words: list[str] = list(words)
+        self.n = len(self.words)
+        self.dims = storage.shape[1]
+        self.storage = storage
+        self._lock = threading.Lock()
+        self._facts: tuple[F32 | None, I64] | None = None
+        self._rank: I64 | None = None
+
+    # -- what a storage type provides ------------------------------------------------
+    @abstractmethod
+    def scored_rows(self, lo: int, hi: int) -> F32:
+        """Rows ``lo:hi`` as the scans score them (before any per-row scale)."""
+
+    @abstractmethod
+    def dots(self, q: F32, lo: int, hi: int) -> F32:
+        """Dot products of ``q`` with the scored rows ``lo:hi``."""
+
+    @abstractmethod
+    def batch_dots(self, qm: F32, lo: int, hi: int) -> F32:
+        """Dot products of the queries ``qm`` (Q, d) with the scored rows ``lo:hi``, as (Q, hi - lo)."""
+
+    def row_signs(self) -> npt.NDArray[np.float64] | None:
+        """Signs every scored row is multiplied by, or ``None`` when all are positive."""
+        return None
+
+    def row_norms(self) -> npt.NDArray[np.float64]:
+        """l2 norm of every scored row (NaN or inf for rows that are never returned)."""
+        out = np.empty(self.n, dtype=np.float64)
+        step = max(1, _NORM_BLOCK_BYTES // max(1, 4 * self.dims))
+        for lo in range(0, self.n, step):
+            hi = min(self.n, lo + step)
+            blk = self.scored_rows(lo, hi)
+            with np.errstate(over="ignore", invalid="ignore"):
+                out[lo:hi] = np.sqrt(np.einsum("ij,ij->i", blk, blk, dtype=np.float64))
+        return out
+
+    # -- lazily computed facts about the rows -----------------------------------------
+    def _row_facts(self) -> tuple[F32 | None, I64]:
+        facts = self._facts
+        if facts is None:
+            with self._lock:
+                facts = self._facts
+                if facts is None:
+                    facts = self._facts = self._compute_row_facts()
+        return facts
+
+    def _compute_row_facts(self) -> tuple[F32 | None, I64]:
+        norms = self.row_norms()
+        bad = ~np.isfinite(norms)
+        ok = np.where(bad, 0.0, norms)
+        unit = (ok == 0) | (np.abs(ok - 1.0) <= UNIT_TOLERANCE)
+        signs = self.row_signs()
+        if signs is not None:
+            unit &= signs >= 0
+        scale = None
+        if not unit.all():
+            inverse = np.divide(1.0, ok, out=np.zeros_like(ok), where=ok > 0)
+            scale = (inverse if signs is None else signs * inverse).astype(np.float32)
+        return scale, np.flatnonzero(bad).astype(np.int64)
+
+    @property
+    def scale(self) -> F32 | None:
+        """Per-row multiplier turning dot products into cosines, or ``None`` when rows are unit."""
+        return self._row_facts()[0]
+
+    @property
+    def bad(self) -> I64:
+        """Rows with NaN or infinite values; never returned."""
+        return self._row_facts()[1]
+
+    @property
+    def rank(self) -> I64:
+        """Position of every word in code-point order (the tie-breaker)."""
+        rank = self._rank
+        if rank is None:
+            with self._lock:
+                rank = self._rank
+                if rank is None:
+                    order = sorted(range(self.n), key=self.words.__getitem__)
+                    rank = np.empty(self.n, dtype=np.int64)
+                    rank[np.asarray(order, dtype=np.int64)] = np.arange(self.n, dtype=np.int64)
+                    self._rank = rank
+        return rank
+
+    # -- scoring ---------------------------------------------------------------------
+    def block_rows(self, queries: int) -> int:
+        """Rows scored at once for ``queries`` queries."""
+        if queries <= 1:
+            return max(1024, SCAN_BLOCK_BYTES // max(1, 4 * self.dims))
+        return max(256, BATCH_SCORE_ELEMENTS // queries)
+
+    def scores(self, q: F32, lo: int, hi: int) -> F32:
+        """Cosine of unit ``q`` with rows ``lo:hi``."""
+        s = self.dots(q, lo, hi)
+        scale = self.scale
+        if scale is not None:
+            with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows are excluded afterwards
+                s *= scale[lo:hi]
+        return s
+
+    def batch_scores(self, qm: F32, lo: int, hi: int) -> F32:
+        """Cosines of unit queries ``qm`` (Q, d) with rows ``lo:hi`` as a (Q, hi - lo) matrix."""
+        s = self.batch_dots(qm, lo, hi)
+        scale = self.scale
+        if scale is not None:
+            with np.errstate(invalid="ignore", over="ignore"):
+                s *= scale[None, lo:hi]
+        return s
+
+    def rows(self, ids: I64) -> F32:
+        """The stored rows ``ids`` (quantized: reconstructed, norms applied)."""
+        return np.asarray(self.storage.rows(ids), dtype=np.float32)
+
+    def exact_scores(self, q: F32, ids: I64) -> npt.NDArray[np.float64]:
+        """Cosines of ``q`` with the fully reconstructed rows ``ids``, in float64."""
+        rows = np.asarray(self.storage.rows(ids), dtype=np.float64)
+        norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+        dots = rows @ q.astype(np.float64)
+        out: npt.NDArray[np.float64] = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+        return out

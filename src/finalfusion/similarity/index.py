@@ -1,0 +1,63 @@
+"""The query index of a storage, and the one of an :class:`~finalfusion.Embeddings`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from finalfusion.similarity.base import QueryIndex
+from finalfusion.similarity.dense import DenseIndex
+from finalfusion.similarity.quantized import QuantizedIndex
+from finalfusion.storage.ndarray import NdArray, Storage
+from finalfusion.storage.quantized import QuantizedArray
+
+if TYPE_CHECKING:
+    from finalfusion.embeddings import Embeddings
+
+__all__ = ["DenseIndex", "QuantizedIndex", "QueryIndex", "build_index", "clear_cache", "query_index"]
+
+
+def build_index(storage: Storage, words: Sequence[str]) -> QueryIndex:
+    """A fresh query index over the rows of ``storage`` that belong to ``words``.
+
+    Raises
+    ------
+    TypeError
+        If the storage is neither dense nor quantized.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> type(build_index(NdArray(np.eye(2, dtype=np.float32)), ["a", "b"])).__name__
+    'DenseIndex'
+    """
+    if isinstance(storage, NdArray):
+        return DenseIndex(storage, words)
+    if isinstance(storage, QuantizedArray):
+        return QuantizedIndex(storage, words)
+    raise TypeError(f"similarity queries need NdArray or QuantizedArray storage, not {type(storage).__name__}")
+
+
+def query_index(emb: Embeddings) -> QueryIndex:
+    """The query index of ``emb``: an attribute of the embeddings, built on first use."""
+    return emb._query_index()
+
+
+def clear_cache(emb: Embeddings) -> None:
+    """Forget the cached row norms, word ranks and code layout of ``emb``.
+
+    Needed only after modifying the storage matrix in place; the next query
+    builds them again.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+    >>> emb.storage.matrix[0] = [3.0, 4.0]
+    >>> clear_cache(emb)
+    >>> round(emb.embedding_similarity([1.0, 0.0], k=1)[0].similarity, 3)
+    0.6
+    """
+    emb._drop_query_index()

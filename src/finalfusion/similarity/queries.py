@@ -1,0 +1,168 @@
+"""The query functions behind the query methods of :class:`~finalfusion.Embeddings`."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.similarity.index import query_index
+from finalfusion.similarity.results import SimilarityResult
+from finalfusion.similarity.scan import finish, results, search, search_batch, skip_pairs, word_ids
+from finalfusion.similarity.topk import F32, I64
+from finalfusion.similarity.vectors import analogy_vectors, unit_query, unit_rows
+
+if TYPE_CHECKING:
+    from finalfusion.embeddings import Embeddings
+
+__all__ = [
+    "analogy",
+    "analogy_batch",
+    "check_k",
+    "embedding_similarity",
+    "embedding_similarity_batch",
+    "most_similar",
+    "word_similarity",
+    "word_similarity_batch",
+]
+
+
+def check_k(k: Any) -> int:
+    """``k`` as an ``int``; ``ValueError`` if negative, ``TypeError`` if not an integer.
+
+    Examples
+    --------
+    >>> check_k(3)
+    3
+    """
+    k = operator.index(k)
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    return int(k)
+
+
+def word_similarity(emb: Embeddings, query: str, k: int, skip: Iterable[str] | None, rerank: int | None) -> list[SimilarityResult] | None:
+    """Implementation of :meth:`Embeddings.word_similarity`."""
+    k = check_k(k)
+    vec = emb.embedding(query)
+    if vec is None:
+        return None
+    index = query_index(emb)
+    excluded = word_ids(emb.vocab.word_index, [query] if skip is None else skip)
+    return results(index, *search(index, unit_query(vec, index.dims), k, excluded, rerank=rerank))
+
+
+def embedding_similarity(emb: Embeddings, vector: npt.ArrayLike, k: int, skip: Iterable[str] | None, rerank: int | None) -> list[SimilarityResult]:
+    """Implementation of :meth:`Embeddings.embedding_similarity`."""
+    k = check_k(k)
+    index = query_index(emb)
+    return results(index, *search(index, unit_query(vector, index.dims), k, word_ids(emb.vocab.word_index, skip), rerank=rerank))
+
+
+def analogy(
+    emb: Embeddings, query: tuple[str, str, str], k: int, skip: Iterable[str] | None, mask: Sequence[bool], rerank: int | None
+) -> list[SimilarityResult] | None:
+    """Implementation of :meth:`Embeddings.analogy`."""
+    k = check_k(k)
+    if len(mask) != 3:
+        raise ValueError(f"mask must have three booleans, got {len(mask)}")
+    vecs = [emb.embedding(w) for w in query]
+    if any(v is None for v in vecs):
+        return None
+    index = query_index(emb)
+    a, b, c = (np.asarray(v, dtype=np.float32)[None, :] for v in vecs)
+    q = analogy_vectors(a, b, c)[0]
+    if skip is None:
+        skip = [w for w, m in zip(query, mask, strict=True) if m]
+    return results(index, *search(index, q, k, word_ids(emb.vocab.word_index, skip), rerank=rerank))
+
+
+def word_similarity_batch(emb: Embeddings, queries: Sequence[str], k: int) -> tuple[I64, F32]:
+    """Implementation of :meth:`Embeddings.word_similarity_batch`."""
+    k = check_k(k)
+    index = query_index(emb)
+    queries = list(queries)
+    matrix, found = emb.embedding_batch(queries)
+    own = [word_ids(emb.vocab.word_index, [w]) for w in queries]
+    ids, scores = finish(search_batch(index, unit_rows(matrix, index.dims), k, skip_pairs(own)))
+    ids[~found] = -1
+    scores[~found] = np.nan
+    return ids, scores
+
+
+def embedding_similarity_batch(emb: Embeddings, vectors: npt.ArrayLike, k: int, skip: Iterable[str] | None) -> tuple[I64, F32]:
+    """Implementation of :meth:`Embeddings.embedding_similarity_batch`."""
+    k = check_k(k)
+    index = query_index(emb)
+    qm = unit_rows(vectors, index.dims)
+    excluded = word_ids(emb.vocab.word_index, skip)
+    pairs = (np.repeat(np.arange(len(qm), dtype=np.int64), len(excluded)), np.tile(excluded, len(qm)))
+    return finish(search_batch(index, qm, k, pairs))
+
+
+def analogy_batch(emb: Embeddings, triples: Sequence[Sequence[str]], k: int) -> tuple[I64, F32]:
+    """Implementation of :meth:`Embeddings.analogy_batch`."""
+    k = check_k(k)
+    index = query_index(emb)
+    triples = [tuple(t) for t in triples]
+    if any(len(t) != 3 for t in triples):
+        raise ValueError("every analogy query must have exactly three words")
+    flat = [w for t in triples for w in t]
+    matrix, found = emb.embedding_batch(flat)
+    rows = matrix.reshape(len(triples), 3, index.dims)
+    ok = found.reshape(len(triples), 3).all(axis=1)
+    qm = analogy_vectors(rows[:, 0], rows[:, 1], rows[:, 2])
+    ids, scores = finish(search_batch(index, qm, k, skip_pairs([word_ids(emb.vocab.word_index, t) for t in triples])))
+    ids[~ok] = -1
+    scores[~ok] = np.nan
+    return ids, scores
+
+
+def most_similar(emb: Embeddings, positive: Any, negative: Any, topn: int | None, restrict_vocab: int | None) -> Any:
+    """Implementation of :meth:`Embeddings.most_similar` (gensim semantics)."""
+    if topn is not None and check_k(topn) == 0:
+        return []
+    index = query_index(emb)
+    items = [(x, 1.0) for x in as_list(positive)] + [(x, -1.0) for x in as_list(negative)]
+    if not items:
+        raise ValueError("cannot compute mean with no input")
+    total = np.zeros(index.dims, dtype=np.float64)
+    weight = 0.0
+    keys: list[str] = []
+    for item, default in items:
+        key, w = (item[0], float(item[1])) if isinstance(item, tuple) else (item, default)
+        if isinstance(key, str):
+            vec = emb.embedding(key)
+            if vec is None:
+                raise KeyError(f"Key '{key}' not present in vocabulary")
+            keys.append(key)
+            vec = unit_query(vec, index.dims)
+        else:
+            vec = np.asarray(key, dtype=np.float32)
+        total += w * vec
+        weight += abs(w)
+    q = unit_query(total / weight, index.dims)
+    limit = index.n if restrict_vocab is None else min(index.n, max(0, int(restrict_vocab)))
+    if topn is None:
+        step = index.block_rows(1)
+        return np.concatenate([index.scores(q, lo, min(limit, lo + step)) for lo in range(0, limit, step)] or [np.zeros(0, np.float32)])
+    scores, ids = search(index, q, topn, word_ids(emb.vocab.word_index, keys), limit=limit)
+    return [(r.word, r.similarity) for r in results(index, scores, ids)]
+
+
+def as_list(x: Any) -> list[Any]:
+    """gensim's ``_ensure_list``: ``None`` -> ``[]``, a single key or vector -> ``[x]``.
+
+    Examples
+    --------
+    >>> as_list(None), as_list("a"), as_list(("a", "b"))
+    ([], ['a'], ['a', 'b'])
+    """
+    if x is None:
+        return []
+    if isinstance(x, str) or (isinstance(x, np.ndarray) and x.ndim == 1):
+        return [x]
+    return list(x)

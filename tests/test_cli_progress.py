@@ -1,0 +1,198 @@
+"""Progress reporting (library ``progress=`` and the command line's bars) and Ctrl-C during a conversion."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import finalfusion
+from finalfusion import Embeddings, FastTextVocab, NdArray, SimpleVocab
+from finalfusion._progress import TqdmBars, reporter
+from finalfusion.subword import FastTextIndexer
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "examples" / "sample.fifu"
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(REPO / "src") + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, Any]] = []
+
+    def __call__(self, stage: str, done: int, total: Any) -> None:
+        self.calls.append((stage, done, total))
+
+
+def _small(tmp_path: Path) -> Embeddings:
+    rng = np.random.default_rng(0)
+    return Embeddings(NdArray(rng.normal(size=(3000, 8)).astype(np.float32)), SimpleVocab([f"w{i}" for i in range(3000)]))
+
+
+@pytest.mark.parametrize(("writer", "loader"), [("write_word2vec", "load_word2vec"), ("write_text_dims", "load_text_dims"), ("write_text", "load_text")])
+def test_loaders_report_bytes_read(tmp_path: Path, writer: str, loader: str) -> None:
+    path = tmp_path / "vectors"
+    getattr(finalfusion, writer)(path, _small(tmp_path))
+    rec = Recorder()
+    emb = getattr(finalfusion, loader)(path, progress=rec)
+    assert len(emb.vocab) == 3000
+    size = path.stat().st_size
+    assert {s for s, _, _ in rec.calls} == {"read"}
+    assert all(total == size for _, _, total in rec.calls)
+    assert rec.calls[-1][1] == size
+    rec2 = Recorder()
+    finalfusion.load(path, progress=rec2)  # sniffing: the same reports, rewinding after the sample
+    assert rec2.calls[-1][1:] == (size, size)
+
+
+def test_fasttext_and_floret_report(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    ft = Embeddings(NdArray(rng.normal(size=(2 + 16, 4)).astype(np.float32)), FastTextVocab(["hallo", "welt"], FastTextIndexer(16, 3, 5)))
+    path = tmp_path / "model.bin"
+    finalfusion.write_fasttext(path, ft)
+    rec = Recorder()
+    finalfusion.load_fasttext(path, progress=rec)
+    assert rec.calls[-1] == ("read", path.stat().st_size, path.stat().st_size)
+    floret = tmp_path / "v.floret"
+    floret.write_bytes(b"2 3 3 6 2 2166136261 < >\n0 1 0 0\n1 0 2 0\n")
+    rec = Recorder()
+    finalfusion.load_floret(floret, progress=rec)
+    assert rec.calls[-1] == ("read", floret.stat().st_size, floret.stat().st_size)
+
+
+def test_gzip_and_pipes_report_compressed_bytes_and_unknown_totals(tmp_path: Path) -> None:
+    import gzip
+
+    raw = io.BytesIO()
+    finalfusion.write_word2vec(raw, _small(tmp_path))
+    packed = gzip.compress(raw.getvalue())
+    rec = Recorder()
+    finalfusion.load_word2vec(packed, progress=rec)
+    assert rec.calls[-1] == ("read", len(packed), len(packed))
+    r, w = os.pipe()
+    with os.fdopen(w, "wb") as fw:
+        fw.write(b"2 2\nfoo 3 4\nbar 0 1\n")
+    rec = Recorder()
+    with os.fdopen(r, "rb") as fr:
+        finalfusion.load_text_dims(fr, progress=rec)
+    assert rec.calls[-1] == ("read", 20, None)
+
+
+def test_quantize_and_evaluate_report(tmp_path: Path) -> None:
+    emb = finalfusion.load_finalfusion(SAMPLE)
+    rec = Recorder()
+    emb.quantize(n_subquantizers=4, n_bits=2, n_iterations=2, seed=0, progress=rec)
+    assert [c for c in rec.calls if c[0] == "train"][-1] == ("train", 4, 4)
+    assert rec.calls[-1] == ("encode", 340, 340)
+    rec = Recorder()
+    ev = emb.evaluate_analogies([": a", "the of and in", "x y z w", ": b", "the of and to"], progress=rec)
+    assert ev.skipped == 1
+    assert rec.calls[-1] == ("evaluate", 3, 3)
+    assert [d for _, d, _ in rec.calls] == sorted(d for _, d, _ in rec.calls)
+
+
+def test_progress_true_draws_tqdm_bars_and_nothing_without_tqdm(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("tqdm", reason="tqdm (the cli extra) is not installed")
+    path = tmp_path / "v.txt"
+    finalfusion.write_text(path, _small(tmp_path))
+    finalfusion.load_text(path, progress=True)
+    err = capsys.readouterr().err
+    assert "reading" in err
+    assert "100%" in err
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # import tqdm now fails
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    finalfusion.load_text(path, progress=True)
+    assert capsys.readouterr().err == ""
+    with reporter(True) as report:
+        assert report is None
+
+
+def test_tqdm_bars_one_bar_per_stage() -> None:
+    tqdm = pytest.importorskip("tqdm", reason="tqdm (the cli extra) is not installed").tqdm
+    out = io.StringIO()
+    bars = TqdmBars(factory=tqdm, file=out)
+    bars("train", 1, 4)
+    bars("train", 4, 4)
+    bars("encode", 10, 10)
+    bars.close()
+    text = out.getvalue()
+    assert "training: 100%" in text
+    assert "encoding: 100%" in text
+    with pytest.raises(TypeError, match="progress must be"), reporter(42):  # type: ignore[arg-type]
+        pass
+
+
+def _text_file(tmp_path: Path, rows: int) -> Path:
+    path = tmp_path / "big.txt"
+    rng = np.random.default_rng(0)
+    emb = Embeddings(NdArray(rng.normal(size=(rows, 50)).astype(np.float32)), SimpleVocab([f"w{i}" for i in range(rows)]))
+    finalfusion.write_text(path, emb)
+    return path
+
+
+def test_bar_on_a_terminal_not_in_a_pipe(tmp_path: Path) -> None:
+    pytest.importorskip("tqdm", reason="tqdm (the cli extra) is not installed")
+    pty = pytest.importorskip("pty", reason="needs pseudo-terminals")
+    src = _text_file(tmp_path, 2000)
+    cmd = [sys.executable, "-m", "finalfusion", "convert", str(src), str(tmp_path / "out.fifu")]
+    # stderr on a pseudo-terminal: a bar.
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env())
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    assert proc.stdout is not None
+    assert proc.stdout.read() == b""
+    assert b"reading" in seen
+    assert b"B/s" in seen or b"100%" in seen
+    # stderr in a pipe: no bar, no output at all.
+    r = subprocess.run(cmd, capture_output=True, env=env(), timeout=120, check=False)
+    assert r.returncode == 0
+    assert r.stderr == b""
+    assert r.stdout == b""
+
+
+def test_ctrl_c_leaves_no_partial_output(tmp_path: Path) -> None:
+    src = tmp_path / "big.fifu"
+    rng = np.random.default_rng(0)
+    rows = 60_000
+    Embeddings(NdArray(rng.normal(size=(rows, 100)).astype(np.float32)), SimpleVocab([f"w{i}" for i in range(rows)])).write(src)
+    target = tmp_path / "out.txt"
+    target.write_bytes(b"old contents\n")
+    before = set(os.listdir(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "finalfusion", "convert", str(src), str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env())
+    # Wait until the writer's temporary file exists (the text writer then formats for seconds), then interrupt.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and set(os.listdir(tmp_path)) == before:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the conversion ended before it could be interrupted"
+    assert set(os.listdir(tmp_path)) != before  # mid-write
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert b"interrupted" in err
+    assert b"Traceback" not in err
+    assert target.read_bytes() == b"old contents\n"
+    assert set(os.listdir(tmp_path)) == before  # no temporary file left
