@@ -16,7 +16,7 @@ vector per document (``finalfusion.scale.embed_documents(..., pooling="mean")``)
 
 * **serial**: one process, one file after the other, ``embedding_batch`` with
   ``threads=1`` (and, with ``--serial-default-threads``, with its default
-  threads, ``BATCH_THREADS``; they only split the subword sums of unknown
+  threads, ``finalfusion.get_threads()``; they only split the subword sums of unknown
   words); in a fresh subprocess, which reports its time, peak RSS and PSS;
 * **dask N**: ``LocalCluster(n_workers=N, threads_per_worker=1,
   processes=True)`` with the active memory manager off (so the broadcast
@@ -139,18 +139,17 @@ def read_docs(name: str) -> list[list[str]]:
 def worker_serial(path: str, files: list[str], threads: int | None, repeats: int, check: str | None) -> dict[str, Any]:
     """In a fresh process: embed every file, ``repeats`` times; report times and memory."""
     import finalfusion
-    from finalfusion.embeddings import BATCH_THREADS
     from finalfusion.scale import embed_documents
 
     emb = finalfusion.load_finalfusion(path, mmap=True)
     times, vectors = [], []
     for _ in range(repeats):
         t = time.perf_counter()
-        vectors = [v for name in files for v in embed_documents(emb, read_docs(name), pooling="mean", threads=threads or BATCH_THREADS)]
+        vectors = [v for name in files for v in embed_documents(emb, read_docs(name), pooling="mean", threads=threads or finalfusion.get_threads())]
         times.append(time.perf_counter() - t)
     if check:
         np.save(check, np.stack(vectors))
-    return {"times": times, "threads": threads or BATCH_THREADS, "memory": memory_mb(os.getpid(), path)}
+    return {"times": times, "threads": threads or finalfusion.get_threads(), "memory": memory_mb(os.getpid(), path)}
 
 
 class DaskRunner:
@@ -185,7 +184,7 @@ class DaskRunner:
         t = time.perf_counter()
         bag = db.read_text(self.files, blocksize=None).map(str.split)
         parts = bag.map_partitions(embed_partition, self.remote, pooling="mean").to_delayed()
-        # One (documents, dims) matrix per partition: a list of 100,000 small arrays travels far slower.
+        # One (documents, dims) matrix per partition rather than 100,000 small arrays to serialise.
         matrices = dask.compute(*[dask.delayed(np.stack)(p) for p in parts], scheduler=self.client)
         self.times.append(time.perf_counter() - t)
         return np.concatenate(matrices)
@@ -232,7 +231,7 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=32, help="corpus files (= Dask partitions)")
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--serial-default-threads", action="store_true", help="also run the serial call with its default threads (BATCH_THREADS)")
+    ap.add_argument("--serial-default-threads", action="store_true", help="also run the serial call with its default threads (finalfusion.get_threads())")
     ap.add_argument("--out", help="write the results as JSON")
     ap.add_argument("--worker", choices=["serial"], help=argparse.SUPPRESS)
     ap.add_argument("--path", help=argparse.SUPPRESS)
