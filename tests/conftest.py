@@ -87,3 +87,52 @@ def assert_rows_match_lookups(emb: Any, words: list[str], matrix: Any, found: An
             assert not matrix[i].any(), w
         else:
             np.testing.assert_allclose(matrix[i], single, rtol=1e-6, atol=1e-6, err_msg=w)
+
+
+def make_scale_embeddings(path: Path, words: int = 5000, buckets_exp: int = 16, dims: int = 128, seed: int = 0) -> Any:
+    """Write subword embeddings of a few tens of MB (default 36 MB) for the Dask and Ray tests; return them."""
+    import finalfusion
+    from finalfusion.subword import FinalfusionHashIndexer
+    from finalfusion.vocab import FinalfusionBucketVocab
+
+    vocab = FinalfusionBucketVocab([f"w{i}ort" for i in range(words)], FinalfusionHashIndexer(buckets_exp, 3, 6))
+    matrix = np.random.default_rng(seed).standard_normal((vocab.upper_bound, dims), dtype=np.float32)
+    emb = finalfusion.Embeddings(finalfusion.NdArray(matrix), vocab)
+    emb.write(path)
+    return emb
+
+
+def scale_corpus(docs: int = 300, seed: int = 1) -> list[list[str]]:
+    """Tokenised documents for make_scale_embeddings: known words, ~10% unknown ones, and an empty document."""
+    rng = np.random.default_rng(seed)
+    out: list[list[str]] = [[]]
+    for _ in range(docs):
+        n = int(rng.integers(1, 40))
+        ids = rng.integers(0, 5000, n)
+        out.append([f"unk{i}x" if rng.random() < 0.1 else f"w{i}ort" for i in ids])
+    return out
+
+
+def mapping_memory_kb(pid: int | str, path: str) -> dict[str, int]:
+    """Rss and Pss (kB) of the mappings of ``path`` in process ``pid`` (from /proc/<pid>/smaps)."""
+    totals = {"Rss": 0, "Pss": 0}
+    inside = False
+    with open(f"/proc/{pid}/smaps", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            head = line.split(None, 1)[0]
+            if not head.endswith(":"):  # a mapping's first line: address range, perms, ..., pathname
+                inside = line.rstrip("\n").endswith(" " + path)
+            elif inside and head[:-1] in totals:
+                totals[head[:-1]] += int(line.split()[1])
+    return totals
+
+
+def assert_same_neighbours(got: list[Any], want: list[Any]) -> None:
+    """Neighbour lists from a cluster equal serial ones: same words in the same order, cosines equal up to float rounding.
+
+    (A batched query's matrix products may round differently for another batch composition.)
+    """
+    assert [w for w, _ in got] == [w for w, _ in want]
+    for (word, g), (_, w) in zip(got, want, strict=True):
+        assert [n for n, _ in g] == [n for n, _ in w], word
+        np.testing.assert_allclose([s for _, s in g], [s for _, s in w], rtol=1e-5, atol=1e-6, err_msg=word)
