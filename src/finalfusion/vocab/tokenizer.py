@@ -437,7 +437,7 @@ class TokenizerVocab(SubwordVocab[Any]):
 
     Row ``i`` of the storage is token id ``i``; there are no separate
     subword rows (``upper_bound == len(words)``). A word that is exactly a
-    token string uses that row. Any other word is split by ``tokenizer``
+    token string uses that row. Any other word is split by the tokenizer
     with the real library, control/unknown/unused tokens (and ids the table
     has no row for) are dropped, and the embeddings sum the remaining rows
     and l2-normalise them, as for n-grams of the other subword vocabularies.
@@ -450,8 +450,10 @@ class TokenizerVocab(SubwordVocab[Any]):
     ----------
     words
         The token strings, in id order (unique).
-    tokenizer
-        The model's :class:`Tokenizer`.
+    indexer
+        The model's :class:`Tokenizer` (usually passed positionally). The
+        field has the name every subword vocabulary gives its indexer;
+        :attr:`tokenizer` reads it.
 
     Examples
     --------
