@@ -1,4 +1,4 @@
-"""Repository-wide pytest configuration: skip the doctests of optional modules whose extra is missing."""
+"""Repository-wide pytest configuration: skip the doctests of optional modules whose extra is missing, and the fixture scripts."""
 
 from __future__ import annotations
 
@@ -6,3 +6,7 @@ import importlib.util
 
 # finalfusion.plot needs matplotlib (the `docs` extra); its doctests draw with the Agg backend.
 collect_ignore = [] if importlib.util.find_spec("matplotlib") else ["src/finalfusion/plot.py"]
+
+# The scripts that made the committed fixtures need the libraries they drive (gguf, safetensors, h5py ...)
+# and are run by hand, never collected (--doctest-modules would import them).
+collect_ignore_glob = ["tests/data/*"]
