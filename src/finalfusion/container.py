@@ -438,7 +438,15 @@ def write_chunks(chunks: Sequence[Chunk], file: Target, *, fsync: bool = False) 
             except (OSError, AttributeError, io.UnsupportedOperation):
                 pos = 0
             layout = _layout(header, chunks, pos)
-        _write_to(f, header, chunks, layout, parallel=to_path)
+        _write_to(f, header, chunks, layout, parallel=to_path and _seekable(f))
+
+
+def _seekable(f: IO[bytes]) -> bool:
+    """Whether ``f`` takes positional writes (a FIFO target does not)."""
+    try:
+        return bool(f.seekable())
+    except (OSError, ValueError):
+        return False
 
 
 def _layout(header: Header, chunks: Sequence[Chunk], pos: int) -> list[int]:
