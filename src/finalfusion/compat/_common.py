@@ -27,6 +27,7 @@ from finalfusion._source import GZIP_MAGIC, input_size, peek
 from finalfusion._source import open_stream as open_input
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
+from finalfusion.limits import MAX_HEADER_LINE_BYTES
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
 from finalfusion.storage.ndarray import NdArray
@@ -481,7 +482,7 @@ def dense_matrix_with_norms(emb: Embeddings, unnormalize: bool = True, start: in
 
 
 #: Longest header line accepted (``"<rows> <dims>"`` is a few dozen bytes).
-_MAX_HEADER = 1 << 12
+_MAX_HEADER = MAX_HEADER_LINE_BYTES
 
 
 def read_dims_header(f: IO[bytes], fmt: str) -> tuple[int, int, int]:
