@@ -148,3 +148,31 @@ def test_limits_are_documented_constants() -> None:
     doc = (Path(__file__).parent.parent / "docs" / "reliability.md").read_text()
     for name in limits.__all__:
         assert name in doc
+
+
+def _damaged_gzips() -> dict[str, bytes]:
+    good = gzip.compress(b"a 1 2\nb 3 4\n", mtime=0)
+    crc = bytearray(good)
+    crc[-8] ^= 0xFF
+    length = bytearray(good)
+    length[-4] ^= 0xFF
+    return {
+        "trailing-garbage": good + b"garbage!",
+        "trailing-bad-member-header": good + b"\x1f\x8b\x07" + bytes(20),
+        "crc-mismatch": bytes(crc),
+        "length-mismatch": bytes(length),
+        "corrupt-deflate": good[:10] + b"\xff" * 8 + good[18:],
+        "truncated": good[:-5],
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_damaged_gzips()))
+@pytest.mark.parametrize("reader", ["text", "load"])
+def test_every_gzip_damage_is_a_format_error(tmp_path: Path, case: str, reader: str) -> None:
+    import finalfusion
+    import finalfusion.compat as compat
+
+    path = tmp_path / "damaged.txt.gz"
+    path.write_bytes(_damaged_gzips()[case])
+    with pytest.raises(finalfusion.FormatError, match="gzip"):
+        (compat.load_text if reader == "text" else compat.load)(str(path))

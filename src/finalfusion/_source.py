@@ -411,8 +411,10 @@ class _Prefixed(io.RawIOBase):
 class _GzipInput(gzip.GzipFile):
     """A :class:`gzip.GzipFile` whose reads raise :class:`FormatError` for corrupt or truncated data.
 
-    ``gzip`` reports a corrupt deflate stream as ``zlib.error`` and a stream
-    cut before its end marker as ``EOFError``; for a reader both are bad input.
+    ``gzip`` reports a corrupt deflate stream as ``zlib.error``, a stream
+    cut before its end marker as ``EOFError``, and trailing garbage or a CRC
+    or length mismatch as ``gzip.BadGzipFile`` (an ``OSError``); for a reader
+    all are bad input.
     The error's offset is how far the decompressor has read into the
     *compressed* input (it reads ahead, so the damage is at or before it).
     """
@@ -433,6 +435,9 @@ def _translate_gzip_errors(name: str) -> None:
         except zlib.error as exc:
             at = _compressed_offset(self)
             raise FormatError("corrupt gzip data", offset=at, chunk="gzip", expected="a valid deflate stream", found=str(exc)) from None
+        except gzip.BadGzipFile as exc:  # an OSError, but bad data: trailing garbage, CRC or length mismatch, bad member header
+            at = _compressed_offset(self)
+            raise FormatError("corrupt gzip data", offset=at, chunk="gzip", expected="valid gzip members to the end", found=str(exc)) from None
 
     setattr(_GzipInput, name, guarded)
 
