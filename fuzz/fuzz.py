@@ -45,6 +45,7 @@ import argparse
 import atexit
 import collections
 import contextlib
+import functools
 import gzip
 import hashlib
 import io
@@ -478,6 +479,35 @@ def _chunk_frames(data: bytes) -> list[tuple[int, int]]:
     return frames
 
 
+#: Share of mutated inputs that are endless gzip streams (each costs the reader up to its caps, a few MiB).
+ENDLESS_RATE = 0.01
+#: Bytes that terminate nothing in any format (not a newline, NUL, space or tab): an endless run of one
+#: of them is a line, word or header that never ends.
+ENDLESS_FILLERS = (b"a", b"9", b"\xff")
+#: Decompressed size of an endless stream (above the worker's 1 GiB address-space headroom) and of one gzip member.
+ENDLESS_BYTES = 3 << 29
+_ENDLESS_MEMBER = 1 << 26
+
+
+@functools.cache
+def _endless_member(filler: bytes) -> bytes:
+    return gzip.compress(filler * _ENDLESS_MEMBER, compresslevel=9, mtime=0)
+
+
+def endless_gzip(data: bytes, rng: random.Random) -> bytes:
+    """``data`` cut at a random point, then a filler byte repeated to :data:`ENDLESS_BYTES`, as a small gzip file.
+
+    Generates the siblings of issue 13's unbounded buffering: a header line,
+    a word or a line whose terminator never comes, in a stream with no size
+    (gzip members are concatenated; a reader decodes them all). A reader that
+    buffers until the terminator exceeds the worker's address space
+    (``alloc``); a bounded one fails at its cap (``finalfusion.limits``).
+    """
+    cut = rng.randrange(len(data) + 1)
+    member = _endless_member(rng.choice(ENDLESS_FILLERS))
+    return gzip.compress(data[:cut], mtime=0) + member * (ENDLESS_BYTES // _ENDLESS_MEMBER)
+
+
 def mutate(data: bytes, rng: random.Random, corpus: list[bytes]) -> bytes:
     """Apply 1-4 random mutations to ``data``."""
     buf = bytearray(data)
@@ -576,7 +606,9 @@ def campaign(readers: list[str], seconds: float, seed: int, timeout: float, limi
         while time.monotonic() - start < seconds:
             reader = readers[execs % len(readers)]
             corpus = corpora[reader]
-            data = mutate(rng.choice(corpus), rng, corpus)[:max_size]
+            # An endless stream is not cut to max_size: its point is to be longer than the readers' caps.
+            endless = rng.random() < ENDLESS_RATE
+            data = endless_gzip(rng.choice(corpus), rng) if endless else mutate(rng.choice(corpus), rng, corpus)[:max_size]
             out = worker.run(reader, data, timeout)
             execs += 1
             stats[reader][out["status"]] += 1

@@ -127,3 +127,34 @@ def test_runaway_allocation_is_a_finding() -> None:
     assert out["status"] == "alloc"
     assert out["type"] == "MemoryError"
     assert fuzz.run_one(lambda data: int("x"), b"")["status"] == "crash"
+
+
+def _endless_cases() -> list[tuple[str, int]]:
+    """Two endless inputs per reader; for ``load`` only seeds it does not read as finalfusion (see the xfail below)."""
+    return [(reader, k) for reader in READERS for k in range(2)]
+
+
+@pytest.mark.parametrize(("reader", "k"), _endless_cases())
+def test_endless_gzip_inputs_stay_bounded(reader: str, k: int) -> None:
+    """fuzz.endless_gzip: a seed cut anywhere and continued by a 1.5 GiB run without any terminator (issue 13, class 3)."""
+    rng = random.Random(f"{reader}-{k}")
+    seeds = [s for s in fuzz.seed_inputs(reader) if not (reader == "load" and _is_fifu(s))]
+    check(reader, fuzz.endless_gzip(rng.choice(seeds), rng))
+
+
+def _is_fifu(data: bytes) -> bool:
+    import gzip
+
+    return data.startswith(b"FiFu") or (data.startswith(b"\x1f\x8b") and gzip.decompress(data)[:4] == b"FiFu")
+
+
+@pytest.mark.xfail(
+    strict=True, reason="open: a finalfusion stream with the right magic is read whole before its chunks are parsed (found by fuzz.endless_gzip)"
+)
+def test_endless_gzip_finalfusion_stream_stays_bounded() -> None:
+    import gzip
+
+    seed = next(s for s in fuzz.seed_inputs("load") if s.startswith(b"FiFu"))
+    member = fuzz._endless_member(b"a")
+    data = gzip.compress(seed[: len(seed) // 2], mtime=0) + member * (fuzz.ENDLESS_BYTES // fuzz._ENDLESS_MEMBER)
+    check("load", data)

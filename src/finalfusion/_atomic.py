@@ -19,13 +19,14 @@ import errno
 import functools
 import os
 import secrets
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from typing import IO, Any, BinaryIO, Final, Union, cast
 
 from finalfusion import _threads
 
-__all__ = ["PositionalFile", "Target", "atomic_output", "preallocate", "run_in_background", "split_write"]
+__all__ = ["PositionalFile", "Target", "atomic_output", "preallocate", "resolve_target", "run_in_background", "split_write", "temporary_name"]
 
 #: Where a write can go: a path, or a binary file object written at its current position.
 Target = Union[str, "os.PathLike[Any]", IO[bytes]]
@@ -91,15 +92,89 @@ def preallocate(fd: int, size: int, name: str = "file") -> None:
             raise OSError(err, f"cannot reserve {size} bytes for the output ({os.strerror(err)})", name)
 
 
+#: Characters of a temporary name besides the target's name: ``.`` + ``.`` + 8 hex digits + ``.tmp``.
+_TEMP_EXTRA: Final = 14
+
+
+def _name_max(directory: str) -> int:
+    """The longest file name (in bytes) ``directory`` accepts; 255 where the system cannot say."""
+    try:
+        return max(int(os.pathconf(directory, "PC_NAME_MAX")), 32)
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def temporary_name(directory: str, base: str) -> str:
+    """``.<base>.<8 random hex>.tmp``, with ``base`` cut so that the name fits ``NAME_MAX`` bytes.
+
+    A legal target name of up to ``NAME_MAX`` bytes gets a legal temporary
+    name: the base is shortened (whole characters), never the random part.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> len(os.fsencode(temporary_name(d, "x" * 255))) <= _name_max(d)
+    True
+    >>> temporary_name(d, "out.fifu").startswith(".out.fifu.")
+    True
+    """
+    room = _name_max(directory) - _TEMP_EXTRA
+    while len(os.fsencode(base)) > room:
+        base = base[:-1]
+    return f".{base}.{secrets.token_hex(4)}.tmp"
+
+
 def _create_temporary(directory: str, base: str) -> tuple[int, str]:
     """Create ``.<base>.<random>.tmp`` in ``directory`` with mode ``0o666`` minus the umask."""
     for _ in range(100):
-        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
+        tmp = os.path.join(directory, temporary_name(directory, base))
         try:
             return os.open(tmp, _CREATE_FLAGS, 0o666), tmp
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no unused temporary file name", os.path.join(directory, f".{base}.*.tmp"))  # pragma: no cover
+
+
+def resolve_target(target: str) -> tuple[str, os.stat_result | None]:
+    """The file a write to ``target`` must end up in, and its status (``None`` if it does not exist yet).
+
+    Symlinks are followed (``os.path.realpath``): writing to ``current.fifu``
+    that links to ``v1.fifu`` replaces ``v1.fifu`` and keeps the link; a
+    dangling link is written to the path it names (creating that file).
+
+    Raises
+    ------
+    IsADirectoryError
+        ``target`` is (or links to) a directory.
+    OSError
+        ``ELOOP`` for a symlink loop; a socket (``ENXIO``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> os.symlink("v1.fifu", os.path.join(d, "current.fifu"))
+    >>> resolve_target(os.path.join(d, "current.fifu")) == (os.path.join(os.path.realpath(d), "v1.fifu"), None)
+    True
+    """
+    real = os.path.realpath(target)
+    try:
+        st: os.stat_result | None = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    if st is None and os.path.islink(real):
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), target)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "cannot write embeddings to a directory", target)
+    if st is not None and stat.S_ISSOCK(st.st_mode):
+        raise OSError(errno.ENXIO, "cannot write to a socket", target)
+    return real, st
+
+
+def _is_stream(st: os.stat_result | None) -> bool:
+    """A FIFO or a character/block device: written in place, not replaced."""
+    return st is not None and (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode))
 
 
 @contextlib.contextmanager
@@ -111,6 +186,15 @@ def atomic_output(file: Target, *, fsync: bool = False, size: int | None = None)
     without an exception; the target keeps its permissions (a new file gets
     ``0o666`` minus the umask, as ``open`` would give it). A binary file
     object is yielded as it is (written at its current position).
+
+    Symlinks are resolved first: the file they point to is replaced (with
+    a temporary file in *its* directory) and the link stays; a dangling
+    link creates the file it names. A FIFO or a character or block device
+    (``/dev/null``, a pipe set up with ``mkfifo``) is not replaced: the
+    data is streamed into it directly -- not atomic, no reservation, no
+    ``fsync``. The temporary name is kept within the directory's
+    ``NAME_MAX`` (the target's name is shortened in it), so every legal
+    target name works.
 
     Parameters
     ----------
@@ -130,6 +214,10 @@ def atomic_output(file: Target, *, fsync: bool = False, size: int | None = None)
     ------
     TypeError
         For bytes, ``bytearray``, ``memoryview`` or a file descriptor.
+    IsADirectoryError
+        The target is (or links to) a directory.
+    OSError
+        A symlink loop (``ELOOP``), a socket (``ENXIO``), or any I/O error.
 
     Examples
     --------
@@ -146,8 +234,14 @@ def atomic_output(file: Target, *, fsync: bool = False, size: int | None = None)
     if not isinstance(file, (str, os.PathLike)):
         yield file
         return
-    target = os.fsdecode(os.fspath(file))
-    fd, tmp = _create_temporary(os.path.dirname(os.path.abspath(target)), os.path.basename(target))
+    target, st = resolve_target(os.fsdecode(os.fspath(file)))
+    if _is_stream(st):
+        # A FIFO or device is written into, in place: not atomic, nothing reserved.
+        with open(target, "wb") as stream:
+            yield stream
+            stream.flush()
+        return
+    fd, tmp = _create_temporary(os.path.dirname(target), os.path.basename(target))
     try:
         with os.fdopen(fd, "wb") as f:
             if size is not None:

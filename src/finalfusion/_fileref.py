@@ -18,7 +18,7 @@ import hashlib
 from dataclasses import dataclass
 
 from finalfusion._binary import Buffer
-from finalfusion._source import map_path
+from finalfusion._source import HeadCheck, map_path
 from finalfusion.errors import FileChangedError
 
 __all__ = ["FileRef", "map_with_ref", "remap"]
@@ -83,9 +83,9 @@ class FileRef:
             )
 
 
-def map_with_ref(path: str) -> tuple[Buffer, FileRef]:
-    """Memory-map ``path`` read-only and describe exactly what was mapped."""
-    buf, mtime_ns = map_path(path)
+def map_with_ref(path: str, head: HeadCheck | None = None) -> tuple[Buffer, FileRef]:
+    """Memory-map ``path`` read-only and describe exactly what was mapped (``head``: see :func:`finalfusion._source.read_whole`)."""
+    buf, mtime_ns = map_path(path, head)
     return buf, FileRef(path, len(buf), mtime_ns, _digest(buf))
 
 

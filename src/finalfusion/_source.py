@@ -32,7 +32,7 @@ import mmap as _mmap
 import os
 import stat
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, Final, NamedTuple, Union, cast
 
 import numpy as np
@@ -43,7 +43,9 @@ from finalfusion.errors import FormatError, Truncated
 
 __all__ = [
     "GZIP_MAGIC",
+    "HEAD_BYTES",
     "MIN_SIZE",
+    "HeadCheck",
     "LazyFill",
     "Opened",
     "Source",
@@ -157,14 +159,34 @@ def read_into(f: IO[bytes], view: memoryview) -> int:
     return got
 
 
-def read_whole(f: IO[bytes], mmap: bool) -> Buffer:
+#: Checks the first bytes of a stream before the rest is read (raises if they cannot start a valid input).
+HeadCheck = Callable[[bytes], None]
+#: Bytes a :data:`HeadCheck` is given (a magic number's length).
+HEAD_BYTES: Final = 4
+
+
+def read_whole(f: IO[bytes], mmap: bool, head: HeadCheck | None = None) -> Buffer:
     """The rest of ``f`` as one buffer: writable, or (``mmap=True``) a read-only map when ``f`` is a real file at position 0.
+
+    A regular file's size is known, so it is read (or mapped) in one go.
+    Anything else -- a pipe, a character device such as ``/dev/zero``, a
+    file object without a descriptor -- has no size and may never end:
+    its first :data:`HEAD_BYTES` bytes are read first and given to ``head``
+    (which raises for a wrong magic), so a stream that is not the expected
+    format fails at once instead of after reading it to its end.
 
     Examples
     --------
     >>> import io
     >>> read_whole(io.BytesIO(b"FiFu"), mmap=False), read_whole(io.BytesIO(b"FiFu"), mmap=True)
     (bytearray(b'FiFu'), b'FiFu')
+    >>> def magic(prefix):
+    ...     if prefix != b"FiFu":
+    ...         raise ValueError(f"bad magic {prefix!r}")
+    >>> read_whole(io.BytesIO(b"\\0" * 100), mmap=False, head=magic)
+    Traceback (most recent call last):
+    ...
+    ValueError: bad magic b'\\x00\\x00\\x00\\x00'
     """
     fileno = None
     try:
@@ -172,8 +194,9 @@ def read_whole(f: IO[bytes], mmap: bool) -> Buffer:
         pos = f.tell()
     except (OSError, AttributeError, io.UnsupportedOperation):
         pos = -1
-    if fileno is not None and pos >= 0:
-        size = os.fstat(fileno).st_size - pos
+    st = os.fstat(fileno) if fileno is not None and pos >= 0 else None
+    if fileno is not None and st is not None and stat.S_ISREG(st.st_mode):
+        size = st.st_size - pos
         if mmap and pos == 0:
             if size == 0:
                 return b""
@@ -188,19 +211,30 @@ def read_whole(f: IO[bytes], mmap: bool) -> Buffer:
         if got < len(view) or rest:
             return bytearray(bytes(view[:got]) + rest)
         return view
+    prefix = b""
+    if head is not None:
+        while len(prefix) < HEAD_BYTES:
+            part = f.read(HEAD_BYTES - len(prefix))
+            if not isinstance(part, (bytes, bytearray)):
+                raise TypeError("the file object must be opened in binary mode")
+            if not part:
+                break
+            prefix += part
+        head(prefix)
     data = f.read()
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError("the file object must be opened in binary mode")
+    data = prefix + data if prefix else data
     return data if mmap else bytearray(data)
 
 
-def whole(src: Opened, mmap: bool) -> Buffer:
-    """The whole input of ``src`` as one buffer (see :func:`open_buffer`)."""
+def whole(src: Opened, mmap: bool, head: HeadCheck | None = None) -> Buffer:
+    """The whole input of ``src`` as one buffer (see :func:`open_buffer`; ``head``: see :func:`read_whole`)."""
     if src.data is not None:
         if mmap:
             return src.data if isinstance(src.data, bytes) else bytes(src.data)
         return bytearray(src.data)
-    return read_whole(cast(IO[bytes], src.file), mmap)
+    return read_whole(cast(IO[bytes], src.file), mmap, head)
 
 
 def open_buffer(file: Source, mmap: bool = False) -> tuple[Buffer, str]:
@@ -234,7 +268,7 @@ def open_buffer(file: Source, mmap: bool = False) -> tuple[Buffer, str]:
         return whole(src, mmap), src.name
 
 
-def map_path(path: str) -> tuple[Buffer, int]:
+def map_path(path: str, head: HeadCheck | None = None) -> tuple[Buffer, int]:
     """Map ``path`` read-only; the map and the modification time (``st_mtime_ns``) of the descriptor that was mapped.
 
     Examples
@@ -249,7 +283,7 @@ def map_path(path: str) -> tuple[Buffer, int]:
     """
     with open(path, "rb") as f:
         mtime_ns = os.fstat(f.fileno()).st_mtime_ns
-        return read_whole(f, True), mtime_ns
+        return read_whole(f, True, head), mtime_ns
 
 
 class LazyFill:
@@ -377,8 +411,10 @@ class _Prefixed(io.RawIOBase):
 class _GzipInput(gzip.GzipFile):
     """A :class:`gzip.GzipFile` whose reads raise :class:`FormatError` for corrupt or truncated data.
 
-    ``gzip`` reports a corrupt deflate stream as ``zlib.error`` and a stream
-    cut before its end marker as ``EOFError``; for a reader both are bad input.
+    ``gzip`` reports a corrupt deflate stream as ``zlib.error``, a stream
+    cut before its end marker as ``EOFError``, and trailing garbage or a CRC
+    or length mismatch as ``gzip.BadGzipFile`` (an ``OSError``); for a reader
+    all are bad input.
     The error's offset is how far the decompressor has read into the
     *compressed* input (it reads ahead, so the damage is at or before it).
     """
@@ -399,6 +435,9 @@ def _translate_gzip_errors(name: str) -> None:
         except zlib.error as exc:
             at = _compressed_offset(self)
             raise FormatError("corrupt gzip data", offset=at, chunk="gzip", expected="a valid deflate stream", found=str(exc)) from None
+        except gzip.BadGzipFile as exc:  # an OSError, but bad data: trailing garbage, CRC or length mismatch, bad member header
+            at = _compressed_offset(self)
+            raise FormatError("corrupt gzip data", offset=at, chunk="gzip", expected="valid gzip members to the end", found=str(exc)) from None
 
     setattr(_GzipInput, name, guarded)
 

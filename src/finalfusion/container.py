@@ -32,7 +32,7 @@ from finalfusion._fileref import FileRef, map_with_ref
 from finalfusion._source import LazyFill, Source, opened, path_of, whole
 from finalfusion.chunks import FRAME_BYTES, Chunk, ChunkIdentifier, check_order, chunk_class, chunk_classes, read_chunk, read_frame, write_chunk
 from finalfusion.errors import ChunkOrder, FormatError, LegacyFormatWarning, Truncated, UnknownChunk
-from finalfusion.header import FIXED_BYTES, Header, header_nbytes
+from finalfusion.header import FIXED_BYTES, Header, check_magic, header_nbytes
 
 __all__ = [
     "PARALLEL_TAIL_BYTES",
@@ -268,15 +268,15 @@ def read_source(file: Source, mmap: bool = False, *, matrix: bool = True) -> Loa
     if mmap:
         path = path_of(file)
         if path is not None:
-            buf, ref = map_with_ref(path)
+            buf, ref = map_with_ref(path, check_magic)
             return Loaded(os.fsdecode(cast("str | os.PathLike[str] | bytes", file)), read_chunks(buf)[1], ref)
     with opened(file) as src:
         if src.file is not None and not mmap:
             lazy = LazyFill.for_file(src.file)
             if lazy is not None:
                 return Loaded(src.name, _read_chunks(lazy.buf, lazy, matrix)[1])
-            return Loaded(src.name, read_chunks(whole(src, mmap))[1])
-        buf = whole(src, mmap)
+            return Loaded(src.name, read_chunks(whole(src, mmap, check_magic))[1])
+        buf = whole(src, mmap, check_magic)
     return Loaded(src.name, read_chunks(buf)[1])
 
 
@@ -438,7 +438,15 @@ def write_chunks(chunks: Sequence[Chunk], file: Target, *, fsync: bool = False) 
             except (OSError, AttributeError, io.UnsupportedOperation):
                 pos = 0
             layout = _layout(header, chunks, pos)
-        _write_to(f, header, chunks, layout, parallel=to_path)
+        _write_to(f, header, chunks, layout, parallel=to_path and _seekable(f))
+
+
+def _seekable(f: IO[bytes]) -> bool:
+    """Whether ``f`` takes positional writes (a FIFO target does not)."""
+    try:
+        return bool(f.seekable())
+    except (OSError, ValueError):
+        return False
 
 
 def _layout(header: Header, chunks: Sequence[Chunk], pos: int) -> list[int]:

@@ -20,9 +20,29 @@ from finalfusion._binary import Buffer, ByteReader, ByteWriter
 from finalfusion.chunks import ChunkIdentifier, check_order, chunk_class
 from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVersion
 
-__all__ = ["FIXED_BYTES", "MAGIC", "VERSION", "Header", "header_nbytes"]
+__all__ = ["FIXED_BYTES", "MAGIC", "VERSION", "Header", "check_magic", "header_nbytes"]
 
 MAGIC: Final = b"FiFu"
+
+
+def check_magic(prefix: bytes) -> None:
+    """Raise :class:`BadMagic` if the first bytes of an input cannot start a finalfusion file.
+
+    Used on streams (pipes, devices) before they are read to their end; a
+    prefix shorter than the magic is left to the full parse (``Truncated``).
+
+    Examples
+    --------
+    >>> check_magic(b"FiFu")
+    >>> check_magic(b"\\0\\0\\0\\0")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.BadMagic: header: not a finalfusion file: expected b'FiFu', found b'\\x00\\x00\\x00\\x00' (at byte offset 0)
+    """
+    if len(prefix) >= len(MAGIC) and prefix[: len(MAGIC)] != MAGIC:
+        raise BadMagic("not a finalfusion file", offset=0, chunk="header", expected=MAGIC, found=bytes(prefix[: len(MAGIC)]))
+
+
 VERSION: Final = 0
 #: Bytes before the list of chunk identifiers: magic, version, n_chunks.
 FIXED_BYTES: Final = 12

@@ -36,6 +36,7 @@ from finalfusion.compat._common import check_limit, decode_word, dense_matrix_wi
 from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, LegacyFormatWarning, Truncated, UnsupportedVersion
+from finalfusion.limits import MAX_WORD_BYTES
 from finalfusion.metadata import Metadata
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FastTextIndexer
@@ -333,9 +334,17 @@ def _read_dictionary(stream: _Stream, lossy: bool) -> tuple[list[str], int]:
     pos = 0
     find = buf.find
     while len(ends) < size:
-        end = find(b"\x00", pos)
+        end = find(b"\x00", pos, pos + MAX_WORD_BYTES + 1)
+        if end < 0 and len(buf) - pos > MAX_WORD_BYTES:
+            raise FormatError(
+                f"dictionary word longer than {MAX_WORD_BYTES} bytes (its NUL terminator is missing)",
+                offset=base + pos,
+                chunk=f"fastText dictionary entry {len(ends)}",
+                expected=f"a NUL within {MAX_WORD_BYTES + 1} bytes",
+                found=bytes(buf[pos : pos + 40]),
+            )
         if end < 0 or end + _ENTRY_TAIL >= len(buf):
-            more = stream.read_some(max(_READ, len(buf) // 4))
+            more = stream.read_some(max(_READ, min(len(buf) // 4, 64 * MAX_WORD_BYTES)))
             if not more:
                 raise Truncated(
                     f"data ends inside dictionary entry {len(ends)}",

@@ -25,6 +25,7 @@ from finalfusion.compat._registry import register_format
 from finalfusion.compat.text import read_text_rows
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
+from finalfusion.limits import MAX_HEADER_LINE_BYTES
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FloretIndexer
 from finalfusion.vocab.subword import FloretVocab
@@ -75,7 +76,11 @@ def load_floret(file: Any, *, lossy: bool = False, progress: ProgressArg = None)
     [[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
     """
     with reporter(progress) as report, open_input(file, report) as f:
-        head = f.readline()
+        head = f.readline(MAX_HEADER_LINE_BYTES + 1)
+        if len(head) > MAX_HEADER_LINE_BYTES:
+            raise FormatError(
+                "floret header line too long", offset=0, chunk=_WHERE, expected=f"at most {MAX_HEADER_LINE_BYTES} bytes up to a newline", found=head[:80]
+            )
         indexer, dims = _parse_header(head, lossy)
         n = indexer.n_buckets
         # A row is an index and dims values, each at least one character and a separator (the last newline may be missing).

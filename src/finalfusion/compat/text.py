@@ -50,13 +50,14 @@ from finalfusion.compat._registry import register_format
 from finalfusion.compat.word2vec import DIMS_MISMATCH, dims_file_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
+from finalfusion.limits import MAX_LINE_BYTES
 
 __all__ = ["load_text", "load_text_dims", "write_text", "write_text_dims"]
 
 #: Bytes read per block (small enough for the per-token arrays to stay in cache).
 _BLOCK = 1 << 18
-#: Longest line accepted.
-_MAX_LINE = 1 << 26
+#: Longest line accepted (``finalfusion.limits.MAX_LINE_BYTES``).
+_MAX_LINE = MAX_LINE_BYTES
 #: Words written per block.
 _WRITE_ROWS = 1 << 12
 #: A token's trailing ``.0`` (numpy writes ``1.0``, Rust ``1``).
@@ -211,22 +212,33 @@ def read_text_rows(
     words: list[str] = []
     lines = 0
     carry = b""
+    parts: list[bytes] = []
+    held = 0
     base = pos
     eof = False
     with InOrder[list[str]](threads) as pending:
         while (take is None or lines < take) and not eof:
             chunk = f.read(_BLOCK)
             eof = not chunk
-            buf = carry + chunk if carry else chunk
-            cut = buf.rfind(b"\n") + 1
+            # Only the new block is searched: the carried bytes hold no newline. Blocks without one are
+            # kept aside (not joined, not rescanned) until a newline or the line cap.
+            nl = chunk.rfind(b"\n")
+            if nl < 0 and not eof:
+                held += len(chunk)
+                if len(carry) + held > _MAX_LINE:
+                    _collect(pending, words, 0)  # an earlier error comes first
+                    where = f"{fmt} line {first_line + lines}"
+                    raise FormatError("line too long", offset=base, chunk=where, expected=f"at most {_MAX_LINE} bytes", found=f"more than {_MAX_LINE}")
+                parts.append(chunk)
+                continue
+            buf = b"".join([carry, *parts, chunk]) if carry or parts else chunk
+            parts.clear()
+            held = 0
+            cut = len(buf) - len(chunk) + nl + 1 if nl >= 0 else 0
             if eof and cut < len(buf):
                 buf += b"\n"
                 cut = len(buf)
             if not cut:
-                if len(buf) > _MAX_LINE:
-                    _collect(pending, words, 0)  # an earlier error comes first
-                    where = f"{fmt} line {first_line + lines}"
-                    raise FormatError("line too long", offset=base, chunk=where, expected=f"at most {_MAX_LINE} bytes", found=len(buf))
                 carry = buf
                 continue
             block, carry = buf[:cut], buf[cut:]

@@ -41,13 +41,14 @@ from finalfusion.compat._common import (
 from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
+from finalfusion.limits import MAX_WORD_BYTES
 
 __all__ = ["load_word2vec", "write_word2vec"]
 
 #: Bytes read per block (4 MiB: as fast as larger blocks, and the buffers add little to peak memory).
 _BLOCK = 1 << 22
-#: Longest word accepted (a missing separator otherwise makes the reader buffer the whole file).
-_MAX_WORD = 1 << 20
+#: Longest word accepted (a missing separator otherwise makes the reader buffer the whole file): ``finalfusion.limits.MAX_WORD_BYTES``.
+_MAX_WORD = MAX_WORD_BYTES
 #: Words written per block.
 _WRITE_ROWS = 1 << 14
 _WHERE = "word2vec record"
@@ -121,19 +122,36 @@ def _read(f: IO[bytes], lossy: bool, limit: int | None) -> tuple[list[str], npt.
     sink = RowSink(dims, take, take if size is not None else None)
     words: list[str] = []
     carry = b""
+    parts: list[bytes] = []  # blocks read since the last parse, not yet joined to carry
+    held = 0
+    need = 0  # bytes the next record needs beyond carry before a parse can use any
     base = pos
     eof = False
     while len(words) < take and not eof:
         chunk = f.read(_BLOCK)
         eof = not chunk
-        buf = carry + chunk if carry else chunk
+        parts.append(chunk)
+        held += len(chunk)
+        if held < need and not eof:
+            continue  # a long record: collect blocks, join once (no rescans of a growing buffer)
+        buf = b"".join([carry, *parts]) if carry else b"".join(parts)
+        parts.clear()
+        held = need = 0
         used = _parse_block(buf, base, vec, take - len(words), words, sink, lossy)
         carry = buf[used:]
         base += used
-        if not used and len(carry) > _MAX_WORD + vec:
-            raise FormatError(
-                "no space after a word in the first MiB", offset=base, chunk=f"{_WHERE} {len(words) + 1}", expected="<word> 0x20", found=carry[:40]
-            )
+        if not used:
+            # The word ends at its first space, which must come within the word cap, whatever the dims.
+            sep = carry.find(b" ", 0, _MAX_WORD + 1)
+            if sep < 0 and len(carry) > _MAX_WORD:
+                raise FormatError(
+                    f"no space after a word in its first {_MAX_WORD} bytes",
+                    offset=base,
+                    chunk=f"{_WHERE} {len(words) + 1}",
+                    expected="<word> 0x20",
+                    found=carry[:40],
+                )
+            need = sep + 1 + vec - len(carry) if sep >= 0 else 0
     if len(words) < take:
         _truncated(carry, base, vec, len(words) + 1, n)
     if limit is None:
