@@ -269,7 +269,9 @@ def exact_float32(token: bytes) -> np.float32:
         return near
     best: np.float32 = near
     best_d = abs(Fraction(float(near)) - x)
-    for c in (np.float32(np.nextafter(near, np.float32(-np.inf))), np.float32(np.nextafter(near, np.float32(np.inf)))):
+    with np.errstate(over="ignore"):  # the neighbour of the largest float32 is inf: skipped below, not worth a warning
+        neighbours = (np.float32(np.nextafter(near, np.float32(-np.inf))), np.float32(np.nextafter(near, np.float32(np.inf))))
+    for c in neighbours:
         if not np.isfinite(c):
             continue
         d = abs(Fraction(float(c)) - x)
