@@ -26,6 +26,7 @@ PACKAGE = Path(finalfusion.__file__).parent
 #: The bottom layers: each module and the package modules it may import.
 LOWER_LAYERS = {
     "finalfusion.errors": set(),
+    "finalfusion.limits": set(),
     "finalfusion._threads": set(),
     "finalfusion._progress": set(),
     "finalfusion._binary": {"finalfusion.errors"},
