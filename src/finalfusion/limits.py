@@ -23,6 +23,9 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_DIMS",
+    "MAX_METADATA_BYTES",
+    "MAX_METADATA_DEPTH",
+    "MAX_METADATA_NUMBER_LEN",
 ]
 
 #: Largest number of dimensions (columns) an embedding matrix may have.
@@ -31,3 +34,20 @@ __all__ = [
 #: 2**32 - 1 columns is refused at load instead of allocating 16 GiB on the
 #: first lookup.
 MAX_DIMS: int = 1 << 20
+
+#: Largest TOML metadata document (bytes of UTF-8) that is parsed. Metadata
+#: describes embeddings (corpus, training parameters); 16 MiB is far beyond
+#: any real document and bounds the parser's time and memory.
+MAX_METADATA_BYTES: int = 1 << 24
+
+#: Deepest nesting of metadata values: arrays, inline tables, tables and the
+#: parts of dotted keys all count one level. Checked on the TOML text before
+#: it is parsed (so the parser cannot recurse without bound or build a
+#: 20,000-part key) and on values given to :class:`finalfusion.Metadata` (so
+#: copying and writing them cannot either).
+MAX_METADATA_DEPTH: int = 64
+
+#: Longest run of digits (a number) in TOML metadata. TOML integers are 64-bit
+#: (at most 20 characters); the bound leaves room for long float mantissas and
+#: keeps a 5,000-digit integer from reaching Python's ``int`` conversion.
+MAX_METADATA_NUMBER_LEN: int = 100
