@@ -42,7 +42,7 @@ def test_with_metadata_builds_a_valid_file() -> None:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_tie_heavy_files_answer_zero_queries_in_word_order(seed: int) -> None:
-    # exercise() checks that a zero query returns the first words in code-point order
+    # exercise() checks that a zero query returns words in code-point order
     check("finalfusion", fuzz.tie_heavy_fifu(random.Random(seed)))
 
 
