@@ -281,6 +281,13 @@ def exercise(result: Any) -> Any:
         result.embedding_batch(probe * 6)  # > 16 words: the vectorised batch path too
     except MissingExtraError:
         pass  # a model vocabulary's unknown words need its tokenizer package (a run without the interop extra)
+    if len(words):  # ties: a zero query makes every score equal (issue 13); answers follow word order
+        import numpy as np
+
+        zero = np.zeros(result.dims, dtype=np.float32)
+        got = [r.word for r in result.embedding_similarity(zero, k=3)]
+        if got != sorted(got):  # (rows whose norm is subnormal may be left out: their inverse overflows float32)
+            raise AssertionError(f"a zero query must return words in code-point order: {got}")
     first = io.BytesIO()
     result.write(first)
     again = load_finalfusion(first.getvalue())
@@ -293,6 +300,63 @@ def exercise(result: Any) -> Any:
     if third.getvalue() != first.getvalue():
         raise AssertionError("pickling (by value or by file reference) must not change the embeddings")
     return result
+
+
+# -- structure-aware generators (issue 13) -------------------------------------------
+
+
+def hostile_toml(rng: random.Random) -> bytes:
+    """TOML that is deep or long where the parser is costly: nested arrays and inline tables, dotted keys, long numbers."""
+    n = rng.choice((65, 100, 1000, 20_000))
+    kind = rng.randrange(7)
+    if kind == 0:
+        return b"x = " + b"[" * n + b"]" * rng.choice((n, 0))
+    if kind == 1:
+        return b"x = " + b"{a = " * n + b"1" + b"}" * n
+    if kind == 2:
+        sep = rng.choice((b".", b" . ", b'"."'))
+        return sep.join([b"a"] * n) + b" = 1"
+    if kind == 3:
+        return b"[" * rng.choice((1, 2)) + b".".join([b"k"] * n) + b"]\nx = 1"
+    if kind == 4:
+        return b"x = " + rng.choice((b"", b"-", b"1.")) + b"7" * rng.choice((101, 5000))
+    if kind == 5:  # noise inside strings and comments must not count
+        noise = b"[{." * n
+        return b'a = "' + noise + b'"\n# ' + noise + b"\nb = '" + noise + b"'"
+    return b"x = [" + b", ".join([b"[1.5, {a.b = 2}]"] * n) + b"]"
+
+
+def tie_heavy_fifu(rng: random.Random) -> bytes:
+    """A finalfusion file whose scores tie: all-zero, all-equal or 0/1-dimensional rows, many words in shuffled order."""
+    import numpy as np
+
+    from finalfusion import Embeddings
+    from finalfusion.storage import NdArray
+    from finalfusion.vocab import SimpleVocab
+
+    n = rng.choice((1, 2, 5000, 20_000))
+    dims = rng.choice((0, 1, 2, 4))
+    kind = rng.randrange(3)
+    m = np.zeros((n, dims), np.float32) if kind == 0 else np.ones((n, dims), np.float32)
+    if kind == 2 and dims:
+        m[:, 0] = np.where(np.arange(n) % 2, 1.0, -1.0)
+    words = [f"w{i}" for i in range(n)]
+    rng.shuffle(words)
+    out = io.BytesIO()
+    Embeddings(NdArray(m), SimpleVocab(words)).write(out)
+    return out.getvalue()
+
+
+def _with_metadata(data: bytes, toml: bytes) -> bytes:
+    """``data`` (a finalfusion file) with its first chunk preceded by a metadata chunk holding ``toml``."""
+    if not data.startswith(b"FiFu") or len(data) < 12:
+        return data
+    (n,) = struct.unpack_from("<I", data, 8)
+    if n > 64 or 12 + 4 * n > len(data):
+        return data
+    ids = list(struct.unpack_from(f"<{n}I", data, 12))
+    rest = data[12 + 4 * n :]
+    return b"FiFu" + struct.pack(f"<II{n + 1}I", 0, n + 1, 5, *ids) + struct.pack("<IQ", 5, len(toml)) + toml + rest
 
 
 # -- running one input ---------------------------------------------------------------
@@ -453,6 +517,7 @@ INTERESTING_NUMBERS = (b"0", b"-1", b"1", b"2", b"99999999999999999999", b"10995
 INTERESTING_NUMBERS += (b"1e40", b"nan", b"inf", b"3.4e39", b"")
 # float32 ties and forms float() and Rust's parse::<f32> disagree on (the text readers' exact re-read)
 INTERESTING_NUMBERS += (b"1.0000000596046448", b"16777217", b"16777217" + b"0" * 5000 + b"e-5000", b"16777217e" + b"0" * 5000)
+INTERESTING_NUMBERS += (b"1048577", b"2147483648")  # dimension counts past finalfusion.limits.MAX_DIMS
 INTERESTING_NUMBERS += (b"3.4028235677973366e38", b"7.006492321624085e-46", b"1_0", b"1\x0b", b"+.5E-0", b"5.")
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -516,7 +581,7 @@ def mutate(data: bytes, rng: random.Random, corpus: list[bytes]) -> bytes:
     """Apply 1-4 random mutations to ``data``."""
     buf = bytearray(data)
     for _ in range(rng.choice((1, 1, 1, 2, 2, 3, 4))):
-        op = rng.randrange(11)
+        op = rng.randrange(13)
         n = len(buf)
         if op == 0 and n:  # bit flips
             for _ in range(rng.randint(1, 8)):
@@ -566,6 +631,11 @@ def mutate(data: bytes, rng: random.Random, corpus: list[bytes]) -> bytes:
             if frames:
                 s, _ = rng.choice(frames)
                 buf[s : s + 4] = struct.pack("<I", rng.randint(0, 10))
+        elif op == 11:  # hostile TOML metadata: a metadata chunk in a finalfusion file, else the text itself
+            toml = hostile_toml(rng)
+            buf = bytearray(_with_metadata(bytes(buf), toml) if buf.startswith(b"FiFu") else toml)
+        elif op == 12 and rng.random() < 0.2:  # a tie-heavy file (all scores equal), replacing the input
+            buf = bytearray(tie_heavy_fifu(rng))
     return bytes(buf)
 
 

@@ -26,9 +26,10 @@ PACKAGE = Path(finalfusion.__file__).parent
 #: The bottom layers: each module and the package modules it may import.
 LOWER_LAYERS = {
     "finalfusion.errors": set(),
+    "finalfusion.limits": set(),
     "finalfusion._threads": set(),
     "finalfusion._progress": set(),
-    "finalfusion._binary": {"finalfusion.errors"},
+    "finalfusion._binary": {"finalfusion.errors", "finalfusion.limits"},
     "finalfusion._source": {"finalfusion._binary", "finalfusion._progress", "finalfusion.errors"},
     "finalfusion._atomic": {"finalfusion._threads"},
     "finalfusion._fileref": {"finalfusion._binary", "finalfusion._progress", "finalfusion._source", "finalfusion.errors"},

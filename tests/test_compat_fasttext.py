@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import finalfusion
+import finalfusion.limits
 from finalfusion import Embeddings, FastTextVocab, FormatError, LegacyFormatWarning, Metadata, NdArray, Norms, SimpleVocab, Truncated
 from finalfusion.compat.fasttext import load_fasttext, write_fasttext
 from finalfusion.errors import BadMagic, UnsupportedVersion
@@ -397,7 +398,9 @@ def test_huge_counts_fail_fast() -> None:
 
 
 @pytest.mark.parametrize("dim", [2**31 - 1, 2**24 + 3])
-def test_compressed_model_with_huge_dim_reads_rows_in_bounded_parts(dim: int) -> None:
+def test_compressed_model_with_huge_dim_reads_rows_in_bounded_parts(dim: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Past finalfusion.limits.MAX_DIMS (raised here): the deeper defence below must hold on its own.
+    monkeypatch.setattr(finalfusion.limits, "MAX_DIMS", 1 << 62)
     # With the size unknown (gzip), one row of a 2**31 - 1 dim claim is 8 GiB: the matrix is read in blocks of at
     # most 64 MiB, parts of a row if need be, so the truncation is found after allocating what the data holds.
     head = struct.pack("<ii", 793712314, 12) + ARGS.pack(dim, 5, 5, 1, 5, 1, 2, 2, 0, 0, 0, 100, 1e-4)
@@ -413,7 +416,9 @@ def test_compressed_model_with_huge_dim_reads_rows_in_bounded_parts(dim: int) ->
     assert peak < 160 << 20, peak  # one 64 MiB block, plus the same again that GzipFile.readinto allocates for a read
 
 
-def test_compressed_rows_longer_than_a_read_block_round_trip() -> None:
+def test_compressed_rows_longer_than_a_read_block_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Past finalfusion.limits.MAX_DIMS (raised here): the deeper defence below must hold on its own.
+    monkeypatch.setattr(finalfusion.limits, "MAX_DIMS", 1 << 62)
     # Rows of more than 64 MiB / 4 floats are read in parts: the parts must join into the same matrix.
     matrix = np.arange(2 * (2**24 + 3), dtype=np.float32).reshape(2, -1)
     data = build_bin([b"a", b"b"], matrix)

@@ -16,6 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import finalfusion
+import finalfusion.limits
 from conftest import check_lookups
 from finalfusion import FormatError, Truncated, load_finalfusion
 from finalfusion.compat import load_floret, load_text, load_text_dims, write_text, write_text_dims
@@ -239,7 +240,9 @@ def test_header_values_beyond_the_format_fields(header: bytes, match: str, offse
 
 @pytest.mark.parametrize("dims", [2**32 - 1, 2**24, 300])
 @pytest.mark.parametrize("source", ["bytes", "path", "gzip"])
-def test_dims_the_lines_cannot_hold_fail_before_allocating(tmp_path: Path, dims: int, source: str) -> None:
+def test_dims_the_lines_cannot_hold_fail_before_allocating(tmp_path: Path, dims: int, source: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Past finalfusion.limits.MAX_DIMS (raised here): the deeper defence below must hold on its own.
+    monkeypatch.setattr(finalfusion.limits, "MAX_DIMS", 1 << 62)
     # Each line needs 2 * dims + 2 bytes; a short line is reported before rows of the header's width are reserved,
     # whether the input size is known (file, bytes) or not (gzip stream).
     data = f"2 {dims}\none 3.0 1.5\ntwo 1 2\n".encode()

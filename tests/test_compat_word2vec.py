@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import finalfusion
+import finalfusion.limits
 from conftest import check_lookups
 from finalfusion import FormatError, Truncated, load_finalfusion
 from finalfusion.compat import load_word2vec, write_word2vec
@@ -253,7 +254,9 @@ def test_huge_header_fails_fast(tmp_path: Path) -> None:
         load_word2vec(gzip.compress(path.read_bytes()))
 
 
-def test_stream_with_huge_dims_allocates_only_what_it_read() -> None:
+def test_stream_with_huge_dims_allocates_only_what_it_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Past finalfusion.limits.MAX_DIMS (raised here): the deeper defence below must hold on its own.
+    monkeypatch.setattr(finalfusion.limits, "MAX_DIMS", 1 << 62)
     # With the size unknown (gzip), rows are reserved only once their bytes are read, so a header claiming
     # 10**8 dims in a tiny stream fails on the data instead of preallocating 400 MB for the first row.
     data = gzip.compress(b"2 100000000\nfoo " + b"\x00" * 40)

@@ -96,7 +96,9 @@ CASES = {
     "floret-header-digits": ("floret", b"1 ", b"9", "header line too long"),
     "fasttext-word-without-nul": ("fasttext", fasttext_prefix(), b"w", "NUL terminator is missing"),
     "fasttext-word-utf8": ("fasttext", fasttext_prefix(), "ö".encode(), "NUL terminator is missing"),
-    "word2vec-huge-dims": ("word2vec", b"10 1000000000\n", b"a", "no space after a word"),
+    "word2vec-huge-dims": ("word2vec", b"10 1000000000\n", b"a", "exceeds finalfusion.limits.MAX_DIMS"),
+    # At the largest dims allowed the word cap still bounds the wait for a word's space (it does not grow with dims).
+    "word2vec-max-dims": ("word2vec", b"10 1048576\n", b"a", "no space after a word"),
     "word2vec-small-dims": ("word2vec", b"10 3\n", b"a", "no space after a word"),
     "word2vec-header": ("word2vec", b"", b"1", "header line is unterminated or too long"),
     "text-dims-header": ("text_dims", b"", b"1", "header line is unterminated or too long"),

@@ -20,9 +20,10 @@ from typing import Any, BinaryIO, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import limits
 from finalfusion.errors import FormatError, Truncated
 
-__all__ = ["Buffer", "ByteReader", "ByteWriter", "check_array_size", "invalid_utf8", "padding"]
+__all__ = ["Buffer", "ByteReader", "ByteWriter", "check_array_size", "check_dims", "invalid_utf8", "padding"]
 
 #: A whole file in memory: the contents as bytes, a (writable) byte array or view, or a read-only map.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
@@ -315,6 +316,37 @@ def check_array_size(reader: ByteReader, count: int, itemsize: int, what: str) -
             chunk=reader.chunk,
             expected=f"{count * itemsize} bytes",
             found=f"{reader.remaining} bytes",
+        )
+
+
+def check_dims(dims: int, *, offset: int | None, chunk: str | None, what: str = "number of dimensions") -> None:
+    """Refuse a dimension count no embedding can have: above :data:`finalfusion.limits.MAX_DIMS`.
+
+    A file may announce a huge width with few (or zero) rows and stay tiny;
+    the first lookup would then allocate ``4 * dims`` bytes per row. Every
+    reader calls this before it builds anything from ``dims``.
+
+    Raises
+    ------
+    FormatError
+        Naming the limit and how to raise it.
+
+    Examples
+    --------
+    >>> check_dims(300, offset=8, chunk="NdArray")
+    >>> check_dims(2**32 - 1, offset=8, chunk="NdArray")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: NdArray: number of dimensions exceeds finalfusion.limits.MAX_DIMS ...: expected at most 1048576, found 4294967295 ...
+    """
+    cap = limits.MAX_DIMS
+    if dims > cap:
+        raise FormatError(
+            f"{what} exceeds finalfusion.limits.MAX_DIMS (one row would take {4 * dims} bytes; raise the limit if the file is genuine)",
+            offset=offset,
+            chunk=chunk,
+            expected=f"at most {cap}",
+            found=dims,
         )
 
 

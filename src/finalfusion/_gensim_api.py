@@ -70,6 +70,31 @@ def check_words(words: object) -> None:
         raise TypeError(f"words must be a sequence of str, not a single {type(words).__name__}: {words!r} (wrap it in a list)")
 
 
+def check_word_items(words: object) -> None:
+    """Raise ``TypeError`` naming the first item of a sequence of words that is not a ``str`` (``None``, ``int``, ``bytes``...).
+
+    One pass over the item types at C speed; the offender is looked up only on failure.
+
+    Examples
+    --------
+    >>> check_word_items(["a", "b"])
+    >>> check_word_items(["a", None])
+    Traceback (most recent call last):
+    ...
+    TypeError: words[1] must be a str, not NoneType: None
+    """
+    check_words(words)
+    if isinstance(words, np.ndarray) and words.dtype.kind == "U":
+        return
+    items = cast("Sequence[object]", words)
+    types = set(map(type, items))
+    if types <= {str} or all(issubclass(t, str) for t in types):
+        return
+    for i, w in enumerate(items):
+        if not isinstance(w, str):
+            raise TypeError(f"words[{i}] must be a str, not {type(w).__name__}: {w!r}")
+
+
 def _unit(v: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """``v / ||v||`` along the last axis; zero vectors stay zero."""
     norms = np.sqrt(np.einsum("...i,...i->...", v, v))

@@ -21,7 +21,7 @@ from finalfusion._atomic import Target
 from finalfusion._batch import fill_unknown
 from finalfusion._display import embeddings_html as _embeddings_html
 from finalfusion._fileref import FileRef, remap
-from finalfusion._gensim_api import KeyedVectorsMixin, check_word, check_words
+from finalfusion._gensim_api import KeyedVectorsMixin, check_word, check_word_items
 from finalfusion._progress import ProgressArg
 from finalfusion._source import Source
 from finalfusion._threads import check_threads, threads_for
@@ -380,7 +380,7 @@ class Embeddings(KeyedVectorsMixin):
         >>> m.tolist(), found.tolist()
         ([[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]], [True, False, True])
         """
-        check_words(words)
+        check_word_items(words)
         n = len(words)
         dims = self.dims
         threads = check_threads(threads)
@@ -607,6 +607,7 @@ class Embeddings(KeyedVectorsMixin):
         >>> idx.tolist(), sims.astype(float).round(2).tolist()
         ([[1], [1], [-1]], [[0.8], [0.6], [nan]])
         """
+        check_word_items(queries)
         return _queries.word_similarity_batch(self, queries, k)
 
     def embedding_similarity_batch(

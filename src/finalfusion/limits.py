@@ -1,24 +1,69 @@
-"""Resource bounds of the readers: how much one line, header or word of an input may make them buffer.
+"""Resource bounds: the one place where the library's limits live.
 
-A reader that waits for a terminator (a newline, a NUL, a space) must stop
-waiting somewhere, or one missing byte makes it buffer the whole input --
-and a compressed or endless input (``/dev/zero``, a pipe) has no end. Each
-bound is checked before the bytes are kept, and exceeding it is a
-:class:`finalfusion.FormatError` naming the bound. The values are far above
-what any real file needs (docs/reliability.md, "Resource bounds").
+Every reader checks the counts it finds in a file against these limits
+*before* it allocates, loops or buffers, so that a tiny hostile file cannot
+make a lookup allocate gigabytes, a parser recurse without bound, or a reader
+that waits for a terminator (a newline, a NUL, a space) buffer a whole endless
+input (``/dev/zero``, a pipe, a gzip bomb). A value beyond a limit raises
+:class:`finalfusion.FormatError` (when read from a file) or
+:class:`ValueError` (when passed to a constructor) naming the limit. The
+values are far above what any real file needs (docs/reliability.md,
+"Resource bounds").
+
+``MAX_DIMS`` and the metadata limits are read at call time: a program that
+really has larger inputs raises them once, before it loads anything::
+
+    import finalfusion.limits
+    finalfusion.limits.MAX_DIMS = 1 << 22
+
+The three buffering bounds (``MAX_HEADER_LINE_BYTES``, ``MAX_WORD_BYTES``,
+``MAX_LINE_BYTES``) are fixed in this version (the readers take them at
+import).
 
 Examples
 --------
->>> from finalfusion import limits
->>> limits.MAX_WORD_BYTES
-1048576
+>>> import finalfusion.limits as limits
+>>> limits.MAX_DIMS, limits.MAX_WORD_BYTES
+(1048576, 1048576)
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["MAX_HEADER_LINE_BYTES", "MAX_LINE_BYTES", "MAX_WORD_BYTES"]
+__all__ = [
+    "MAX_DIMS",
+    "MAX_HEADER_LINE_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_METADATA_BYTES",
+    "MAX_METADATA_DEPTH",
+    "MAX_METADATA_NUMBER_LEN",
+    "MAX_WORD_BYTES",
+]
+
+#: Largest number of dimensions (columns) an embedding matrix may have.
+#: The largest published embeddings have a few thousand dimensions; 2**20
+#: leaves ample room while keeping one row at 4 MiB, so a file that claims
+#: 2**32 - 1 columns is refused at load instead of allocating 16 GiB on the
+#: first lookup.
+MAX_DIMS: int = 1 << 20
+
+#: Largest TOML metadata document (bytes of UTF-8) that is parsed. Metadata
+#: describes embeddings (corpus, training parameters); 16 MiB is far beyond
+#: any real document and bounds the parser's time and memory.
+MAX_METADATA_BYTES: int = 1 << 24
+
+#: Deepest nesting of metadata values: arrays, inline tables, tables and the
+#: parts of dotted keys all count one level. Checked on the TOML text before
+#: it is parsed (so the parser cannot recurse without bound or build a
+#: 20,000-part key) and on values given to :class:`finalfusion.Metadata` (so
+#: copying and writing them cannot either).
+MAX_METADATA_DEPTH: int = 64
+
+#: Longest run of digits (a number) in TOML metadata. TOML integers are 64-bit
+#: (at most 20 characters); the bound leaves room for long float mantissas and
+#: keeps a 5,000-digit integer from reaching Python's ``int`` conversion.
+MAX_METADATA_NUMBER_LEN: int = 100
 
 #: Longest header line of the text-based formats (word2vec's and text-dims' ``"<rows> <dims>"``, floret's 8 fields), newline included.
 MAX_HEADER_LINE_BYTES: Final = 1 << 12

@@ -6,14 +6,15 @@ The payload is the UTF-8 TOML document itself; its length is the chunk length.
 from __future__ import annotations
 
 import copy
+import re
 import sys
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import tomli_w
 
-from finalfusion import _display
+from finalfusion import _display, limits
 from finalfusion._binary import ByteReader, ByteWriter, invalid_utf8
 from finalfusion._source import Source
 from finalfusion.chunks import ChunkIdentifier, register
@@ -73,6 +74,35 @@ class Metadata(FileChunk, MutableMapping[str, Any]):
 
     def __post_init__(self) -> None:
         self.data = dict(self.data)
+        check_depth(self.data)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Metadata:
+        check_depth(self.data)  # copy.deepcopy recurses once per level
+        new = Metadata(copy.deepcopy(self.data, memo))
+        new._source = self._source
+        return new
+
+    @classmethod
+    def from_toml(cls, text: str | bytes, *, where: str = "metadata") -> Metadata:
+        """Parse a TOML document within :mod:`finalfusion.limits` (size, nesting depth, number length).
+
+        Raises
+        ------
+        FormatError
+            If the document is not valid UTF-8 or TOML, or exceeds a limit
+            (``where`` names the document in the message).
+
+        Examples
+        --------
+        >>> Metadata.from_toml('corpus = "wiki"')
+        Metadata({'corpus': 'wiki'})
+        >>> Metadata.from_toml("x = " + "[" * 1000 + "]" * 1000)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        finalfusion.errors.FormatError: metadata: metadata nests too deeply: expected at most 64 levels (finalfusion.limits.MAX_METADATA_DEPTH), found 65 ...
+        """
+        raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        return cls(parse_toml(raw, 0, where))
 
     def __getitem__(self, key: str) -> Any:
         return self.data[key]
@@ -113,6 +143,7 @@ class Metadata(FileChunk, MutableMapping[str, Any]):
         epochs = 5
         <BLANKLINE>
         """
+        check_depth(self.data)
         try:
             return tomli_w.dumps(self.data)
         except TypeError as exc:
@@ -122,19 +153,9 @@ class Metadata(FileChunk, MutableMapping[str, Any]):
     def read_payload(cls, reader: ByteReader) -> Metadata:
         at = reader.pos
         raw = reader.take(reader.remaining, "TOML document")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise invalid_utf8("metadata", raw, exc, at, reader.chunk) from None
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            lines, at_line = text.splitlines(), int(getattr(exc, "lineno", 0) or 0)  # lineno: Python >= 3.14 only
-            line = lines[at_line - 1] if 0 < at_line <= len(lines) else text
-            raise FormatError(f"metadata is not valid TOML ({exc})", offset=at, chunk=reader.chunk, expected="a TOML document", found=line[:80]) from None
-        meta = cls(data)
+        meta = cls(parse_toml(raw, at, reader.chunk))
         # Remember the document as read so unchanged metadata is written back byte-identically.
-        meta._source = (bytes(raw), copy.deepcopy(data))
+        meta._source = (bytes(raw), copy.deepcopy(meta.data))
         return meta
 
     def _payload(self) -> bytes:
@@ -191,3 +212,135 @@ def load_metadata(file: Source) -> Metadata:
     Metadata({'lang': 'de'})
     """
     return load_chunk(file, Metadata)
+
+
+#: What the pre-scan of a TOML document looks at: strings and comments (skipped), brackets, separators, dots, numbers.
+_SCAN: Final = re.compile(
+    r'"""(?:[^"\\]|\\[\s\S]|"(?!""))*"""(?:"{1,2}(?!"))?'  # multi-line basic string
+    r"|'''[\s\S]*?'''(?:'{1,2}(?!'))?"  # multi-line literal string
+    r'|"(?:[^"\\\n]|\\.)*"'  # basic string
+    r"|'[^'\n]*'"  # literal string
+    r"|#[^\n]*"  # comment
+    r"|(?P<open>[\[{])|(?P<close>[\]}])|(?P<sep>[=,\n])|(?P<dot>\.)|(?P<num>[0-9][0-9_]*)"
+)
+
+
+def parse_toml(raw: bytes, at: int, chunk: str | None) -> dict[str, Any]:
+    """Parse a metadata TOML document, bounded by :mod:`finalfusion.limits`, every failure a :class:`FormatError`.
+
+    Before the parser sees the text, a linear pre-scan bounds its size, the
+    nesting of brackets and braces, the parts of dotted keys and the length
+    of numbers (a 20,000-part dotted key costs the parser seconds and
+    gigabytes; arrays 1,000 deep make it recurse past Python's limit; a
+    5,000-digit integer fails in ``int``); the parsed table is then checked
+    for depth once more.
+
+    Examples
+    --------
+    >>> parse_toml(b"a.b.c = [1, {d = 2.5}]", 0, "Metadata")
+    {'a': {'b': {'c': [1, {'d': 2.5}]}}}
+    >>> parse_toml(b"x = 1" + b"0" * 5000, 0, "Metadata")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: Metadata: a number in the metadata is too long: expected at most 100 characters (...MAX_METADATA_NUMBER_LEN), found 5001 ...
+    """
+    if len(raw) > limits.MAX_METADATA_BYTES:
+        raise FormatError(
+            "metadata document is too large",
+            offset=at,
+            chunk=chunk,
+            expected=f"at most {limits.MAX_METADATA_BYTES} bytes (finalfusion.limits.MAX_METADATA_BYTES)",
+            found=f"{len(raw)} bytes",
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise invalid_utf8("metadata", raw, exc, at, chunk) from None
+    _prescan(text, at, chunk)
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        lines, at_line = text.splitlines(), int(getattr(exc, "lineno", 0) or 0)  # lineno: Python >= 3.14 only
+        line = lines[at_line - 1] if 0 < at_line <= len(lines) else text
+        raise FormatError(f"metadata is not valid TOML ({exc})", offset=at, chunk=chunk, expected="a TOML document", found=line[:80]) from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # e.g. int() of too many digits: never a bare ValueError
+        raise FormatError(
+            f"metadata cannot be parsed ({type(exc).__name__}: {str(exc)[:200]})", offset=at, chunk=chunk, expected="a TOML document", found=text[:80]
+        ) from None
+    try:
+        check_depth(data)
+    except ValueError as exc:
+        raise FormatError(str(exc), offset=at, chunk=chunk, expected=f"at most {limits.MAX_METADATA_DEPTH} levels", found="more") from None
+    return data
+
+
+def _prescan(text: str, at: int, chunk: str | None) -> None:
+    depth_cap, num_cap = limits.MAX_METADATA_DEPTH, limits.MAX_METADATA_NUMBER_LEN
+    depth = dots = 0
+    for m in _SCAN.finditer(text):
+        kind = m.lastgroup
+        if kind is None:  # a string or a comment
+            continue
+        if kind == "dot":
+            dots += 1
+            if dots > depth_cap:  # a key of n parts nests n - 1 tables below the one it is in
+                raise _too_deep("a dotted key has too many parts", dots, at + len(text[: m.start()].encode("utf-8")), chunk)
+        elif kind == "open":
+            depth += 1
+            dots = 0
+            if depth > depth_cap:
+                raise _too_deep("metadata nests too deeply", depth, at + len(text[: m.start()].encode("utf-8")), chunk)
+        elif kind == "close":
+            depth = max(0, depth - 1)
+            dots = 0
+        elif kind == "sep":
+            dots = 0
+        elif m.end() - m.start() > num_cap:
+            raise FormatError(
+                "a number in the metadata is too long",
+                offset=at + len(text[: m.start()].encode("utf-8")),
+                chunk=chunk,
+                expected=f"at most {num_cap} characters (finalfusion.limits.MAX_METADATA_NUMBER_LEN)",
+                found=m.end() - m.start(),
+            )
+
+
+def _too_deep(message: str, found: int, offset: int, chunk: str | None) -> FormatError:
+    return FormatError(
+        message, offset=offset, chunk=chunk, expected=f"at most {limits.MAX_METADATA_DEPTH} levels (finalfusion.limits.MAX_METADATA_DEPTH)", found=found
+    )
+
+
+def check_depth(value: Any) -> None:
+    """Raise :class:`ValueError` if ``value`` nests dicts and lists deeper than :data:`finalfusion.limits.MAX_METADATA_DEPTH`.
+
+    Iterative (it cannot itself recurse too deeply), and it stops at the first
+    level past the limit, so cyclic values are refused too.
+
+    Examples
+    --------
+    >>> check_depth({"a": [1, {"b": 2}]})
+    >>> deep: list = []
+    >>> for _ in range(100):
+    ...     deep = [deep]
+    >>> check_depth({"x": deep})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: metadata nests too deeply: expected at most 64 levels (finalfusion.limits.MAX_METADATA_DEPTH), found 65 or more
+    """
+    cap = limits.MAX_METADATA_DEPTH
+    level: list[Any] = list(value.values()) if isinstance(value, dict) else [value]  # levels below the top-level table
+    depth = 0
+    while True:
+        seen: set[int] = set()  # each container once per level: shared sub-values cannot multiply the work
+        nxt: list[Any] = []
+        for v in level:
+            if isinstance(v, (dict, list, tuple)) and id(v) not in seen:
+                seen.add(id(v))
+                nxt.extend(v.values() if isinstance(v, dict) else v)
+        if not seen:
+            return
+        depth += 1
+        if depth > cap:
+            raise ValueError(f"metadata nests too deeply: expected at most {cap} levels (finalfusion.limits.MAX_METADATA_DEPTH), found {depth} or more")
+        level = nxt

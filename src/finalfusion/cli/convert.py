@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -203,19 +202,17 @@ def write_as(path: str, emb: Embeddings, fmt: str | None, options: WriteOptions)
 
 
 def read_metadata(path: str) -> Any:
-    """The TOML file at ``path`` as :class:`~finalfusion.Metadata`."""
+    """The TOML file at ``path`` as :class:`~finalfusion.Metadata` (within the metadata limits of :mod:`finalfusion.limits`)."""
+    from finalfusion import limits
+    from finalfusion.errors import FormatError
     from finalfusion.metadata import Metadata
 
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
     try:
         with open(path, "rb") as f:
-            return Metadata(tomllib.load(f))
+            return Metadata.from_toml(f.read(limits.MAX_METADATA_BYTES + 1), where=path)
     except OSError as exc:
         raise CliError(f"{path}: {one_line(exc)}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except FormatError as exc:
         raise CliError(f"{path}: not valid TOML: {one_line(exc)}") from None
 
 

@@ -23,6 +23,7 @@ from typing import IO
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._binary import check_dims
 from finalfusion._source import GZIP_MAGIC, input_size, peek
 from finalfusion._source import open_stream as open_input
 from finalfusion.embeddings import Embeddings
@@ -531,6 +532,7 @@ def read_dims_header(f: IO[bytes], fmt: str) -> tuple[int, int, int]:
         )
     for raw, name, bits in ((parts[0], "rows", 64), (parts[1], "dims", 32)):
         check_header_int(raw, name, bits, line.find(raw), f"{fmt} line 1")
+    check_dims(int(parts[1]), offset=line.find(parts[1], len(parts[0])), chunk=f"{fmt} line 1")
     return int(parts[0]), int(parts[1]), len(line)
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._atomic import atomic_output
+from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import check_limit, decode_word, dense_matrix_with_norms, embeddings_from, input_size, open_input, simple_vocab
 from finalfusion.compat._registry import register_format
@@ -281,6 +282,7 @@ def _read_args(stream: _Stream) -> tuple[Any, ...]:
 
     if args[0] < 1:
         raise bad(0, "invalid dimensionality", "at least 1")
+    check_dims(args[0], offset=8, chunk="fastText args (dim)")
     if args[7] == 3:
         raise bad(7, "supervised fastText models (classifiers) are not supported", "1 (cbow) or 2 (skipgram)")
     if args[7] not in (1, 2):

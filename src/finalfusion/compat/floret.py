@@ -19,6 +19,7 @@ from typing import Any, Final
 import numpy as np
 
 from finalfusion._atomic import atomic_output
+from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import check_header_int, decode_word, input_size, open_input, reuse_freed_memory
 from finalfusion.compat._registry import register_format
@@ -128,6 +129,7 @@ def _parse_header(head: bytes, lossy: bool) -> tuple[FloretIndexer, int]:
     for ok, name, expected in checks:
         if not ok:
             raise FormatError(f"invalid {name}", offset=0, chunk=_WHERE, expected=expected, found=dict(zip(names, values, strict=False)))
+    check_dims(dims, offset=0, chunk=f"{_WHERE} (dims)")
     bow = decode_word(fields[6], lossy, f"{_WHERE} (bow)", head.find(fields[6]))
     eow = decode_word(fields[7], lossy, f"{_WHERE} (eow)", head.rfind(fields[7]))
     return FloretIndexer(n_buckets, min_n, max_n, n_hashes=n_hashes, seed=seed, bow=bow, eow=eow), dims

@@ -45,6 +45,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._binary import check_dims
 from finalfusion._threads import CPUS, run_tasks
 from finalfusion.compat._common import dense_matrix_with_norms, normalize_rows
 from finalfusion.compat._registry import register_format
@@ -530,6 +531,7 @@ def _matrix_shape(tensor: GGUFTensor) -> tuple[int, int]:
         raise FormatError(
             f"tensor {tensor.name} is not a matrix", chunk=FORMAT, expected="2 dimensions (ne[0] = embedding size, ne[1] = tokens)", found=tensor.ne
         )
+    check_dims(ne[0], offset=None, chunk=f"{FORMAT} tensor {tensor.name}", what="embedding size (ne[0])")
     return ne[1], ne[0]
 
 

@@ -40,6 +40,7 @@ from typing import IO, Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._binary import check_dims
 from finalfusion.compat._common import embeddings_from
 from finalfusion.compat._model_vocab import model_vocab
 from finalfusion.compat._registry import register_format
@@ -623,6 +624,7 @@ def load_safetensors(path: Any, *, tensor: str | None = None, tokenizer: Any = N
         raise FormatError("the table's dtype cannot be read as float32", chunk=where, expected=" / ".join(FLOAT_DTYPES), found=info.dtype)
     if len(info.shape) != 2 or info.shape[0] == 0 or info.shape[1] == 0:
         raise FormatError("an embedding table must be a non-empty matrix", chunk=where, expected="shape [rows, dims]", found=list(info.shape))
+    check_dims(info.shape[1], offset=None, chunk=where)
     n_rows = info.shape[0]
     vocab, n_tokens, described = model_vocab(tokenizer, loc.directory, n_rows, _FORMAT)
     matrix = _read_rows(loc.file, loc.header.data_start, info, n_tokens, normalize)

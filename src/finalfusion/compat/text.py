@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._atomic import atomic_output
+from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion._threads import InOrder, check_threads
 from finalfusion.compat._common import (
@@ -303,6 +304,7 @@ def _first_line_dims(block: bytes, base: int, fmt: str) -> int:
     tokens = line.split()
     if not tokens:
         raise FormatError("spurious empty line", offset=base, chunk=f"{fmt} line 1", expected="a word and its components", found=line)
+    check_dims(len(tokens) - 1, offset=base, chunk=f"{fmt} line 1")
     return len(tokens) - 1
 
 

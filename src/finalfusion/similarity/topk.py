@@ -32,22 +32,34 @@ class Ranked(Protocol):
         ...
 
 
-def top_k(scores: F32, ids: I64 | int, k: int, rank: Ranked) -> tuple[F32, I64]:
+def top_k(scores: F32, ids: I64 | int, k: int, rank: Ranked, *, preselect: bool = True) -> tuple[F32, I64]:
     """The ``k`` best of ``scores`` (``-inf`` = excluded), ordered by (-score, word).
 
     ``ids`` are the global row ids of ``scores`` or, as an ``int``, the id of
-    ``scores[0]`` for a contiguous block.
+    ``scores[0]`` for a contiguous block. Work and memory are linear in
+    ``len(scores)`` (plus a sort of the scores tied at the cut), whatever
+    the ties: the block-maxima pre-selection runs at most once and only
+    when it shrinks the array.
+
+    Examples
+    --------
+    >>> class Words:
+    ...     rank = np.arange(10_000, dtype=np.int64)[::-1]  # word order: the last row first
+    >>> s, ids = top_k(np.zeros(10_000, np.float32), 0, 3, Words())  # all scores tied
+    >>> ids.tolist()
+    [9999, 9998, 9997]
     """
     m = len(scores)
     gid = (lambda sel: sel + ids) if isinstance(ids, int) else (lambda sel: ids[sel])
-    if k > 0 and m >= 4 * TOP_K_BLOCK * k:
+    if preselect and k > 0 and m >= 4 * TOP_K_BLOCK * k:
         # at least k blocks have a maximum >= the k-th largest block maximum t0, so every
         # score of the top k (ties included) is >= t0: select on those few only
         maxima = scores[: m - m % TOP_K_BLOCK].reshape(-1, TOP_K_BLOCK).max(axis=1)
         t0 = np.partition(maxima, len(maxima) - k)[len(maxima) - k]
         if t0 > NEG_INF:
             sel = np.flatnonzero(scores >= t0)
-            return top_k(scores[sel], gid(sel).astype(np.int64, copy=False), k, rank)
+            if len(sel) < m:  # never recurse on an array that does not shrink (all scores tied)
+                return top_k(scores[sel], gid(sel).astype(np.int64, copy=False), k, rank, preselect=False)
     if k >= m:
         sel = np.flatnonzero(scores > NEG_INF) if m else np.zeros(0, np.int64)
     elif k == 0:

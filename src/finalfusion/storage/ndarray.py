@@ -25,7 +25,7 @@ import numpy.typing as npt
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from finalfusion import _display
-from finalfusion._binary import ByteReader, ByteWriter, check_array_size, padding
+from finalfusion._binary import ByteReader, ByteWriter, check_array_size, check_dims, padding
 from finalfusion.chunks import ChunkIdentifier, TypeId, register
 from finalfusion.container import FileChunk
 from finalfusion.errors import FormatError
@@ -237,7 +237,9 @@ class NdArray(ArrayBehaviour, Storage):
     @classmethod
     def read_payload(cls, reader: ByteReader) -> NdArray:
         rows = reader.u64("number of rows")
+        at = reader.pos
         cols = reader.u32("number of columns")
+        check_dims(cols, offset=at, chunk=reader.chunk, what="number of columns")
         read_type_id(reader, TypeId.f32, "matrix type")
         reader.skip_padding()
         check_array_size(reader, rows * cols, 4, f"a {rows}x{cols} f32 matrix")

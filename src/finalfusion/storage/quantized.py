@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._binary import ByteReader, ByteWriter, check_array_size, padding
+from finalfusion._binary import ByteReader, ByteWriter, check_array_size, check_dims, padding
 from finalfusion.chunks import ChunkIdentifier, TypeId, register
 from finalfusion.errors import FormatError
 from finalfusion.storage.ndarray import Storage, read_type_id
@@ -66,6 +66,8 @@ class PQ:
             raise ValueError(f"quantizers must have shape (n_subquantizers, n_centroids, sub_dims), got {q.shape}")
         if not 1 <= q.shape[1] <= 256:
             raise ValueError(f"number of centroids must be in 1..256, got {q.shape[1]}")
+        if q.shape[0] == 0 or q.shape[2] == 0:
+            raise ValueError(f"quantizers need at least one subquantizer of at least one dimension: expected shape (q >= 1, k, d // q >= 1), got {q.shape}")
         if q.dtype != np.float32:
             q = q.astype(np.float32)
         object.__setattr__(self, "quantizers", q)
@@ -322,14 +324,16 @@ class QuantizedArray(Storage):
         d = reader.u32("reconstructed length")
         k = reader.u32("number of centroids")
         rows = reader.u64("number of rows")
-        if q == 0 or d % q:
+        if q == 0 or d == 0 or d % q:
+            # every later step divides by q, reshapes to (q, k, d // q) or scores d // q-wide sub-vectors
             raise FormatError(
                 "reconstructed length must be a positive multiple of the number of subquantizers",
                 offset=at + 8,
                 chunk=reader.chunk,
-                expected=f"d % q == 0 and q > 0 (d = {d})",
-                found=f"q = {q}",
+                expected="q > 0, d > 0 and d % q == 0",
+                found=f"q = {q}, d = {d}",
             )
+        check_dims(d, offset=at + 12, chunk=reader.chunk, what="reconstructed length")
         if not 1 <= k <= 256:
             raise FormatError("number of centroids out of range for u8 codes", offset=at + 16, chunk=reader.chunk, expected="1..256", found=k)
         read_type_id(reader, TypeId.u8, "quantized type")
