@@ -153,7 +153,7 @@ def test_read_rejects_zero_subquantizers() -> None:
     with pytest.raises(FormatError, match="reconstructed length must be a positive multiple of the number of subquantizers") as err:
         _read(payload)
     assert err.value.offset == 8
-    assert err.value.found == "q = 0"
+    assert err.value.found == "q = 0, d = 4"
 
 
 def test_read_rejects_length_not_a_multiple() -> None:
@@ -161,7 +161,8 @@ def test_read_rejects_length_not_a_multiple() -> None:
     struct.pack_into("<I", payload, 12, 5)
     with pytest.raises(FormatError, match="positive multiple") as err:
         _read(payload)
-    assert err.value.expected == "d % q == 0 and q > 0 (d = 5)"
+    assert err.value.expected == "q > 0, d > 0 and d % q == 0"
+    assert err.value.found.endswith("d = 5")
 
 
 @pytest.mark.parametrize("k", [0, 257])

@@ -17,7 +17,7 @@ from finalfusion.metadata import Metadata
 def test_word2vec_word_without_space(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(word2vec, "_MAX_WORD", 64)
     data = b"1 2\n" + b"w" * 200
-    with pytest.raises(FormatError, match="no space after a word in the first MiB") as err:
+    with pytest.raises(FormatError, match="no space after a word in its first 64 bytes") as err:
         finalfusion.load_word2vec(data)
     assert err.value.offset == 4
     assert err.value.chunk is not None
