@@ -91,10 +91,15 @@ def similar(argv: Sequence[str] | None = None) -> int:
             if res is None:
                 print(f"Could not compute neighbours for: {query}", file=sys.stderr)
             else:
-                print("\n".join(f"{ws.word} {ws.similarity}" for ws in res), flush=True)
+                _print_results(res)
         return 0
 
     return _run(parser, argv, run)
+
+
+def _print_results(results: Any) -> None:
+    """One ``word similarity`` line per neighbour, as 0.7's scripts print them."""
+    print("\n".join(f"{r.word} {r.similarity}" for r in results), flush=True)
 
 
 def analogy(argv: Sequence[str] | None = None) -> int:
@@ -128,7 +133,7 @@ def analogy(argv: Sequence[str] | None = None) -> int:
             if res is None:
                 print(f"Could not compute for: {a} : {b}, {c} : ? ", file=sys.stderr)
             else:
-                print("\n".join(f"{ws.word} {ws.similarity}" for ws in res), flush=True)
+                _print_results(res)
         return 0
 
     return _run(parser, argv, run)
