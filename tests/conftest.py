@@ -136,3 +136,41 @@ def assert_same_neighbours(got: list[Any], want: list[Any]) -> None:
     for (word, g), (_, w) in zip(got, want, strict=True):
         assert [n for n, _ in g] == [n for n, _ in w], word
         np.testing.assert_allclose([s for _, s in g], [s for _, s in w], rtol=1e-5, atol=1e-6, err_msg=word)
+
+
+def load_script(path: Path, name: str) -> Any:
+    """Import a script that is not part of a package (an example, a docs hook, a fixture builder) as module ``name``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def scale_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A mapped-size subword embeddings file for the Dask and Ray tests (one per test module)."""
+    path = tmp_path_factory.mktemp("scale") / "big.fifu"
+    make_scale_embeddings(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def scale_emb(scale_file: Path) -> Any:
+    """``scale_file`` loaded memory-mapped."""
+    import finalfusion
+
+    return finalfusion.load_finalfusion(scale_file, mmap=True)
+
+
+def touch_rows(emb: Any) -> int:
+    """Read every row of the mapped matrix (on a worker); return the worker's pid."""
+    import os
+
+    matrix = np.asarray(emb.storage)
+    for lo in range(0, len(matrix), 8192):
+        float(matrix[lo : lo + 8192].sum(dtype=np.float64))
+    return os.getpid()

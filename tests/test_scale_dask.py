@@ -6,7 +6,6 @@ Dask, distributed or pandas are missing. One cluster for the whole module.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
@@ -23,27 +22,19 @@ pytest.importorskip("dask.dataframe", reason="the scale extra is not installed: 
 import cloudpickle  # noqa: E402  (comes with distributed)
 
 import finalfusion  # noqa: E402
-from conftest import assert_same_neighbours, make_scale_embeddings, mapping_memory_kb, scale_corpus  # noqa: E402
+from conftest import assert_same_neighbours, load_script, mapping_memory_kb, scale_corpus, touch_rows  # noqa: E402
 from finalfusion.scale import embed_partition, file_changed, neighbours_partition  # noqa: E402
 
 pytestmark = pytest.mark.scale
-# Small worker-side helpers of this module travel by value (workers cannot import the tests).
+# Small worker-side helpers of this module and of conftest travel by value (workers cannot import the tests).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(sys.modules["conftest"])
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SAMPLE = EXAMPLES / "sample.fifu"
 
 
-def load_example(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ex = load_example("scale_dask")
+ex = load_script(EXAMPLES / "scale_dask.py", "example_scale_dask")
 
 
 @pytest.fixture(scope="module")
@@ -57,95 +48,75 @@ def client() -> Any:
 
 
 @pytest.fixture(scope="module")
-def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("scale") / "big.fifu"
-    make_scale_embeddings(path)
-    return path
+def remote(client: Any, scale_emb: finalfusion.Embeddings) -> Any:
+    return ex.share(client, scale_emb)
 
 
-@pytest.fixture(scope="module")
-def emb(big: Path) -> finalfusion.Embeddings:
-    return finalfusion.load_finalfusion(big, mmap=True)
-
-
-@pytest.fixture(scope="module")
-def remote(client: Any, emb: finalfusion.Embeddings) -> Any:
-    return ex.share(client, emb)
-
-
-def test_bag_matches_serial(remote: Any, emb: finalfusion.Embeddings) -> None:
+def test_bag_matches_serial(remote: Any, scale_emb: finalfusion.Embeddings) -> None:
     docs = scale_corpus()
     matrices = ex.embed_bag(remote, docs)
     assert len(matrices) == len(docs)
     unknown = 0
     for doc, got in zip(docs, matrices, strict=True):
-        want, found = emb.embedding_batch(doc)
+        want, found = scale_emb.embedding_batch(doc)
         np.testing.assert_array_equal(got, want)
         assert found.all()  # unknown words are embedded through their subwords
-        unknown += sum(emb.vocab.idx(w) is None or isinstance(emb.vocab.idx(w), list) for w in doc)
+        unknown += sum(scale_emb.vocab.idx(w) is None or isinstance(scale_emb.vocab.idx(w), list) for w in doc)
     assert unknown > 100
 
 
 @pytest.mark.parametrize("pooling", [None, "mean"])
-def test_dataframe_column_matches_serial(remote: Any, emb: finalfusion.Embeddings, pooling: str | None) -> None:
+def test_dataframe_column_matches_serial(remote: Any, scale_emb: finalfusion.Embeddings, pooling: str | None) -> None:
     docs = scale_corpus(seed=2)
     frame = pd.DataFrame({"doc": [f"d{i}" for i in range(len(docs))], "tokens": docs}, index=pd.RangeIndex(100, 100 + len(docs)))
     vectors = ex.embed_column(remote, frame, pooling=pooling)
     assert list(vectors.index) == list(frame.index)
     for doc, got in zip(docs, vectors, strict=True):
-        rows = emb.embedding_batch(doc)[0]
+        rows = scale_emb.embedding_batch(doc)[0]
         if pooling is None:
             np.testing.assert_array_equal(got, rows)
         else:
-            want = rows.mean(axis=0) if doc else np.zeros(emb.dims, dtype=np.float32)
+            want = rows.mean(axis=0) if doc else np.zeros(scale_emb.dims, dtype=np.float32)
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_neighbours_match_serial(remote: Any, emb: finalfusion.Embeddings) -> None:
+def test_neighbours_match_serial(remote: Any, scale_emb: finalfusion.Embeddings) -> None:
     words = [f"w{i}ort" for i in range(0, 5000, 37)] + ["unknownword"]  # 136 known words and one unknown
     got = ex.neighbours(remote, words, k=5)
-    want = neighbours_partition(words, emb, k=5)
+    want = neighbours_partition(words, scale_emb, k=5)
     assert [w for w, _ in got] == words
     assert_same_neighbours(got, want)
     assert got[-1][0] == "unknownword"
     assert len(got[-1][1]) == 5  # an unknown word is embedded through its subwords, then queried
 
 
-def test_ships_a_reference_not_the_matrix(emb: finalfusion.Embeddings, big: Path) -> None:
+def test_ships_a_reference_not_the_matrix(scale_emb: finalfusion.Embeddings, scale_file: Path) -> None:
     import dask.bag as db
     from distributed.protocol import pickle as dask_pickle
 
-    matrix_bytes = np.asarray(emb.storage).nbytes
+    matrix_bytes = np.asarray(scale_emb.storage).nbytes
     assert matrix_bytes > 30_000_000
-    assert len(dask_pickle.dumps(emb)) < 600  # what scatter sends to each worker
-    eager = finalfusion.load_finalfusion(big)
+    assert len(dask_pickle.dumps(scale_emb)) < 600  # what scatter sends to each worker
+    eager = finalfusion.load_finalfusion(scale_file)
     assert len(dask_pickle.dumps(eager)) > matrix_bytes
     # The task graph of a bag that closes over the embeddings (what the client sends to the scheduler).
     bag = db.from_sequence([["w1ort"]], npartitions=1)
-    graph = dict(bag.map_partitions(embed_partition, emb).__dask_graph__())
+    graph = dict(bag.map_partitions(embed_partition, scale_emb).__dask_graph__())
     assert len(cloudpickle.dumps(graph)) < 10_000
     eager_graph = dict(bag.map_partitions(embed_partition, eager).__dask_graph__())
     assert len(cloudpickle.dumps(eager_graph)) > matrix_bytes
 
 
-def touch_rows(emb: finalfusion.Embeddings) -> int:
-    """Read every row of the mapped matrix; return the worker's pid."""
-    matrix = np.asarray(emb.storage)
-    for lo in range(0, len(matrix), 8192):
-        float(matrix[lo : lo + 8192].sum(dtype=np.float64))
-    return os.getpid()
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/smaps (Linux only)")
-def test_workers_share_the_mapped_pages(client: Any, remote: Any, big: Path) -> None:
+def test_workers_share_the_mapped_pages(client: Any, remote: Any, scale_file: Path) -> None:
     workers = sorted(client.scheduler_info()["workers"])
     assert len(workers) == 2
     assert sorted(client.who_has(remote)[remote.key]) == workers  # the broadcast reached both
     pids = [client.submit(touch_rows, remote, workers=[w], pure=False).result() for w in workers]
     assert len(set(pids)) == 2
     assert os.getpid() not in pids  # worker processes, not threads of this one
-    size_kb = big.stat().st_size / 1024
-    mem = [mapping_memory_kb(pid, str(big)) for pid in pids]
+    size_kb = scale_file.stat().st_size / 1024
+    mem = [mapping_memory_kb(pid, str(scale_file)) for pid in pids]
     for m in mem:
         assert m["Rss"] > 0.9 * size_kb, (mem, size_kb)  # each worker has the whole file mapped and resident
     assert sum(m["Rss"] for m in mem) > 1.8 * size_kb

@@ -7,7 +7,6 @@ shut down at its end.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
@@ -23,28 +22,20 @@ pytest.importorskip("ray.data", reason="the scale extra is not installed (Ray Da
 from ray import cloudpickle  # noqa: E402  (Ray's own copy of cloudpickle)
 
 import finalfusion  # noqa: E402
-from conftest import assert_same_neighbours, make_scale_embeddings, mapping_memory_kb, scale_corpus  # noqa: E402
+from conftest import assert_same_neighbours, load_script, mapping_memory_kb, scale_corpus, touch_rows  # noqa: E402
 from finalfusion.scale import file_changed, neighbours_partition  # noqa: E402
 
 # Ray Data sets a deprecated option of its own DataContext on first use.
 pytestmark = [pytest.mark.scale, pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")]
-# Small worker-side helpers of this module travel by value (workers cannot import the tests).
+# Small worker-side helpers of this module and of conftest travel by value (workers cannot import the tests).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(sys.modules["conftest"])
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SAMPLE = EXAMPLES / "sample.fifu"
 
 
-def load_example(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ex = load_example("scale_ray")
+ex = load_script(EXAMPLES / "scale_ray.py", "example_scale_ray")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -58,71 +49,51 @@ def runtime() -> Any:
         ray.shutdown()
 
 
-@pytest.fixture(scope="module")
-def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("scale") / "big.fifu"
-    make_scale_embeddings(path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def emb(big: Path) -> finalfusion.Embeddings:
-    return finalfusion.load_finalfusion(big, mmap=True)
-
-
-def test_dataset_matches_serial(emb: finalfusion.Embeddings) -> None:
+def test_dataset_matches_serial(scale_emb: finalfusion.Embeddings) -> None:
     docs = scale_corpus(docs=200)
-    matrices = ex.embed_dataset(emb, docs)
+    matrices = ex.embed_dataset(scale_emb, docs)
     assert len(matrices) == len(docs)
     for doc, got in zip(docs, matrices, strict=True):
-        want, found = emb.embedding_batch(doc)
+        want, found = scale_emb.embedding_batch(doc)
         assert found.all()  # known words and unknown ones (through their subwords)
         np.testing.assert_array_equal(np.asarray(got, dtype=np.float32).reshape(want.shape), want)
 
 
-def test_neighbours_match_serial(emb: finalfusion.Embeddings) -> None:
+def test_neighbours_match_serial(scale_emb: finalfusion.Embeddings) -> None:
     words = [f"w{i}ort" for i in range(0, 5000, 37)] + ["unknownword"]
-    got = ex.neighbours(emb, words, k=5)
-    want = neighbours_partition(words, emb, k=5)
+    got = ex.neighbours(scale_emb, words, k=5)
+    want = neighbours_partition(words, scale_emb, k=5)
     assert [w for w, _ in got] == words
     assert_same_neighbours(got, want)
 
 
-def test_object_store_holds_a_reference_not_the_matrix(emb: finalfusion.Embeddings, big: Path) -> None:
+def test_object_store_holds_a_reference_not_the_matrix(scale_emb: finalfusion.Embeddings, scale_file: Path) -> None:
     from ray._private.worker import global_worker  # the serializer ray.put uses
 
     context = global_worker.get_serialization_context()
-    matrix_bytes = np.asarray(emb.storage).nbytes
+    matrix_bytes = np.asarray(scale_emb.storage).nbytes
     assert matrix_bytes > 30_000_000
-    assert context.serialize(emb).total_bytes < 600
-    assert context.serialize(finalfusion.load_finalfusion(big)).total_bytes > matrix_bytes
-
-
-def touch_rows(emb: finalfusion.Embeddings) -> int:
-    """Read every row of the mapped matrix; return the worker's pid."""
-    matrix = np.asarray(emb.storage)
-    for lo in range(0, len(matrix), 8192):
-        float(matrix[lo : lo + 8192].sum(dtype=np.float64))
-    return os.getpid()
+    assert context.serialize(scale_emb).total_bytes < 600
+    assert context.serialize(finalfusion.load_finalfusion(scale_file)).total_bytes > matrix_bytes
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/smaps (Linux only)")
-def test_actors_share_the_mapped_pages(emb: finalfusion.Embeddings, big: Path) -> None:
+def test_actors_share_the_mapped_pages(scale_emb: finalfusion.Embeddings, scale_file: Path) -> None:
     class Holder:  # an actor that keeps the embeddings it was given
-        def __init__(self, emb: finalfusion.Embeddings) -> None:
-            self.emb = emb
+        def __init__(self, scale_emb: finalfusion.Embeddings) -> None:
+            self.scale_emb = scale_emb
 
         def touch(self) -> int:
-            return touch_rows(self.emb)
+            return touch_rows(self.scale_emb)
 
-    emb_ref = ray.put(emb)
+    emb_ref = ray.put(scale_emb)
     actors = [ray.remote(num_cpus=0)(Holder).remote(emb_ref) for _ in range(2)]
     try:
         pids = ray.get([a.touch.remote() for a in actors])
         assert len(set(pids)) == 2
         assert os.getpid() not in pids
-        size_kb = big.stat().st_size / 1024
-        mem = [mapping_memory_kb(pid, str(big)) for pid in pids]
+        size_kb = scale_file.stat().st_size / 1024
+        mem = [mapping_memory_kb(pid, str(scale_file)) for pid in pids]
     finally:
         for a in actors:
             ray.kill(a)
