@@ -47,6 +47,8 @@ import sys
 import tempfile
 import time
 
+from _peak import peak_since_reset, reset_peak
+
 TYPES = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q8_0": (8, 32, 34)}
 
 
@@ -86,21 +88,6 @@ def write_gguf_file(path: str, rows: int, dims: int, qtype: str) -> None:
                 f.write(blocks.tobytes())
 
 
-def _status(field: str) -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def reset_peak() -> int:
-    """Reset the peak RSS (VmHWM) to the current RSS and return it (``ru_maxrss`` survives ``execve``)."""
-    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-        f.write("5")
-    return _status("VmRSS")
-
-
 def _data_offset(path: str) -> int:
     import mmap
 
@@ -138,7 +125,7 @@ def worker(variant: str, qtype: str, path: str, rows: int, dims: int) -> dict[st
         emb = finalfusion.load_gguf(path, normalize=variant == "load+normalize", mmap=variant == "mmap")
         matrix = emb.storage.matrix
     elapsed = time.perf_counter() - t0
-    peak = _status("VmHWM") - before
+    peak = peak_since_reset(before)
     assert matrix.shape == (rows, dims), matrix.shape
     return {"seconds": elapsed, "peak_ratio": peak / (rows * dims * 4)}
 

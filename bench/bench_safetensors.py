@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+from _peak import peak_since_reset, reset_peak
+
 NAME = "model.embed_tokens.weight"
 
 
@@ -55,25 +57,6 @@ def write_bf16(path: str, rows: int, dims: int) -> None:
             n = min(step, rows - start)
             block = rng.standard_normal((n, dims), dtype=np.float32)
             f.write((block.view(np.uint32) >> 16).astype("<u2").tobytes())
-
-
-def _status(field: str) -> int:
-    with open("/proc/self/status", encoding="ascii") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def reset_peak() -> int:
-    """Reset the peak RSS (VmHWM) to the current RSS and return it.
-
-    ``ru_maxrss`` is not used: Linux carries it over ``execve`` from the
-    parent, which would hide the child's own peak.
-    """
-    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-        f.write("5")
-    return _status("VmRSS")
 
 
 def worker(variant: str, path: str, rows: int, dims: int) -> dict[str, float]:
@@ -99,7 +82,7 @@ def worker(variant: str, path: str, rows: int, dims: int) -> dict[str, float]:
         emb = finalfusion.load_safetensors(path, tokenizer=tokens, normalize=variant == "load+normalize")
         matrix = emb.storage.matrix
     elapsed = time.perf_counter() - t0
-    peak = _status("VmHWM") - before
+    peak = peak_since_reset(before)
     assert matrix.shape == (rows, dims)
     return {"seconds": elapsed, "peak_ratio": peak / (rows * dims * 4)}
 
