@@ -47,13 +47,12 @@ import numpy.typing as npt
 
 from finalfusion._binary import check_dims
 from finalfusion._threads import CPUS, run_tasks
-from finalfusion.compat._common import dense_matrix_with_norms, normalize_rows
+from finalfusion.compat._common import checked_norms, dense_matrix_with_norms
 from finalfusion.compat._registry import register_format
 from finalfusion.compat._spmodel import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVersion
 from finalfusion.metadata import Metadata
-from finalfusion.norms import Norms
 from finalfusion.storage import NdArray
 from finalfusion.vocab import SimpleVocab, Vocab
 from finalfusion.vocab.tokenizer import HuggingFaceTokenizer, MissingExtraError, SentencePieceTokenizer, Tokenizer, TokenizerVocab
@@ -755,7 +754,7 @@ def load_gguf(file: Any, *, tensor: str = "token_embd.weight", normalize: bool =
     else:
         matrix = decode_tensor(head, info)
         if normalize:
-            norms = Norms(normalize_rows(matrix))
+            norms = checked_norms(matrix, tokens, "GGUF token", 0)
     metadata = Metadata({"gguf": _provenance(head, info)})
     return Embeddings(NdArray(matrix), vocab, norms=norms, metadata=metadata)
 
