@@ -494,3 +494,20 @@ class TestNonFiniteQueries:
         assert "'bad'" in capsys.readouterr().err
         assert cli_main(["similar", str(path), "a"]) == 0
         assert "bad" not in capsys.readouterr().out
+
+
+class TestGGUFWriter:
+    def test_refuses_what_the_table_cannot_hold(self) -> None:
+        pytest.importorskip("finalfusion.compat.gguf")
+        from finalfusion.compat.gguf import load_gguf, write_gguf
+
+        emb = Embeddings(NdArray(np.array([[1.0, 0.0], [0.6, 0.8]], dtype=np.float32)), SimpleVocab(["a", "b"]), norms=Norms([1.0, 1e5]))
+        buf = io.BytesIO()
+        with pytest.raises(NonFiniteError, match=r"'b' \(row 1\).*float16"):
+            write_gguf(buf, emb, dtype="F16")  # 0.8 * 1e5 is beyond float16
+        assert buf.getvalue() == b""
+        write_gguf(buf, emb, dtype="F32")
+        np.testing.assert_allclose(load_gguf(buf.getvalue(), normalize=False)["b"], [6e4, 8e4])
+        emb = Embeddings(NdArray(np.array([[1.0, 0.0], [2.0, 0.0]], dtype=np.float32)), SimpleVocab(["a", "b"]), norms=Norms([1.0, F32_MAX]))
+        with pytest.raises(NonFiniteError, match=r"'b' \(row 1\)"):
+            write_gguf(io.BytesIO(), emb, dtype="F32")

@@ -462,15 +462,17 @@ def checked_norms(matrix: npt.NDArray[np.float32], words: Sequence[str], where: 
 _CHECK_ROWS = 1 << 14
 
 
-def check_rows_writable(embeddings: Embeddings, fmt: str, unnormalize: bool = False, words_only: bool = True) -> None:
+def check_rows_writable(embeddings: Embeddings, fmt: str, unnormalize: bool = False, words_only: bool = True, dtype: str = "float32") -> None:
     """Raise :class:`~finalfusion.errors.NonFiniteError` if a row to be written has a NaN or infinite value.
 
     The text, word2vec and floret readers refuse such values, so their
     writers call this before writing anything. The rows are those a writer
     writes: the word rows (``words_only``) or all storage rows, times
     their norms with ``unnormalize`` (a finite row times a finite norm can
-    still overflow float32). The error names the word (or row), its row
-    and the first values.
+    still overflow float32), as the format stores them (``dtype``:
+    ``"float16"`` for half-precision tables, where values beyond 65504
+    become infinite). The error names the word (or row), its row and the
+    first values.
 
     Examples
     --------
@@ -491,14 +493,17 @@ def check_rows_writable(embeddings: Embeddings, fmt: str, unnormalize: bool = Fa
         if norms is not None:
             with np.errstate(over="ignore", invalid="ignore"):
                 block = block * norms[lo:hi, None]
-        refuse_nonfinite(block, embeddings.vocab.words, fmt, lo, None if norms is None else norms[lo:hi])
+        refuse_nonfinite(block, embeddings.vocab.words, fmt, lo, None if norms is None else norms[lo:hi], dtype)
 
 
-def refuse_nonfinite(rows: npt.NDArray[np.float32], words: Sequence[str], fmt: str, first: int = 0, norms: npt.NDArray[np.float32] | None = None) -> None:
+def refuse_nonfinite(
+    rows: npt.NDArray[np.float32], words: Sequence[str], fmt: str, first: int = 0, norms: npt.NDArray[np.float32] | None = None, dtype: str = "float32"
+) -> None:
     """Raise :class:`~finalfusion.errors.NonFiniteError` naming the first row of ``rows`` with a NaN or infinity.
 
     ``rows[0]`` is row ``first``; rows past ``words`` are subword rows.
-    ``norms`` (of ``rows``), if given, were multiplied into them.
+    ``norms`` (of ``rows``), if given, were multiplied into them. With
+    ``dtype="float16"`` values that become infinite in float16 count too.
 
     Examples
     --------
@@ -508,14 +513,19 @@ def refuse_nonfinite(rows: npt.NDArray[np.float32], words: Sequence[str], fmt: s
     ...
     finalfusion.errors.NonFiniteError: fastText cannot represent the vector of the word 'b' (row 1): it has a NaN or infinite value: [1.0, nan]
     """
-    ok = np.isfinite(rows).all(axis=1)
+    stored = rows
+    if dtype != "float32":
+        with np.errstate(over="ignore", invalid="ignore"):
+            stored = rows.astype(dtype)
+    ok = np.isfinite(stored).all(axis=1)
     if bool(ok.all()):
         return
     j = int(np.argmin(ok))
     i = first + j
     what = f"the word {words[i]!r}" if i < len(words) else "a subword row"
     after = f" (after multiplying its norm {float(norms[j])!r} back)" if norms is not None else ""
-    raise NonFiniteError(f"{fmt} cannot represent the vector of {what} (row {i}): it has a NaN or infinite value{after}: {rows[j].tolist()[:10]}")
+    kind = "" if dtype == "float32" else f" in {dtype}"
+    raise NonFiniteError(f"{fmt} cannot represent the vector of {what} (row {i}): it has a NaN or infinite value{kind}{after}: {rows[j].tolist()[:10]}")
 
 
 def dense_matrix_with_norms(emb: Embeddings, unnormalize: bool = True, start: int = 0, stop: int | None = None) -> npt.NDArray[np.float32]:
