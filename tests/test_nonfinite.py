@@ -511,3 +511,16 @@ class TestGGUFWriter:
         emb = Embeddings(NdArray(np.array([[1.0, 0.0], [2.0, 0.0]], dtype=np.float32)), SimpleVocab(["a", "b"]), norms=Norms([1.0, F32_MAX]))
         with pytest.raises(NonFiniteError, match=r"'b' \(row 1\)"):
             write_gguf(io.BytesIO(), emb, dtype="F32")
+
+
+class TestQuantizeExtremeRows:
+    def test_tiny_and_huge_rows_are_normalised(self) -> None:
+        from finalfusion.quantize import quantize_storage
+
+        _words, m = ranking_matrix()
+        rows = np.concatenate([m, m, m])  # enough rows for 4 centroids
+        q = quantize_storage(NdArray(rows), n_subquantizers=1, n_bits=3, seed=1)
+        assert q.norms is not None
+        np.testing.assert_allclose(q.norms, np.linalg.norm(rows.astype(np.float64), axis=1), rtol=1e-6, atol=2e-45)  # subnormal spacing
+        with pytest.raises(ValueError, match="storage row 1 has an l2 norm beyond"):
+            quantize_storage(NdArray(np.array([[1.0, 0.0], [3e38, 3e38]], dtype=np.float32)), n_subquantizers=1, n_bits=1)
