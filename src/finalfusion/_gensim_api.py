@@ -22,9 +22,11 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion import similarity
-from finalfusion.norms import Norms
+from finalfusion.errors import NonFiniteError
+from finalfusion.norms import Norms, first_invalid_norm, normalize_rows
 from finalfusion.similarity import evaluation as _evaluation
 from finalfusion.similarity import queries as _queries
+from finalfusion.similarity.vectors import check_finite_rows, unit_query
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FastTextIndexer
 from finalfusion.vocab.simple import SimpleVocab
@@ -96,9 +98,20 @@ def check_word_items(words: object) -> None:
 
 
 def _unit(v: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """``v / ||v||`` along the last axis; zero vectors stay zero."""
-    norms = np.sqrt(np.einsum("...i,...i->...", v, v))
-    return v / np.where(norms == 0, 1, norms)[..., None]
+    """``v / ||v||`` along the last axis, in ``v``'s dtype; zero vectors stay zero.
+
+    Norms and quotients are taken in float64 (so rows of tiny or huge
+    float32 values become unit rows too); a row with NaN or infinity gives
+    NaN.
+    """
+    if v.dtype != np.float32:
+        v = np.asarray(v, dtype=np.float64)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        norms = np.sqrt(np.einsum("...i,...i->...", v, v, dtype=np.float64))
+        inverse = np.divide(1.0, norms, out=np.ones_like(norms), where=norms != 0)
+        out = np.empty_like(v)
+        np.multiply(v, inverse[..., None], out=out, casting="unsafe")
+    return out
 
 
 def _gensim_models() -> Any:
@@ -300,6 +313,8 @@ class KeyedVectorsMixin:
     def similarity(self, w1: str, w2: str) -> float:
         """gensim's ``similarity``: cosine similarity of two words.
 
+        ``nan`` if a vector has a NaN or infinite component (as gensim).
+
         Raises
         ------
         KeyError
@@ -336,6 +351,8 @@ class KeyedVectorsMixin:
         (gensim then averages the raw vectors; its ``get_mean_vector(...,
         pre_normalize=True)`` is what this computes).
 
+        ``nan`` if a vector has a NaN or infinite component (as gensim).
+
         Raises
         ------
         ZeroDivisionError
@@ -367,6 +384,9 @@ class KeyedVectorsMixin:
         ------
         KeyError
             If a word has no embedding.
+        NonFiniteError
+            (a ``ValueError``) If the query has a NaN or infinite component
+            (against given ``other_words``, their distances are ``nan`` instead).
 
         Examples
         --------
@@ -378,13 +398,15 @@ class KeyedVectorsMixin:
         """
         if isinstance(word_or_vector, str):
             q = self.get_vector(word_or_vector)
+            what = f"the vector of the word {word_or_vector!r}"
         else:
-            q = np.asarray(word_or_vector, dtype=np.float32)
+            q = np.asarray(word_or_vector, dtype=np.float64)
             if q.shape != (self.dims,):
                 raise ValueError(f"expected a vector of length {self.dims}, got shape {q.shape}")
+            what = "the query vector"
         others = list(other_words)
         if not others:
-            sims = _queries.most_similar(cast("Embeddings", self), [_unit(q)], None, None, None)
+            sims = _queries.most_similar(cast("Embeddings", self), [unit_query(q, self.dims, what)], None, None, None)
             return (1 - np.asarray(sims, dtype=np.float32)).astype(np.float32)
         rows = _unit(self._rows_of(others).astype(np.float64))
         return (1 - rows @ _unit(q.astype(np.float64))).astype(np.float32)  # type: ignore[no-any-return]
@@ -430,7 +452,8 @@ class KeyedVectorsMixin:
         Raises
         ------
         ValueError
-            If ``words`` is empty.
+            If ``words`` is empty; :class:`~finalfusion.errors.NonFiniteError`
+            (a ``ValueError``) if a word's vector has a NaN or infinite component.
         KeyError
             If a word has no embedding (gensim leaves such words out with a log message).
 
@@ -445,7 +468,9 @@ class KeyedVectorsMixin:
         check_words(words)
         if not len(words):
             raise ValueError("cannot select a word from an empty list")
-        rows = _unit(self._rows_of(words).astype(np.float32))
+        rows = self._rows_of(words).astype(np.float32)
+        check_finite_rows(rows, lambda i: f"the vector of the word {words[i]!r}")
+        rows = _unit(rows)
         mean = _unit(rows.mean(axis=0))
         dists = rows @ mean
         return min(zip(dists.tolist(), words, strict=True))[1]
@@ -475,7 +500,7 @@ class KeyedVectorsMixin:
         >>> [w for w, _ in Embeddings(NdArray(m), SimpleVocab(["a", "b", "c"])).similar_by_vector([0, 1.0], topn=2)]
         ['c', 'b']
         """
-        v = np.asarray(vector, dtype=np.float32)
+        v = np.asarray(vector, dtype=np.float64)
         if v.shape != (self.dims,):
             raise ValueError(f"expected a vector of length {self.dims}, got shape {v.shape}")
         return self.most_similar(positive=[v], topn=topn, restrict_vocab=restrict_vocab)
@@ -569,6 +594,9 @@ class KeyedVectorsMixin:
             If gensim is not installed (the ``interop`` extra).
         TypeError
             If a key is not a ``str``.
+        NonFiniteError
+            (a ``ValueError``) With ``normalize``, if a vector has a NaN or
+            infinite component or a norm beyond float32's range.
 
         Examples
         --------
@@ -589,8 +617,13 @@ class KeyedVectorsMixin:
         matrix = np.array(kv.vectors, dtype=np.float32, order="C")
         norms = None
         if normalize:
-            lengths = np.sqrt(np.einsum("ij,ij->i", matrix, matrix)).astype(np.float32)
-            matrix /= np.where(lengths == 0, 1, lengths)[:, None]
+            lengths = normalize_rows(matrix)
+            bad = first_invalid_norm(lengths)
+            if bad is not None:
+                raise NonFiniteError(
+                    f"the vector of {words[bad]!r} has no finite float32 l2 norm ({float(lengths[bad])}): a NaN or infinite component, "
+                    "or a length beyond float32's range; pass normalize=False to keep the vectors as they are"
+                )
             norms = Norms(lengths)
         if isinstance(kv, models.fasttext.FastTextKeyedVectors) and kv.bucket > 0:
             ngrams = np.asarray(kv.vectors_ngrams, dtype=np.float32)

@@ -491,6 +491,9 @@ class Embeddings(KeyedVectorsMixin):
         ------
         ValueError
             If ``k`` is negative.
+        NonFiniteError
+            (a ``ValueError``) If the query word's vector has a NaN or
+            infinite component, naming the word.
 
         Examples
         --------
@@ -525,7 +528,9 @@ class Embeddings(KeyedVectorsMixin):
         Raises
         ------
         ValueError
-            If ``k`` is negative or the vector has the wrong shape or NaN/inf.
+            If ``k`` is negative or the vector has the wrong shape;
+            :class:`~finalfusion.errors.NonFiniteError` (a ``ValueError``)
+            if it has a NaN or infinite component.
 
         Examples
         --------

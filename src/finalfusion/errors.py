@@ -6,6 +6,7 @@ absolute byte offset and the chunk in which it happened::
 
     FinalfusionError
     ├── FileChangedError
+    ├── NonFiniteError (also a ValueError)
     └── FormatError (also a ValueError)
         ├── BadMagic
         ├── UnsupportedVersion
@@ -25,6 +26,7 @@ __all__ = [
     "FinalfusionError",
     "FormatError",
     "LegacyFormatWarning",
+    "NonFiniteError",
     "Truncated",
     "UnknownChunk",
     "UnsupportedVersion",
@@ -206,6 +208,28 @@ class FileChangedError(FinalfusionError):
     ... except FileChangedError as err:
     ...     print("changed since the embeddings were pickled" in str(err), isinstance(err, FinalfusionError))
     True True
+    """
+
+
+class NonFiniteError(FinalfusionError, ValueError):
+    """A vector that a computation needs finite has a NaN or infinite component.
+
+    Raised by the similarity queries for a query vector (a word's row, or a
+    vector passed in) with NaN or infinity, and by writers for rows whose
+    values (after multiplying the norms back) their format's reader would
+    refuse. The message names the word or the row. A :class:`ValueError`,
+    as such queries raised before.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> emb = Embeddings(NdArray(np.array([[np.nan, 1], [1, 0]], dtype=np.float32)), SimpleVocab(["a", "b"]))
+    >>> try:
+    ...     emb.word_similarity("a")
+    ... except NonFiniteError as err:
+    ...     print(err, isinstance(err, ValueError))
+    the vector of the word 'a' has a NaN or infinite component: [nan, 1.0] True
     """
 
 

@@ -8,6 +8,12 @@ body offset  type         field
 12           1..4 bytes   zero padding to 4-byte file alignment
 12+pad       f32xn        norms
 ===========  ===========  =========================================
+
+A norm is the l2 norm of a word's row before normalisation, so it is finite
+and ``>= 0``: a NaN, infinite or negative norm is refused when a file is
+read (:class:`~finalfusion.errors.FormatError` naming the norm and its
+offset) and when :class:`Norms` are built (``ValueError``), because nothing
+could multiply it back (docs/reliability.md, "Non-finite values").
 """
 
 from __future__ import annotations
@@ -26,7 +32,87 @@ from finalfusion.chunks import ChunkIdentifier, TypeId, register
 from finalfusion.container import FileChunk, load_chunk
 from finalfusion.storage.ndarray import ArrayBehaviour, read_type_id
 
-__all__ = ["Norms", "load_norms"]
+__all__ = ["Norms", "first_invalid_norm", "load_norms", "normalize_rows"]
+
+_F32_MAX = float(np.finfo(np.float32).max)
+#: Rows normalised per block (bounds the temporaries of :func:`normalize_rows`).
+_NORM_BLOCK = 1 << 15
+#: float32 norms outside [_TINY, _HUGE] (and zero, NaN, inf) are recomputed in float64: below, the
+#: float32 sum of squares loses precision in the subnormal range or underflows to 0; above, it overflows.
+_TINY = np.float32(2.0**-50)
+_HUGE = np.float32(2.0**60)
+
+
+def normalize_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """l2-normalise the rows of ``matrix`` in place and return their norms.
+
+    Norms are ``sqrt(row · row)`` in float32, as finalfusion-rust and
+    finalfusion-python 0.7.1 compute them, for every row whose norm lies
+    between 2^-50 and 2^60. Rows outside that range (tiny rows, e.g. of
+    subnormal numbers, whose float32 squares underflow; huge rows whose
+    squares overflow) are normalised in float64 instead, so they become
+    unit rows too (finalfusion-rust leaves a row of subnormals as it is,
+    with norm 0). A zero row keeps norm 0 and stays zero (0.7.1 would turn
+    it into NaNs). A norm beyond float32's range comes back as ``inf``
+    and a row with NaN or infinity gives a NaN or infinite norm: callers
+    check the result (:func:`first_invalid_norm`). Works block by block,
+    so the temporary memory is small whatever the matrix size.
+
+    Parameters
+    ----------
+    matrix
+        Writable C-contiguous ``float32`` array of shape ``(n, d)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``float32`` norms of shape ``(n,)``.
+
+    Examples
+    --------
+    >>> m = np.array([[3, 4], [0, 0], [1e-45, 1e-45]], dtype=np.float32)
+    >>> normalize_rows(m).tolist(), m.astype(float).round(4).tolist()
+    ([5.0, 0.0, 1.401298464324817e-45], [[0.6, 0.8], [0.0, 0.0], [0.7071, 0.7071]])
+    """
+    if matrix.ndim != 2 or matrix.dtype != np.float32:
+        raise ValueError(f"expected a 2-D float32 matrix, got {matrix.ndim}-D {matrix.dtype}")
+    n = matrix.shape[0]
+    norms = np.empty(n, dtype=np.float32)
+    for start in range(0, n, _NORM_BLOCK):
+        block = matrix[start : start + _NORM_BLOCK]
+        nb = norms[start : start + _NORM_BLOCK]
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.einsum("ij,ij->i", block, block, out=nb)
+        np.sqrt(nb, out=nb)
+        slow = np.flatnonzero(~((nb >= _TINY) & (nb <= _HUGE)))
+        divisor = nb
+        if len(slow):
+            divisor = nb.copy()
+            divisor[slow] = 1
+        block /= divisor[:, None]
+        if len(slow):
+            rows = block[slow].astype(np.float64)
+            exact = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+            with np.errstate(over="ignore", invalid="ignore"):
+                block[slow] = np.divide(rows, exact[:, None], out=rows, where=exact[:, None] > 0)
+                nb[slow] = exact
+    return norms
+
+
+def first_invalid_norm(norms: npt.NDArray[np.float32]) -> int | None:
+    """Index of the first norm that is NaN, infinite or negative, or ``None`` if all are valid.
+
+    Examples
+    --------
+    >>> first_invalid_norm(np.array([1.0, 0.0, 2.5], dtype=np.float32)) is None
+    True
+    >>> first_invalid_norm(np.array([1.0, -0.5, np.nan], dtype=np.float32))
+    1
+    """
+    ok = (norms >= 0) & (norms <= _F32_MAX)  # False for NaN as well
+    if bool(ok.all()):
+        return None
+    return int(np.argmin(ok))
 
 
 @register
@@ -43,7 +129,13 @@ class Norms(ArrayBehaviour, FileChunk):
     Parameters
     ----------
     norms
-        1-D array, stored as ``float32``.
+        1-D array, stored as ``float32``; every norm finite and ``>= 0``.
+
+    Raises
+    ------
+    ValueError
+        If a norm is NaN, infinite or negative (or not representable as a
+        finite ``float32``), naming its index.
 
     Examples
     --------
@@ -63,7 +155,11 @@ class Norms(ArrayBehaviour, FileChunk):
         if n.ndim != 1:
             raise ValueError(f"norms must be 1-D, got shape {n.shape}")
         if n.dtype != np.float32:
-            n = n.astype(np.float32)
+            with np.errstate(over="ignore"):  # a value beyond float32 becomes inf and is refused below
+                n = n.astype(np.float32)
+        bad = first_invalid_norm(n)
+        if bad is not None:
+            raise ValueError(f"norm {bad} is {float(n[bad])!r}: a norm is the l2 norm of a row, so it must be finite and >= 0")
         object.__setattr__(self, "norms", n)
 
     def __len__(self) -> int:
@@ -106,7 +202,17 @@ class Norms(ArrayBehaviour, FileChunk):
         read_type_id(reader, TypeId.f32, "norms type")
         reader.skip_padding()
         check_array_size(reader, n, 4, f"{n} f32 norms")
-        return cls(reader.array("<f4", (n,), "norms"))
+        start = reader.pos
+        norms = reader.array("<f4", (n,), "norms")
+        bad = first_invalid_norm(norms)
+        if bad is not None:
+            raise reader.error(
+                f"norm {bad} (of word {bad}) is not a row's l2 norm",
+                expected="a finite norm >= 0",
+                found=float(norms[bad]),
+                offset=start + 4 * bad,
+            )
+        return cls(norms)
 
     def write_payload(self, writer: ByteWriter) -> None:
         """Write the count, the ``f32`` type id, the alignment padding and the norms.

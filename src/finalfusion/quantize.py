@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._progress import ProgressArg, progress_callback
+from finalfusion.norms import first_invalid_norm, normalize_rows
 from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.storage.quantized import PQ, QuantizedArray
 
@@ -555,11 +556,19 @@ def _check_finite(rows: F32, indices: npt.NDArray[np.int64] | None, offset: int)
         raise ValueError(f"cannot quantize: storage row {row} has non-finite values (NaN or infinity)")
 
 
-def _unit(rows: F32) -> tuple[F32, F32]:
-    """Unit-length rows and their norms; zero rows stay zero with norm 0."""
-    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows)).astype(np.float32)
-    safe = np.where(norms > 0, norms, np.float32(1.0))
-    return rows / safe[:, None], norms
+def _unit(rows: F32, offset: int = 0) -> tuple[F32, F32]:
+    """Unit-length rows and their norms; zero rows stay zero with norm 0.
+
+    Tiny (subnormal) and huge rows are normalised in float64
+    (:func:`~finalfusion.norms.normalize_rows`); a norm beyond float32's
+    range is a ``ValueError`` naming the row (``rows[0]`` is row ``offset``).
+    """
+    unit = np.array(rows, dtype=np.float32, order="C")
+    norms = normalize_rows(unit)
+    bad = first_invalid_norm(norms)
+    if bad is not None:
+        raise ValueError(f"cannot quantize with normalize=True: storage row {offset + bad} has an l2 norm beyond float32's range (3.4e38)")
+    return unit, norms
 
 
 def quantize_storage(
@@ -628,7 +637,7 @@ def quantize_storage(
         block = _block(storage, lo, hi)
         _check_finite(block, None, lo)
         if norms is not None:
-            block, norms[lo:hi] = _unit(block)
+            block, norms[lo:hi] = _unit(block, lo)
         codes[lo:hi] = encode(pq, block)
         if report is not None:
             report("encode", hi, rows)

@@ -4,8 +4,10 @@
   transparently decompresses gzip (recognised by its magic bytes); it is
   ``finalfusion._source.open_stream``, like :func:`peek` and
   :func:`input_size` (every input goes through that one module).
-* :func:`normalize_rows` l2-normalises a matrix in place and returns the
-  norms (zero rows stay zero).
+* :func:`normalize_rows` (from :mod:`finalfusion.norms`) l2-normalises a
+  matrix in place and returns the norms (zero rows stay zero);
+  :func:`checked_norms` turns them into an ``NdNorms`` chunk or a
+  :class:`FormatError` naming the word whose norm float32 cannot hold.
 * :func:`decode_word` / :func:`check_writable_word` enforce what words a
   format can carry, on read and before a write.
 * :func:`embeddings_from` builds :class:`~finalfusion.embeddings.Embeddings`
@@ -27,10 +29,10 @@ from finalfusion._binary import check_dims
 from finalfusion._source import GZIP_MAGIC, input_size, peek
 from finalfusion._source import open_stream as open_input
 from finalfusion.embeddings import Embeddings
-from finalfusion.errors import FormatError
+from finalfusion.errors import FormatError, NonFiniteError
 from finalfusion.limits import MAX_HEADER_LINE_BYTES
 from finalfusion.metadata import Metadata
-from finalfusion.norms import Norms
+from finalfusion.norms import Norms, first_invalid_norm, normalize_rows
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.vocab.base import Vocab, build_index
 from finalfusion.vocab.simple import SimpleVocab
@@ -40,9 +42,11 @@ __all__ = [
     "RowSink",
     "check_finite",
     "check_header_int",
+    "check_rows_writable",
     "check_trailing",
     "check_writable_word",
     "check_writable_words",
+    "checked_norms",
     "decode_word",
     "dense_matrix_with_norms",
     "embeddings_from",
@@ -51,12 +55,10 @@ __all__ = [
     "open_input",
     "peek",
     "read_dims_header",
+    "refuse_nonfinite",
     "reuse_freed_memory",
     "simple_vocab",
 ]
-
-#: Rows normalised per block (bounds the temporaries of :func:`normalize_rows`).
-_NORM_BLOCK = 1 << 15
 
 
 def reuse_freed_memory() -> None:
@@ -81,49 +83,6 @@ def reuse_freed_memory() -> None:
 
 
 _THRESHOLD_RAISED = False
-
-
-def normalize_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """l2-normalise the rows of ``matrix`` in place and return their norms.
-
-    Norms are ``sqrt(row · row)`` in float32, as finalfusion-rust and
-    finalfusion-python 0.7.1 compute them. A zero row keeps norm 0 and stays
-    zero (0.7.1 would turn it into NaNs). Works block by block, so the
-    temporary memory is small whatever the matrix size.
-
-    Parameters
-    ----------
-    matrix
-        Writable C-contiguous ``float32`` array of shape ``(n, d)``.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``float32`` norms of shape ``(n,)``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> m = np.array([[3, 4], [0, 0]], dtype=np.float32)
-    >>> normalize_rows(m).tolist(), m.tolist()
-    ([5.0, 0.0], [[0.6000000238418579, 0.800000011920929], [0.0, 0.0]])
-    """
-    if matrix.ndim != 2 or matrix.dtype != np.float32:
-        raise ValueError(f"expected a 2-D float32 matrix, got {matrix.ndim}-D {matrix.dtype}")
-    n = matrix.shape[0]
-    norms = np.empty(n, dtype=np.float32)
-    for start in range(0, n, _NORM_BLOCK):
-        block = matrix[start : start + _NORM_BLOCK]
-        nb = norms[start : start + _NORM_BLOCK]
-        np.einsum("ij,ij->i", block, block, out=nb)
-        np.sqrt(nb, out=nb)
-        over = np.isinf(nb)
-        if over.any():
-            # Squares of large finite components overflow float32: take those norms in float64.
-            nb[over] = np.sqrt(np.einsum("ij,ij->i", block[over], block[over], dtype=np.float64))
-        divisor = np.where(nb == 0, np.float32(1), nb)
-        block /= divisor[:, None]
-    return norms
 
 
 class RowSink:
@@ -461,8 +420,112 @@ def embeddings_from(
     norms = None
     if normalize:
         n = len(vocab)
-        norms = Norms(normalize_rows(matrix[:n]) if matrix.shape[0] != n else normalize_rows(matrix))
+        norms = checked_norms(matrix[:n] if matrix.shape[0] != n else matrix, vocab.words, where, first)
     return Embeddings(NdArray(matrix), vocab, norms=norms, metadata=metadata)
+
+
+def checked_norms(matrix: npt.NDArray[np.float32], words: Sequence[str], where: str = "input word", first: int = 1) -> Norms:
+    """l2-normalise the word rows ``matrix`` in place (:func:`normalize_rows`) and return their ``NdNorms`` chunk.
+
+    Raises
+    ------
+    FormatError
+        If a row's norm is not a finite ``float32`` -- a NaN or infinite
+        component, or a length beyond float32's range (3.4e38) --, naming
+        the word and its unit (``where`` numbered from ``first``): such a
+        row cannot be normalised with its norm kept, and nothing could
+        multiply it back. ``normalize=False`` keeps such rows as they are.
+
+    Examples
+    --------
+    >>> m = np.array([[3, 4], [3e38, 3e38]], dtype=np.float32)
+    >>> checked_norms(m, ["a", "b"], "text line")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: text: line 2 (word 'b'): the vector's l2 norm is not a finite float32...: expected a norm up to 3.4028235e+38, found inf
+    """
+    norms = normalize_rows(matrix)
+    bad = first_invalid_norm(norms)
+    if bad is not None:
+        unit = where.split()[-1]
+        raise FormatError(
+            f"{unit} {first + bad} (word {words[bad]!r}): the vector's l2 norm is not a finite float32, so it cannot be kept as a norm "
+            "(load with normalize=False to keep the vectors as they are)",
+            chunk=where.split()[0],
+            expected=f"a norm up to {float(np.finfo(np.float32).max):.8g}",
+            found=float(norms[bad]),
+        )
+    return Norms(norms)
+
+
+#: Rows checked at a time by :func:`check_rows_writable`.
+_CHECK_ROWS = 1 << 14
+
+
+def check_rows_writable(embeddings: Embeddings, fmt: str, unnormalize: bool = False, words_only: bool = True, dtype: str = "float32") -> None:
+    """Raise :class:`~finalfusion.errors.NonFiniteError` if a row to be written has a NaN or infinite value.
+
+    The text, word2vec and floret readers refuse such values, so their
+    writers call this before writing anything. The rows are those a writer
+    writes: the word rows (``words_only``) or all storage rows, times
+    their norms with ``unnormalize`` (a finite row times a finite norm can
+    still overflow float32), as the format stores them (``dtype``:
+    ``"float16"`` for half-precision tables, where values beyond 65504
+    become infinite). The error names the word (or row), its row and the
+    first values.
+
+    Examples
+    --------
+    >>> emb = embeddings_from(["a", "b"], np.array([[1, 2], [3e38, 0.0]], dtype=np.float32), normalize=False)
+    >>> check_rows_writable(emb, "text")
+    >>> emb.norms = Norms([1.0, 2.0])
+    >>> check_rows_writable(emb, "text", unnormalize=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.NonFiniteError: text cannot represent the vector of the word 'b' (row 1): ... (after multiplying its norm 2.0 back): [inf, 0.0]
+    """
+    storage = embeddings.storage
+    n = len(embeddings.vocab) if words_only else storage.shape[0]
+    norms = embeddings.norms.norms if unnormalize and words_only and embeddings.norms is not None else None
+    for lo in range(0, n, _CHECK_ROWS):
+        hi = min(n, lo + _CHECK_ROWS)
+        block = storage.matrix[lo:hi] if isinstance(storage, NdArray) else np.asarray(storage.rows(np.arange(lo, hi)), dtype=np.float32)
+        if norms is not None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                block = block * norms[lo:hi, None]
+        refuse_nonfinite(block, embeddings.vocab.words, fmt, lo, None if norms is None else norms[lo:hi], dtype)
+
+
+def refuse_nonfinite(
+    rows: npt.NDArray[np.float32], words: Sequence[str], fmt: str, first: int = 0, norms: npt.NDArray[np.float32] | None = None, dtype: str = "float32"
+) -> None:
+    """Raise :class:`~finalfusion.errors.NonFiniteError` naming the first row of ``rows`` with a NaN or infinity.
+
+    ``rows[0]`` is row ``first``; rows past ``words`` are subword rows.
+    ``norms`` (of ``rows``), if given, were multiplied into them. With
+    ``dtype="float16"`` values that become infinite in float16 count too.
+
+    Examples
+    --------
+    >>> refuse_nonfinite(np.ones((2, 2), dtype=np.float32), ["a", "b"], "fastText")
+    >>> refuse_nonfinite(np.array([[1, np.nan]], dtype=np.float32), ["a", "b"], "fastText", first=1)
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.NonFiniteError: fastText cannot represent the vector of the word 'b' (row 1): it has a NaN or infinite value: [1.0, nan]
+    """
+    stored = rows
+    if dtype != "float32":
+        with np.errstate(over="ignore", invalid="ignore"):
+            stored = rows.astype(dtype)
+    ok = np.isfinite(stored).all(axis=1)
+    if bool(ok.all()):
+        return
+    j = int(np.argmin(ok))
+    i = first + j
+    what = f"the word {words[i]!r}" if i < len(words) else "a subword row"
+    after = f" (after multiplying its norm {float(norms[j])!r} back)" if norms is not None else ""
+    kind = "" if dtype == "float32" else f" in {dtype}"
+    raise NonFiniteError(f"{fmt} cannot represent the vector of {what} (row {i}): it has a NaN or infinite value{kind}{after}: {rows[j].tolist()[:10]}")
 
 
 def dense_matrix_with_norms(emb: Embeddings, unnormalize: bool = True, start: int = 0, stop: int | None = None) -> npt.NDArray[np.float32]:

@@ -33,7 +33,16 @@ import numpy.typing as npt
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
-from finalfusion.compat._common import check_limit, decode_word, dense_matrix_with_norms, embeddings_from, input_size, open_input, simple_vocab
+from finalfusion.compat._common import (
+    check_limit,
+    decode_word,
+    dense_matrix_with_norms,
+    embeddings_from,
+    input_size,
+    open_input,
+    refuse_nonfinite,
+    simple_vocab,
+)
 from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, LegacyFormatWarning, Truncated, UnsupportedVersion
@@ -484,7 +493,10 @@ def write_fasttext(file: Any, embeddings: Embeddings, *, fsync: bool = False) ->
         Before anything is written: for another vocabulary type (as
         finalfusion-python 0.7.1), a word fastText cannot store (one
         containing NUL or a lone surrogate) or metadata arguments fastText
-        cannot represent.
+        cannot represent; :class:`~finalfusion.errors.NonFiniteError` if a
+        word row to be written has a NaN or infinite value (also one that
+        undoing the normalisation overflows). Subword rows are written as
+        stored.
 
     Examples
     --------
@@ -502,7 +514,9 @@ def write_fasttext(file: Any, embeddings: Embeddings, *, fsync: bool = False) ->
     args = _args_for(embeddings)
     n = len(vocab)
     dims = embeddings.dims
-    words = _word_rows(embeddings)
+    with np.errstate(over="ignore", invalid="ignore"):  # rows that overflow are refused just below
+        words = _word_rows(embeddings)
+    refuse_nonfinite(words, vocab.words, "fastText")  # the reader normalises word rows: NaN and inf could not come back
     with atomic_output(file, fsync=fsync) as f:
         f.write(_HEADER.pack(MAGIC, VERSION))
         f.write(_ARGS.pack(*args))

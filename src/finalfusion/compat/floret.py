@@ -21,7 +21,7 @@ import numpy as np
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
-from finalfusion.compat._common import check_header_int, decode_word, input_size, open_input, reuse_freed_memory
+from finalfusion.compat._common import check_header_int, check_rows_writable, decode_word, input_size, open_input, reuse_freed_memory
 from finalfusion.compat._registry import register_format
 from finalfusion.compat.text import read_text_rows
 from finalfusion.embeddings import Embeddings
@@ -159,7 +159,8 @@ def write_floret(file: Any, embeddings: Embeddings, *, fsync: bool = False) -> N
     ValueError
         Before writing: for another vocabulary type, or if a
         begin/end-of-word marker is empty or contains whitespace (the header
-        separates fields by whitespace).
+        separates fields by whitespace); :class:`~finalfusion.errors.NonFiniteError`
+        if a row has a NaN or infinite value (the reader refuses them).
 
     Examples
     --------
@@ -189,6 +190,7 @@ def write_floret(file: Any, embeddings: Embeddings, *, fsync: bool = False) -> N
             marker.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError(f"floret cannot represent the {name} marker {marker!r}: it is not valid Unicode") from None
+    check_rows_writable(embeddings, "floret", words_only=False)
     dims = embeddings.dims
     rows = embeddings.storage.shape[0]
     storage = embeddings.storage

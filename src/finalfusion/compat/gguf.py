@@ -47,13 +47,12 @@ import numpy.typing as npt
 
 from finalfusion._binary import check_dims
 from finalfusion._threads import CPUS, run_tasks
-from finalfusion.compat._common import dense_matrix_with_norms, normalize_rows
+from finalfusion.compat._common import check_rows_writable, checked_norms, dense_matrix_with_norms
 from finalfusion.compat._registry import register_format
 from finalfusion.compat._spmodel import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVersion
 from finalfusion.metadata import Metadata
-from finalfusion.norms import Norms
 from finalfusion.storage import NdArray
 from finalfusion.vocab import SimpleVocab, Vocab
 from finalfusion.vocab.tokenizer import HuggingFaceTokenizer, MissingExtraError, SentencePieceTokenizer, Tokenizer, TokenizerVocab
@@ -755,7 +754,7 @@ def load_gguf(file: Any, *, tensor: str = "token_embd.weight", normalize: bool =
     else:
         matrix = decode_tensor(head, info)
         if normalize:
-            norms = Norms(normalize_rows(matrix))
+            norms = checked_norms(matrix, tokens, "GGUF token", 0)
     metadata = Metadata({"gguf": _provenance(head, info)})
     return Embeddings(NdArray(matrix), vocab, norms=norms, metadata=metadata)
 
@@ -886,7 +885,10 @@ def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnorma
     Raises
     ------
     ValueError
-        For another ``dtype``.
+        For another ``dtype``; :class:`~finalfusion.errors.NonFiniteError`
+        (a ``ValueError``), before anything is written, for a row with a
+        NaN or infinite value, also one that multiplying its norm back
+        overflows or that ``F16`` cannot hold (beyond 65504).
 
     Examples
     --------
@@ -921,6 +923,7 @@ def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnorma
     body = struct.pack("<4sIQQ", MAGIC, 3, 1, len(kvs)) + head.data() + tinfo.data()
     body += b"\x00" * ((-len(body)) % DEFAULT_ALIGNMENT)
     out_dtype = "<f4" if dtype == "F32" else "<f2"
+    check_rows_writable(embeddings, "GGUF", unnormalize, dtype="float32" if dtype == "F32" else "float16")
     with atomic_output(file, fsync=fsync) as f:
         f.write(body)
         step = _rows_per_block(dims)

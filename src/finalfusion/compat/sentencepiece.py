@@ -23,12 +23,11 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion.compat._common import normalize_rows
+from finalfusion.compat._common import checked_norms
 from finalfusion.compat._spmodel import CONTROL, UNKNOWN, UNUSED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
 from finalfusion.metadata import Metadata
-from finalfusion.norms import Norms
 from finalfusion.storage import NdArray
 from finalfusion.vocab.tokenizer import SentencePieceTokenizer, TokenizerVocab
 
@@ -106,7 +105,7 @@ def load_sentencepiece(model: Any, vectors: Any, *, normalize: bool = True) -> E
         vocab = TokenizerVocab(pieces, SentencePieceTokenizer(proto))
     except ValueError as exc:
         raise FormatError("the model has duplicate pieces", chunk=FORMAT, expected="distinct pieces", found=str(exc)) from None
-    norms = Norms(normalize_rows(matrix)) if normalize else None
+    norms = checked_norms(matrix, pieces, "sentencepiece piece", 0) if normalize else None
     return Embeddings(NdArray(matrix), vocab, norms=norms, metadata=Metadata({"sentencepiece": {"pieces": n, "vectors": source}}))
 
 

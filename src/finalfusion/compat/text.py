@@ -35,6 +35,7 @@ from finalfusion.compat._common import (
     RowSink,
     check_finite,
     check_limit,
+    check_rows_writable,
     check_trailing,
     check_writable_words,
     decode_word,
@@ -472,6 +473,10 @@ def write_text_dims(file: Any, embeddings: Embeddings, sep: str = " ", *, unnorm
     ------
     ValueError
         If a word is empty or contains whitespace, or ``sep`` is not whitespace.
+    NonFiniteError
+        (a ``ValueError``) If a vector to be written has a NaN or infinite
+        value, also one that multiplying its norm back overflows: the
+        reader refuses them. Nothing is written.
 
     Examples
     --------
@@ -520,6 +525,7 @@ def _write(file: Any, embeddings: Embeddings, with_dims: bool, sep: str, unnorma
     check_writable_words(words, fmt)
     if not sep or sep.strip(" \t"):
         raise ValueError(f"sep must be spaces or tabs, got {sep!r}")
+    check_rows_writable(embeddings, fmt, unnormalize)
     n, dims = len(words), embeddings.dims
     with atomic_output(file, fsync=fsync) as f:
         if with_dims:

@@ -28,6 +28,7 @@ from finalfusion.compat._common import (
     RowSink,
     check_finite,
     check_limit,
+    check_rows_writable,
     check_trailing,
     check_writable_words,
     decode_word,
@@ -303,6 +304,10 @@ def write_word2vec(file: Any, embeddings: Embeddings, *, unnormalize: bool = Tru
     ------
     ValueError
         If a word is empty or contains whitespace (the format cannot represent it).
+    NonFiniteError
+        (a ``ValueError``) If a vector to be written has a NaN or infinite
+        value, also one that multiplying its norm back overflows: the
+        reader refuses them. Nothing is written.
 
     Examples
     --------
@@ -315,6 +320,7 @@ def write_word2vec(file: Any, embeddings: Embeddings, *, unnormalize: bool = Tru
     """
     words = embeddings.vocab.words
     check_writable_words(words, "word2vec")
+    check_rows_writable(embeddings, "word2vec", unnormalize)
     n, dims = len(words), embeddings.dims
     vec = 4 * dims
     with atomic_output(file, fsync=fsync) as f:

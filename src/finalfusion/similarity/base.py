@@ -32,6 +32,9 @@ BATCH_SCORE_ELEMENTS: Final = 1 << 19
 UNIT_TOLERANCE: Final = 1e-5
 #: Rows whose norms are computed at once (64 MiB of float32 rows).
 _NORM_BLOCK_BYTES: Final = 1 << 26
+#: Rows with a norm outside [EXACT_BELOW, EXACT_ABOVE] are scored in float64 (see :class:`QueryIndex`).
+EXACT_BELOW: Final = 2.0**-64
+EXACT_ABOVE: Final = 2.0**64
 
 
 class QueryIndex(ABC):
@@ -40,6 +43,14 @@ class QueryIndex(ABC):
     The facts about the rows (norms, ranks) are computed on first use under
     a lock, so concurrent queries from threads are safe. They assume the
     storage is not modified in place afterwards.
+
+    Scores are float32 dot products times the row's ``1 / norm``. For rows
+    whose norm lies outside ``[2^-64, 2^64]`` that is not exact -- the
+    inverse of a tiny (e.g. subnormal) row's norm overflows float32 and its
+    dot products underflow; a huge row's dot products can overflow -- so
+    such rows (none in a file of unit rows) are scored again in float64
+    from their normalised values, block by block, and rank where their
+    cosines say. Rows with NaN or infinity are never returned.
     """
 
     #: Whether scores are approximations worth re-ranking exactly (``rerank=``).
@@ -51,13 +62,19 @@ class QueryIndex(ABC):
         self.dims = storage.shape[1]
         self.storage = storage
         self._lock = threading.Lock()
-        self._facts: tuple[F32 | None, I64] | None = None
+        self._facts: tuple[F32 | None, I64, I64, npt.NDArray[np.float64]] | None = None
         self._rank: I64 | None = None
 
     # -- what a storage type provides ------------------------------------------------
     @abstractmethod
     def scored_rows(self, lo: int, hi: int) -> F32:
         """Rows ``lo:hi`` as the scans score them (before any per-row scale)."""
+
+    def scored_rows_at(self, ids: I64) -> F32:
+        """The scored rows ``ids`` (few: the rows scored in float64)."""
+        if not len(ids):
+            return np.zeros((0, self.dims), np.float32)
+        return np.concatenate([self.scored_rows(i, i + 1) for i in ids.tolist()])
 
     @abstractmethod
     def dots(self, q: F32, lo: int, hi: int) -> F32:
@@ -83,7 +100,7 @@ class QueryIndex(ABC):
         return out
 
     # -- lazily computed facts about the rows -----------------------------------------
-    def _row_facts(self) -> tuple[F32 | None, I64]:
+    def _row_facts(self) -> tuple[F32 | None, I64, I64, npt.NDArray[np.float64]]:
         facts = self._facts
         if facts is None:
             with self._lock:
@@ -92,7 +109,7 @@ class QueryIndex(ABC):
                     facts = self._facts = self._compute_row_facts()
         return facts
 
-    def _compute_row_facts(self) -> tuple[F32 | None, I64]:
+    def _compute_row_facts(self) -> tuple[F32 | None, I64, I64, npt.NDArray[np.float64]]:
         norms = self.row_norms()
         bad = ~np.isfinite(norms)
         ok = np.where(bad, 0.0, norms)
@@ -101,10 +118,16 @@ class QueryIndex(ABC):
         if signs is not None:
             unit &= signs >= 0
         scale = None
+        exact = np.zeros(0, np.int64)
+        exact_scale = np.zeros(0, np.float64)
         if not unit.all():
             inverse = np.divide(1.0, ok, out=np.zeros_like(ok), where=ok > 0)
-            scale = (inverse if signs is None else signs * inverse).astype(np.float32)
-        return scale, np.flatnonzero(bad).astype(np.int64)
+            multiplier = inverse if signs is None else signs * inverse
+            exact = np.flatnonzero((ok > 0) & ((ok < EXACT_BELOW) | (ok > EXACT_ABOVE))).astype(np.int64)
+            exact_scale = multiplier[exact]
+            multiplier[exact] = 0.0  # their float32 scores are replaced (see exact_patch)
+            scale = multiplier.astype(np.float32)
+        return scale, np.flatnonzero(bad).astype(np.int64), exact, exact_scale
 
     @property
     def scale(self) -> F32 | None:
@@ -130,6 +153,16 @@ class QueryIndex(ABC):
                     self._rank = rank
         return rank
 
+    def _exact_in(self, lo: int, hi: int) -> tuple[I64, npt.NDArray[np.float64]] | None:
+        """The rows of ``lo:hi`` scored in float64 and their multipliers (sign / norm), or ``None``."""
+        _, _, exact, mult = self._row_facts()
+        if not len(exact):
+            return None
+        a, b = np.searchsorted(exact, [lo, hi])
+        if a == b:
+            return None
+        return exact[a:b], mult[a:b]
+
     # -- scoring ---------------------------------------------------------------------
     def block_rows(self, queries: int) -> int:
         """Rows scored at once for ``queries`` queries."""
@@ -144,6 +177,10 @@ class QueryIndex(ABC):
         if scale is not None:
             with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows are excluded afterwards
                 s *= scale[lo:hi]
+            exact = self._exact_in(lo, hi)
+            if exact is not None:
+                ids, mult = exact
+                s[ids - lo] = (self.scored_rows_at(ids).astype(np.float64) @ q.astype(np.float64)) * mult
         return s
 
     def batch_scores(self, qm: F32, lo: int, hi: int) -> F32:
@@ -153,6 +190,10 @@ class QueryIndex(ABC):
         if scale is not None:
             with np.errstate(invalid="ignore", over="ignore"):
                 s *= scale[None, lo:hi]
+            exact = self._exact_in(lo, hi)
+            if exact is not None:
+                ids, mult = exact
+                s[:, ids - lo] = (qm.astype(np.float64) @ self.scored_rows_at(ids).astype(np.float64).T) * mult[None, :]
         return s
 
     def rows(self, ids: I64) -> F32:

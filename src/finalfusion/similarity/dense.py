@@ -8,7 +8,7 @@ import numpy as np
 
 from finalfusion._threads import in_threads
 from finalfusion.similarity.base import QueryIndex
-from finalfusion.similarity.topk import F32
+from finalfusion.similarity.topk import F32, I64
 from finalfusion.storage.ndarray import NdArray
 
 __all__ = ["DenseIndex"]
@@ -23,6 +23,10 @@ class DenseIndex(QueryIndex):
 
     def scored_rows(self, lo: int, hi: int) -> F32:
         return self.matrix[lo:hi]
+
+    def scored_rows_at(self, ids: I64) -> F32:
+        rows: F32 = self.matrix[ids]
+        return rows
 
     def dots(self, q: F32, lo: int, hi: int) -> F32:
         """One matrix-vector product, split over threads only as the BLAS policy allows (see :mod:`finalfusion._threads`)."""

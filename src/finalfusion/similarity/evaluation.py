@@ -15,7 +15,7 @@ from finalfusion.similarity.base import QueryIndex
 from finalfusion.similarity.index import query_index
 from finalfusion.similarity.scan import search_batch, skip_pairs
 from finalfusion.similarity.topk import F32, I64
-from finalfusion.similarity.vectors import analogy_vectors
+from finalfusion.similarity.vectors import analogy_vectors, check_finite_rows
 
 if TYPE_CHECKING:
     from finalfusion.embeddings import Embeddings
@@ -216,6 +216,9 @@ def evaluate_analogies(
     FormatError
         If a line is neither a ``:`` section header nor four words, or a
         question comes before the first section.
+    NonFiniteError
+        (a ``ValueError``) If a question's query word has a NaN or infinite
+        component, naming the word.
 
     Examples
     --------
@@ -268,5 +271,8 @@ def evaluate_analogies(
 
 def analogy_queries(index: QueryIndex, triples: I64) -> F32:
     """Unit ``unit(b) - unit(a) + unit(c)`` for rows of word ids ``(a, b, c)``."""
-    rows = index.rows(triples.reshape(-1)).reshape(*triples.shape, index.dims)
+    flat = triples.reshape(-1)
+    rows = index.rows(flat)
+    check_finite_rows(rows, lambda i: f"the vector of the word {index.words[int(flat[i])]!r}")
+    rows = rows.reshape(*triples.shape, index.dims)
     return analogy_vectors(rows[:, 0], rows[:, 1], rows[:, 2])

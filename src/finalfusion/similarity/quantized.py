@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from finalfusion._threads import in_threads
 from finalfusion.similarity.base import QueryIndex
-from finalfusion.similarity.topk import F32
+from finalfusion.similarity.topk import F32, I64
 from finalfusion.storage.quantized import QuantizedArray
 
 __all__ = ["ADC_BATCH_RECONSTRUCT", "ADC_CACHE_BYTES", "QuantizedIndex", "pair_codes"]
@@ -52,6 +52,11 @@ class QuantizedIndex(QueryIndex):
         proj = self.quantized.quantizer.projection
         return blk if proj is None else blk @ proj.T
 
+    def scored_rows_at(self, ids: I64) -> F32:
+        blk = self._reconstruct(self.quantized.quantized_embeddings[ids])
+        proj = self.quantized.quantizer.projection
+        return blk if proj is None else blk @ proj.T
+
     def row_norms(self) -> npt.NDArray[np.float64]:
         out = super().row_norms()
         if self.quantized.norms is not None:
@@ -69,12 +74,15 @@ class QuantizedIndex(QueryIndex):
         items) with ``code + j * k`` indices: about 3x faster than 2-D
         fancy indexing.
         """
+        return self._reconstruct(self.quantized.quantized_embeddings[lo:hi])
+
+    def _reconstruct(self, codes: npt.NDArray[Any]) -> F32:
         pq = self.quantized.quantizer
         m, k, ds = pq.quantizers.shape
         items = np.ascontiguousarray(pq.quantizers).reshape(m * k, ds).view(np.dtype((np.void, 4 * ds))).reshape(m * k)
-        idx = self.quantized.quantized_embeddings[lo:hi].astype(np.intp)
+        idx = codes.astype(np.intp)
         idx += np.arange(0, m * k, k, dtype=np.intp)
-        raw: F32 = np.take(items, idx).view(np.float32).reshape(hi - lo, m * ds)
+        raw: F32 = np.take(items, idx).view(np.float32).reshape(len(codes), m * ds)
         return raw
 
     # -- ADC -------------------------------------------------------------------------

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion.errors import NonFiniteError
 from finalfusion.similarity.index import query_index
 from finalfusion.similarity.results import SimilarityResult
 from finalfusion.similarity.scan import finish, results, search, search_batch, skip_pairs, word_ids
 from finalfusion.similarity.topk import F32, I64
-from finalfusion.similarity.vectors import analogy_vectors, unit_query, unit_rows
+from finalfusion.similarity.vectors import analogy_vectors, check_finite_rows, unit_query, unit_rows
 
 if TYPE_CHECKING:
     from finalfusion.embeddings import Embeddings
@@ -52,7 +53,7 @@ def word_similarity(emb: Embeddings, query: str, k: int, skip: Iterable[str] | N
         return None
     index = query_index(emb)
     excluded = word_ids(emb.vocab.word_index, [query] if skip is None else skip)
-    return results(index, *search(index, unit_query(vec, index.dims), k, excluded, rerank=rerank))
+    return results(index, *search(index, unit_query(vec, index.dims, f"the vector of the word {query!r}"), k, excluded, rerank=rerank))
 
 
 def embedding_similarity(emb: Embeddings, vector: npt.ArrayLike, k: int, skip: Iterable[str] | None, rerank: int | None) -> list[SimilarityResult]:
@@ -74,6 +75,7 @@ def analogy(
         return None
     index = query_index(emb)
     a, b, c = (np.asarray(v, dtype=np.float32)[None, :] for v in vecs)
+    check_finite_rows(np.concatenate([a, b, c]), lambda i: f"the vector of the word {query[i]!r}")
     q = analogy_vectors(a, b, c)[0]
     if skip is None:
         skip = [w for w, m in zip(query, mask, strict=True) if m]
@@ -87,7 +89,8 @@ def word_similarity_batch(emb: Embeddings, queries: Sequence[str], k: int) -> tu
     queries = list(queries)
     matrix, found = emb.embedding_batch(queries)
     own = [word_ids(emb.vocab.word_index, [w]) for w in queries]
-    ids, scores = finish(search_batch(index, unit_rows(matrix, index.dims), k, skip_pairs(own)))
+    qm = unit_rows(matrix, index.dims, lambda i: f"the vector of the word {queries[i]!r} (query {i})")
+    ids, scores = finish(search_batch(index, qm, k, skip_pairs(own)))
     ids[~found] = -1
     scores[~found] = np.nan
     return ids, scores
@@ -112,6 +115,7 @@ def analogy_batch(emb: Embeddings, triples: Sequence[Sequence[str]], k: int) -> 
         raise ValueError("every analogy query must have exactly three words")
     flat = [w for t in triples for w in t]
     matrix, found = emb.embedding_batch(flat)
+    check_finite_rows(matrix, lambda i: f"the vector of the word {flat[i]!r} (query {i // 3})")
     rows = matrix.reshape(len(triples), 3, index.dims)
     ok = found.reshape(len(triples), 3).all(axis=1)
     qm = analogy_vectors(rows[:, 0], rows[:, 1], rows[:, 2])
@@ -139,12 +143,17 @@ def most_similar(emb: Embeddings, positive: Any, negative: Any, topn: int | None
             if vec is None:
                 raise KeyError(f"Key '{key}' not present in vocabulary")
             keys.append(key)
-            vec = unit_query(vec, index.dims)
+            vec = unit_query(vec, index.dims, f"the vector of the word {key!r}")
         else:
-            vec = np.asarray(key, dtype=np.float32)
-        total += w * vec
+            vec = np.asarray(key, dtype=np.float64)
+            if vec.shape == (index.dims,) and not np.isfinite(vec).all():
+                raise NonFiniteError(f"a query vector has a NaN or infinite component: {vec.tolist()[:10]}")
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing mean is refused by unit_query below
+            total += w * vec
         weight += abs(w)
-    q = unit_query(total / weight, index.dims)
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = total / weight
+    q = unit_query(mean, index.dims, "the weighted mean of the query vectors")
     limit = index.n if restrict_vocab is None else min(index.n, max(0, int(restrict_vocab)))
     if topn is None:
         step = index.block_rows(1)
