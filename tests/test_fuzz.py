@@ -8,6 +8,7 @@ a reader added there (one line) is fuzzed here too.
 
 from __future__ import annotations
 
+import json
 import random
 import struct
 from pathlib import Path
@@ -21,6 +22,19 @@ from conftest import TESTDATA, load_fuzz
 fuzz = load_fuzz()
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 READERS = [name for name in fuzz.READERS if fuzz.seed_inputs(name)]
+
+
+@pytest.fixture(autouse=True)
+def short_long_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """exercise()'s long unknown words at 1-4 KiB here (the campaign's go to 1 MiB, a batch of 1 MiB).
+
+    Hypothesis runs 300 inputs per reader; 1 MiB words on every subword
+    result would make this part of the suite slow. Long words at full size
+    are the campaign's and the generators' (tests/test_fuzz_structured.py).
+    """
+    monkeypatch.setattr(fuzz, "LONG_LOOKUP_BYTES", (1 << 10, 1 << 12))
+    monkeypatch.setattr(fuzz, "LONG_LOOKUP_WEIGHTS", (1, 1))
+    monkeypatch.setattr(fuzz, "LONG_BATCH_BYTES", 1 << 14)
 
 
 def check(reader: str, data: bytes) -> None:
@@ -103,6 +117,35 @@ def test_campaign_runs_workers_and_counts(tmp_path: Path) -> None:
     assert counts.get("error", 0) > 0
     assert stats["findings"] == []
     assert not list(tmp_path.iterdir())
+
+
+def test_campaign_stops_after_a_number_of_executions(tmp_path: Path) -> None:
+    stats = fuzz.campaign(["finalfusion", "word2vec"], 600.0, 5, 10.0, 1024, 1000, tmp_path, 1 << 20, executions=7)
+    assert stats["executions"] == 7
+    assert stats["summary"]["finalfusion"]["executions"] == 4
+    assert stats["summary"]["word2vec"]["executions"] == 3
+    for row in stats["summary"].values():
+        assert row["ok"] + row["error"] + row["findings"] == row["executions"]
+    table = fuzz.markdown_table(stats, "`abc1234`")
+    assert "| finalfusion | `abc1234` | 4 |" in table
+    assert "| **all** | `abc1234` | 7 |" in table
+
+
+def test_jobs_split_the_executions_and_add_up(tmp_path: Path) -> None:
+    out = tmp_path / "stats.json"
+    code = fuzz.main(["--executions", "5", "--jobs", "2", "--reader", "finalfusion,text", "--crashers", str(tmp_path / "c"), "--out", str(out)])
+    assert code == 0
+    stats = json.loads(out.read_text(encoding="utf-8"))
+    assert stats["jobs"] == 2
+    assert stats["executions"] == 5  # 3 + 2
+    assert sum(row["executions"] for row in stats["summary"].values()) == 5
+    assert set(stats["summary"]) == {"finalfusion", "text"}
+    assert stats["findings"] == []
+
+
+def test_summary_counts_findings_per_reader() -> None:
+    stats = {"readers": {"text": {"ok": 2, "error": 5, "crash": 1, "hang": 1}}, "findings": ["text-crash-0123456789ab.bin"]}
+    assert fuzz.summarize(stats) == {"text": {"executions": 9, "ok": 2, "error": 5, "findings": 2, "distinct": 1}}
 
 
 def test_findings_are_saved_for_replay(tmp_path: Path) -> None:
