@@ -346,18 +346,27 @@ def exercise(result: Any) -> Any:
     return result
 
 
+#: Bytes of the long words of the current input's queries; the worker allows QUERY_RSS_FACTOR times as much peak-RSS growth
+#: (the issue's bound: a few hundred MB for queries of a few MB), besides what the input's size allows.
+QUERY_BYTES = [0]
+QUERY_RSS_FACTOR = 256
+
+
 def _long_lookups(result: Any, rng: random.Random) -> None:
     """Look up one long unknown word (1 KiB - 1 MiB of UTF-8) and a batch of many long words (1 MiB in all)."""
     nbytes = rng.choices(LONG_LOOKUP_BYTES, LONG_LOOKUP_WEIGHTS)[0]
     word = long_word(rng, nbytes)
     word = word[: len(word) * nbytes // len(word.encode("utf-8"))]  # about nbytes of UTF-8 whatever the script
-    result.embedding(word)
-    result.embedding_with_norm(word)
     each = rng.choice(LONG_BATCH_WORD_BYTES)
     batch = [long_word(rng, each // 4) + str(i) for i in range(LONG_BATCH_BYTES // each)]
+    QUERY_BYTES[0] += len(word.encode("utf-8")) + sum(len(w.encode("utf-8")) for w in batch)
+    result.embedding(word)
+    result.embedding_with_norm(word)
     result.embedding_batch(batch)
 
 
+#: Largest result (word rows x dims) ``exercise()`` round-trips through the text writers (~0.1 s each on a shared core).
+TEXT_ROUND_TRIP_MAX_VALUES = 1 << 15
 #: The text writers ``exercise()`` round-trips through, as (module attribute of the writer, of its reader).
 TEXT_WRITERS = (("write_word2vec", "load_word2vec"), ("write_text", "load_text"), ("write_text_dims", "load_text_dims"))
 
@@ -371,8 +380,8 @@ def _text_round_trips(result: Any) -> None:
     except ImportError:
         return
     words = result.vocab.words
-    if not words:
-        return  # nothing to write (floret vocabularies store no words)
+    if not words or len(words) * max(result.dims, 1) > TEXT_ROUND_TRIP_MAX_VALUES:
+        return  # nothing to write (floret vocabularies store no words), or too much for every input (text writing is slow)
     for write_name, load_name in TEXT_WRITERS:
         write, load = getattr(compat, write_name, None), getattr(compat, load_name, None)
         if write is None or load is None:
@@ -487,6 +496,7 @@ def _drain_while(fifo: str, write: Callable[[], object]) -> bytes:
     parts: list[bytes] = []
 
     def drain() -> None:
+        last = False
         while True:
             try:
                 part = os.read(fd, 1 << 16)
@@ -495,13 +505,20 @@ def _drain_while(fifo: str, write: Callable[[], object]) -> bytes:
                 continue
             if part:
                 parts.append(part)
-            elif done.is_set():  # no writer any more, and it has finished
+            elif last:  # the read after the writer finished: all it wrote has been read
                 return
+            elif done.is_set():  # finished: one more pass (this empty read may predate its write)
+                last = True
             else:  # no writer yet
                 time.sleep(0.001)
 
-    thread = threading.Thread(target=drain, daemon=True)
-    thread.start()
+    # A small stack: the worker runs under RLIMIT_AS, where a default 8 MiB thread stack may not fit.
+    old = threading.stack_size(1 << 18)
+    try:
+        thread = threading.Thread(target=drain, daemon=True)
+        thread.start()
+    finally:
+        threading.stack_size(old)
     try:
         write()
     finally:
@@ -955,10 +972,12 @@ def _serve(names: list[str], rss_factor: int) -> None:
         which, n = struct.unpack("<BI", head)
         data = stdin.read(n)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        QUERY_BYTES[0] = 0
         out = run_one(READERS[names[which]], data)
         grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
-        if out["status"] in ("ok", "error") and grown > max(64 * 2**20, rss_factor * len(data)):
-            out = {"status": "alloc", "type": "RSS", "msg": f"peak RSS grew by {grown} bytes for a {len(data)}-byte input", "where": "rss", "tb": ""}
+        if out["status"] in ("ok", "error") and grown > max(64 * 2**20, rss_factor * len(data), QUERY_RSS_FACTOR * QUERY_BYTES[0]):
+            msg = f"peak RSS grew by {grown} bytes for a {len(data)}-byte input and {QUERY_BYTES[0]} bytes of queries"
+            out = {"status": "alloc", "type": "RSS", "msg": msg, "where": "rss", "tb": ""}
         print(json.dumps(out), file=stdout, flush=True)
 
 
