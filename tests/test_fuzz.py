@@ -38,6 +38,7 @@ def short_long_words(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fuzz, "LONG_LOOKUP_BYTES", (1 << 10, 1 << 12))
     monkeypatch.setattr(fuzz, "LONG_LOOKUP_WEIGHTS", (1, 1))
     monkeypatch.setattr(fuzz, "LONG_BATCH_BYTES", 1 << 14)
+    monkeypatch.setattr(fuzz, "LONG_BATCH_SMALL_BYTES", 1 << 12)
     if not nonfinite_writes_fixed():
         monkeypatch.setattr(fuzz, "TEXT_ROUND_TRIP_MAX_VALUES", 0)
 

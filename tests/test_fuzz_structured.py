@@ -210,7 +210,7 @@ class Recorder:
 
 
 def test_exercise_looks_up_long_unknown_words_from_1_kib_to_1_mib_and_a_batch_of_them() -> None:
-    sizes = set()
+    sizes, batches = set(), set()
     for seed in range(200):
         rec = Recorder()
         fuzz._long_lookups(rec, random.Random(seed))
@@ -220,10 +220,22 @@ def test_exercise_looks_up_long_unknown_words_from_1_kib_to_1_mib_and_a_batch_of
         size = min(fuzz.LONG_LOOKUP_BYTES, key=lambda n: abs(n - nbytes))
         assert size // 2 <= nbytes <= size * 5 // 4
         sizes.add(size)
-        assert len(batch) >= 64
+        assert len(batch) >= 4
         assert len(set(batch)) == len(batch)
-        assert sum(len(w.encode("utf-8")) for w in batch) >= fuzz.LONG_BATCH_BYTES // 4
+        nbytes = sum(len(w.encode("utf-8")) for w in batch)
+        assert fuzz.LONG_BATCH_SMALL_BYTES // 4 <= nbytes <= 2 * fuzz.LONG_BATCH_BYTES
+        batches.add(nbytes >= fuzz.LONG_BATCH_BYTES // 4)
     assert sizes == set(fuzz.LONG_LOOKUP_BYTES)
+    assert batches == {True, False}  # 64 KiB and 1 MiB batches
+
+
+def test_exercise_does_the_long_lookups_for_some_results() -> None:
+    emb = small_embeddings()
+    done = 0
+    for crc in range(200):
+        fuzz.INPUT_CRC[0] = crc
+        done += fuzz._exercise_rng(emb).random() < fuzz.LONG_LOOKUP_RATE
+    assert 5 <= done <= 40
 
 
 # -- non-finite values, repeated chunks (fixed on other branches: the shape only) ------
