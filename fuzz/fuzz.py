@@ -1001,7 +1001,8 @@ class Worker:
         self.start()
 
     def start(self) -> None:
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        # One thread per native pool: under RLIMIT_AS every extra thread's stack and malloc arena takes address space.
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", RAYON_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
         self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
