@@ -284,8 +284,8 @@ WRITE_TARGETS = ("symlink-file", "symlink-dir", "fifo", "long-name", "device")
 
 #: CRC-32 of the input being run (set by :func:`run_one`): with the result, it seeds ``exercise()``'s choices.
 INPUT_CRC = [0]
-#: Share of results that get the long-word lookups (they cost 0.01-1 s each; the rest of ``exercise()`` a few ms).
-LONG_LOOKUP_RATE = 0.1
+#: Share of results that get the long-word lookups (0.01-1 s each on main before the n-gram bounds; the rest of ``exercise()`` 5-40 ms).
+LONG_LOOKUP_RATE = 0.05
 
 
 def _exercise_rng(result: Any) -> random.Random:
@@ -962,8 +962,24 @@ def address_space_limit(extra_mb: int) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def apply_overrides() -> None:
+    """Set module constants from the JSON object in ``$FF_FUZZ_SET`` (lists become tuples).
+
+    Tests use it to shorten ``exercise()`` in the worker subprocesses and
+    jobs, which import this file afresh.
+    """
+    raw = os.environ.get("FF_FUZZ_SET")
+    if not raw:
+        return
+    for name, value in json.loads(raw).items():
+        if name not in globals() or not name.isupper():
+            raise SystemExit(f"FF_FUZZ_SET: {name!r} is not a constant of {__file__}")
+        globals()[name] = tuple(value) if isinstance(value, list) else value
+
+
 def worker_main(limit_mb: int, rss_factor: int) -> None:
     """Worker loop: read ``u8 reader | u32 length | data`` from stdin, answer one JSON line each."""
+    apply_overrides()
     names = list(READERS)
     # Import everything before measuring the address space.
     run_one(READERS["finalfusion"], b"")
@@ -1320,6 +1336,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="list the registered readers, their seeds and generators")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    apply_overrides()
     if args.worker:
         worker_main(args.rlimit_mb, args.rss_factor)
         return 0

@@ -28,19 +28,21 @@ READERS = [name for name in fuzz.READERS if fuzz.seed_inputs(name)]
 
 
 @pytest.fixture(autouse=True)
-def short_long_words(monkeypatch: pytest.MonkeyPatch) -> None:
-    """exercise()'s long unknown words at 1-4 KiB here (the campaign's go to 1 MiB, a batch of 1 MiB).
+def short_exercise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """exercise()'s long unknown words at 1-4 KiB here (the campaign's go to 1 MiB, a batch of 1 MiB), no generated inputs.
 
-    Hypothesis runs 300 inputs per reader; 1 MiB words on every subword
-    result would make this part of the suite slow. Long words at full size
-    are the campaign's and the generators' (tests/test_fuzz_structured.py).
+    Hypothesis runs 300 inputs per reader; 1 MiB words would make this part
+    of the suite slow. Long words at full size and the generators are the
+    campaign's and tests/test_fuzz_structured.py's. The same settings reach
+    the worker subprocesses and jobs through ``$FF_FUZZ_SET``.
     """
-    monkeypatch.setattr(fuzz, "LONG_LOOKUP_BYTES", (1 << 10, 1 << 12))
-    monkeypatch.setattr(fuzz, "LONG_LOOKUP_WEIGHTS", (1, 1))
-    monkeypatch.setattr(fuzz, "LONG_BATCH_BYTES", 1 << 14)
-    monkeypatch.setattr(fuzz, "LONG_BATCH_SMALL_BYTES", 1 << 12)
+    overrides: dict[str, object] = {"LONG_LOOKUP_BYTES": [1 << 10, 1 << 12], "LONG_LOOKUP_WEIGHTS": [1, 1], "LONG_BATCH_BYTES": 1 << 14}
+    overrides |= {"LONG_BATCH_SMALL_BYTES": 1 << 12, "GENERATED_RATE": 0.0}
     if not nonfinite_writes_fixed():
-        monkeypatch.setattr(fuzz, "TEXT_ROUND_TRIP_MAX_VALUES", 0)
+        overrides["TEXT_ROUND_TRIP_MAX_VALUES"] = 0
+    for name, value in overrides.items():
+        monkeypatch.setattr(fuzz, name, tuple(value) if isinstance(value, list) else value)
+    monkeypatch.setenv("FF_FUZZ_SET", json.dumps(overrides))
 
 
 @functools.cache
@@ -170,6 +172,15 @@ def test_jobs_split_the_executions_and_add_up(tmp_path: Path) -> None:
     assert sum(row["executions"] for row in stats["summary"].values()) == 5
     assert set(stats["summary"]) == {"finalfusion", "text"}
     assert stats["findings"] == []
+
+
+def test_overrides_reach_workers_and_refuse_unknown_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert fuzz.GENERATED_RATE == 0.0
+    monkeypatch.setenv("FF_FUZZ_SET", json.dumps({"NO_SUCH_NAME": 1}))
+    with pytest.raises(SystemExit, match="NO_SUCH_NAME"):
+        fuzz.apply_overrides()
+    with pytest.raises(RuntimeError, match="failed to start"):  # the worker subprocess reads $FF_FUZZ_SET too
+        fuzz.Worker(1024, 1000)
 
 
 def test_summary_counts_findings_per_reader() -> None:

@@ -235,7 +235,7 @@ def test_exercise_does_the_long_lookups_for_some_results() -> None:
     for crc in range(200):
         fuzz.INPUT_CRC[0] = crc
         done += fuzz._exercise_rng(emb).random() < fuzz.LONG_LOOKUP_RATE
-    assert 5 <= done <= 40
+    assert 2 <= done <= 30
 
 
 # -- non-finite values, repeated chunks (fixed on other branches: the shape only) ------
