@@ -16,7 +16,11 @@ that tells them apart; everything else here builds on it:
   of exactly what was mapped (pickling by reference);
 * :func:`open_stream` and :func:`peek` -- a stream for the foreign-format
   readers, gzip decompressed transparently (corrupt or truncated gzip data
-  raises :class:`~finalfusion.errors.FormatError` naming the offset).
+  raises :class:`~finalfusion.errors.FormatError` naming the offset);
+* :func:`regular_file`, :func:`fill` and :func:`size_bound` -- for inputs
+  whose size is not known (gzip, pipes, devices, file objects without a
+  descriptor), which may never end: read what a parse needs in reads that
+  grow with what has arrived, and bound what a gzip stream can still hold.
 
 This module knows nothing about chunks: it sits at the bottom of the
 package, next to the errors and the byte cursor.
