@@ -9,13 +9,13 @@ import pytest
 
 import finalfusion
 from finalfusion import Embeddings, FormatError, NdArray, SimpleVocab
-from finalfusion.compat import text, word2vec
+from finalfusion.compat import text
 from finalfusion.compat.sniff import sniff_format
 from finalfusion.metadata import Metadata
 
 
 def test_word2vec_word_without_space(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(word2vec, "_MAX_WORD", 64)
+    monkeypatch.setattr(finalfusion.limits, "MAX_WORD_BYTES", 64)
     data = b"1 2\n" + b"w" * 200
     with pytest.raises(FormatError, match="no space after a word in its first 64 bytes") as err:
         finalfusion.load_word2vec(data)
@@ -25,7 +25,7 @@ def test_word2vec_word_without_space(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_text_line_too_long(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(text, "_MAX_LINE", 64)
+    monkeypatch.setattr(finalfusion.limits, "MAX_LINE_BYTES", 64)
     monkeypatch.setattr(text, "_BLOCK", 16)  # the line arrives in pieces, none with its end
     data = b"a 1.0 2.0\n" + b"b" + b" 1.0" * 40 + b"\n"
     with pytest.raises(FormatError, match="line too long") as err:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import finalfusion.compat.text as text
-from finalfusion import FormatError
+from finalfusion import FormatError, limits
 from finalfusion.compat import load_text_dims
 from finalfusion.compat._common import exact_float32
 
@@ -75,7 +75,7 @@ def test_ordinary_subnormals_take_the_fast_path(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_long_line_without_newline_is_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(text, "_MAX_LINE", 1 << 20)
+    monkeypatch.setattr(limits, "MAX_LINE_BYTES", 1 << 20)
     reads = []
 
     class Counting(io.BytesIO):

@@ -16,7 +16,11 @@ that tells them apart; everything else here builds on it:
   of exactly what was mapped (pickling by reference);
 * :func:`open_stream` and :func:`peek` -- a stream for the foreign-format
   readers, gzip decompressed transparently (corrupt or truncated gzip data
-  raises :class:`~finalfusion.errors.FormatError` naming the offset).
+  raises :class:`~finalfusion.errors.FormatError` naming the offset);
+* :func:`regular_file`, :func:`fill` and :func:`size_bound` -- for inputs
+  whose size is not known (gzip, pipes, devices, file objects without a
+  descriptor), which may never end: read what a parse needs in reads that
+  grow with what has arrived, and bound what a gzip stream can still hold.
 
 This module knows nothing about chunks: it sits at the bottom of the
 package, next to the errors and the byte cursor.
@@ -42,6 +46,8 @@ from finalfusion._progress import Progress, counting
 from finalfusion.errors import FormatError, Truncated
 
 __all__ = [
+    "DEFLATE_MAX_RATIO",
+    "FILL_STEP",
     "GZIP_MAGIC",
     "HEAD_BYTES",
     "MIN_SIZE",
@@ -49,6 +55,7 @@ __all__ = [
     "LazyFill",
     "Opened",
     "Source",
+    "fill",
     "input_size",
     "is_bytes_path",
     "map_path",
@@ -59,6 +66,8 @@ __all__ = [
     "peek",
     "read_into",
     "read_whole",
+    "regular_file",
+    "size_bound",
 ]
 
 #: What the loaders accept: a path, a file descriptor, the file's bytes, or a binary file object.
@@ -157,6 +166,67 @@ def read_into(f: IO[bytes], view: memoryview) -> int:
             break
         got += n
     return got
+
+
+#: Largest single read of :func:`fill` (beyond it, a chunk's bytes arrive in reads of this size).
+FILL_STEP: Final = 1 << 26
+
+
+def fill(f: IO[bytes], buf: bytearray, stop: int) -> bool:
+    """Append bytes of ``f`` to ``buf`` until it holds ``stop`` bytes or ``f`` ends; whether it got there.
+
+    For a stream whose size is not known: a length read from the data is
+    only a claim, so nothing is allocated for it up front. Each read asks for
+    at most as many bytes as ``buf`` already holds (at least 64 KiB, at most
+    :data:`FILL_STEP`), so memory grows with what actually arrives and a
+    claim larger than the stream ends, cheaply, at its end.
+
+    Raises
+    ------
+    TypeError
+        If ``f`` is not a binary file object.
+
+    Examples
+    --------
+    >>> import io
+    >>> buf = bytearray(b"ab")
+    >>> fill(io.BytesIO(b"cdef"), buf, 4), buf
+    (True, bytearray(b'abcd'))
+    >>> fill(io.BytesIO(b"cd"), buf, 1 << 62), buf  # a claim past the end: what there is
+    (False, bytearray(b'abcdcd'))
+    """
+    while len(buf) < stop:
+        part = f.read(min(stop - len(buf), max(1 << 16, len(buf)), FILL_STEP))
+        if not isinstance(part, (bytes, bytearray)):
+            raise TypeError("the file object must be opened in binary mode")
+        if not part:
+            return False
+        buf += part
+    return True
+
+
+def regular_file(f: IO[bytes]) -> os.stat_result | None:
+    """The status of the regular file ``f`` reads directly (a plain binary file object), else ``None``.
+
+    Only then is the size of what ``f`` returns known: wrappers such as
+    ``gzip.GzipFile`` report the descriptor of the file they decode, pipes
+    and devices have no size, and other file objects have no descriptor.
+
+    Examples
+    --------
+    >>> import gzip, io, sys, tempfile
+    >>> with tempfile.TemporaryFile() as f:
+    ...     regular_file(f) is not None, regular_file(gzip.GzipFile(fileobj=f)), regular_file(io.BytesIO(b""))
+    (True, None, None)
+    """
+    raw = f.raw if isinstance(f, (io.BufferedReader, io.BufferedRandom)) else f
+    if not isinstance(raw, io.FileIO):
+        return None
+    try:
+        st = os.fstat(f.fileno())
+    except (OSError, AttributeError, io.UnsupportedOperation):
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
 
 
 #: Checks the first bytes of a stream before the rest is read (raises if they cannot start a valid input).
@@ -330,16 +400,15 @@ class LazyFill:
         wrappers such as ``gzip.GzipFile`` report the descriptor of the file
         they decode, whose size is not the size of what they return.
         """
-        raw = f.raw if isinstance(f, io.BufferedReader) else f
-        if not isinstance(raw, io.FileIO):
+        st = regular_file(f)
+        if st is None:
             return None
         try:
-            st = os.fstat(f.fileno())
             base = f.tell()
         except (OSError, AttributeError, io.UnsupportedOperation):
             return None
         size = st.st_size - base
-        if not stat.S_ISREG(st.st_mode) or size < MIN_SIZE or not f.seekable():
+        if size < MIN_SIZE or not f.seekable():
             return None
         return cls(f, base, size)
 
@@ -531,6 +600,36 @@ def open_stream(source: Source, progress: Progress | None = None) -> Iterator[IO
         if head == GZIP_MAGIC:
             f = cast(IO[bytes], stack.enter_context(_GzipInput(fileobj=f, mode="rb")))
         yield f
+
+
+#: Most bytes one byte of deflate data decompresses to (a 258-byte match coded in 2 bits).
+DEFLATE_MAX_RATIO: Final = 1032
+#: Compressed bytes a gzip reader may have taken from its input but not yet decompressed, and decompressed bytes it may hold (generous).
+_GZIP_BUFFERED: Final = 1 << 20
+
+
+def size_bound(f: IO[bytes]) -> int | None:
+    """At most how many bytes are left in ``f``, if that can be told cheaply, else ``None``.
+
+    Exact for an input whose size is known (:func:`input_size`). For gzip
+    over such an input, the decompressed size is unknown but bounded: deflate
+    expands a byte to at most :data:`DEFLATE_MAX_RATIO` bytes, so a stream
+    that claims more than its compressed rest can hold is refused at once
+    instead of being read until memory runs out.
+
+    Examples
+    --------
+    >>> import gzip, io
+    >>> size_bound(io.BytesIO(b"12345"))
+    5
+    >>> with gzip.GzipFile(fileobj=io.BytesIO(gzip.compress(b"12345"))) as f:
+    ...     size_bound(f) >= 5
+    True
+    """
+    if isinstance(cast(object, f), gzip.GzipFile):
+        left = input_size(cast(IO[bytes], cast(gzip.GzipFile, f).fileobj))
+        return None if left is None else DEFLATE_MAX_RATIO * (left + _GZIP_BUFFERED)
+    return input_size(f)
 
 
 def input_size(f: IO[bytes]) -> int | None:

@@ -29,10 +29,10 @@ from finalfusion import _source
 from finalfusion._atomic import Target, atomic_output, split_write
 from finalfusion._binary import Buffer, ByteReader, ByteWriter
 from finalfusion._fileref import FileRef, map_with_ref
-from finalfusion._source import LazyFill, Source, opened, path_of, whole
+from finalfusion._source import LazyFill, Source, fill, opened, path_of, regular_file, size_bound, whole
 from finalfusion.chunks import FRAME_BYTES, Chunk, ChunkIdentifier, check_order, chunk_class, chunk_classes, read_chunk, read_frame, write_chunk
 from finalfusion.errors import ChunkOrder, FormatError, LegacyFormatWarning, Truncated, UnknownChunk
-from finalfusion.header import FIXED_BYTES, Header, check_magic, header_nbytes
+from finalfusion.header import FIXED_BYTES, MAGIC, MAX_CHUNKS, Header, check_magic, header_nbytes
 
 __all__ = [
     "PARALLEL_TAIL_BYTES",
@@ -193,43 +193,141 @@ def _read_chunks(buf: Buffer, lazy: LazyFill | None, deferred: bool = True) -> t
     if lazy is not None:
         lazy.ensure(FIXED_BYTES)
         if lazy.filled >= FIXED_BYTES:
-            lazy.ensure(header_nbytes(lazy.buf))
+            lazy.ensure(min(header_nbytes(lazy.buf), FIXED_BYTES + 4 * (MAX_CHUNKS + 1)))
     header = Header.read(reader)
     chunks: list[tuple[int, Chunk]] = []
     listed = list(header.chunk_ids)
     while reader.remaining > 0:
         at = reader.pos
         if lazy is not None:
+            lazy.ensure(at + FRAME_BYTES)
+        if reader.remaining >= FRAME_BYTES:
+            _expect_next(listed, chunks, read_frame(buf, at)[0], at)
+        if lazy is not None:
             _before_chunk(lazy, at)
         chunks.append((at, read_chunk(reader)))
-    found = [c.chunk_id for _, c in chunks]
-    if found != listed:
-        if found == [*listed, ChunkIdentifier.NdNorms] and ChunkIdentifier.NdNorms not in listed:
-            warnings.warn(
-                "the file has an NdNorms chunk that its header does not list (written by finalfusion-rust < 0.11); "
-                "read normally, written back with a complete header",
-                LegacyFormatWarning,
-                stacklevel=4,
-            )
-        elif len(found) < len(listed) and found == listed[: len(found)]:
-            raise Truncated(
-                "the file ends before all chunks listed in the header",
-                offset=reader.pos,
-                chunk=ChunkIdentifier(listed[len(found)]).name,
-                expected=[c.name for c in listed],
-                found=[c.name for c in found],
-            )
-        else:
-            raise ChunkOrder(
-                "the chunks in the file disagree with the header",
-                offset=FIXED_BYTES,
-                chunk="header",
-                expected=[c.name for c in listed],
-                found=[c.name for c in found],
-            )
-    check_order(found, offset=chunks[0][0] if chunks else FIXED_BYTES, where="chunk stream")
+    _check_found(listed, chunks, reader.pos)
     if lazy is not None:
         lazy.finish(deferred)
+    return header, chunks
+
+
+def _expect_next(listed: list[ChunkIdentifier], chunks: list[tuple[int, Chunk]], raw_id: int, at: int) -> None:
+    """Check the id of the chunk framed at ``at`` against the header before its payload is parsed (or read, on a stream).
+
+    The next chunk must be the next one the header lists, or, after all of
+    them, an ``NdNorms`` chunk the header omits (the legacy rule of
+    :func:`_check_found`). Anything else -- a repeated chunk, one out of
+    order, data after the last chunk -- is refused at its frame, so 40,000
+    repeated chunks cost one parse, not 40,000, and an endless tail after
+    the last chunk is never read.
+
+    Raises
+    ------
+    UnknownChunk
+        For an id the format does not define.
+    ChunkOrder
+        For any other chunk than the expected one.
+    """
+    chunk_id = chunk_class(raw_id, offset=at).chunk_id
+    k = len(chunks)
+    if k < len(listed) and chunk_id == listed[k]:
+        return
+    if k == len(listed) and chunk_id == ChunkIdentifier.NdNorms and ChunkIdentifier.NdNorms not in listed:
+        return
+    raise ChunkOrder(
+        "the chunks in the file disagree with the header",
+        offset=at,
+        chunk="header",
+        expected=[c.name for c in listed],
+        found=[*(c.chunk_id.name for _, c in chunks), chunk_id.name],
+    )
+
+
+def _check_found(listed: list[ChunkIdentifier], chunks: list[tuple[int, Chunk]], end: int) -> None:
+    """After the last chunk (at offset ``end``): every listed chunk is there; warn about a legacy unlisted ``NdNorms``."""
+    found = [c.chunk_id for _, c in chunks]
+    if found == [*listed, ChunkIdentifier.NdNorms]:  # _expect_next let it through: the header omits it
+        warnings.warn(
+            "the file has an NdNorms chunk that its header does not list (written by finalfusion-rust < 0.11); "
+            "read normally, written back with a complete header",
+            LegacyFormatWarning,
+            stacklevel=5,
+        )
+    elif found != listed:  # a prefix of the list (_expect_next allows nothing else)
+        raise Truncated(
+            "the file ends before all chunks listed in the header",
+            offset=end,
+            chunk=ChunkIdentifier(listed[len(found)]).name,
+            expected=[c.name for c in listed],
+            found=[c.name for c in found],
+        )
+    check_order(found, offset=chunks[0][0] if chunks else FIXED_BYTES, where="chunk stream")
+
+
+def _check_claim(f: IO[bytes], raw_id: int, declared: int, held: int, at: int) -> None:
+    """Refuse a declared chunk length that the rest of the stream cannot hold (gzip: see :func:`finalfusion._source.size_bound`)."""
+    bound = size_bound(f)
+    if bound is not None and declared > held + bound:
+        name = chunk_class(raw_id).chunk_id.name
+        raise Truncated(
+            "declared chunk length runs past the end of the data",
+            offset=at + 4,
+            chunk=name,
+            expected=f"a length of at most {held + bound} bytes (what the rest of the input can hold)",
+            found=f"a declared length of {declared} bytes",
+        )
+
+
+def _read_stream(f: IO[bytes], writable: bool = True) -> tuple[Header, list[tuple[int, Chunk]]]:
+    """:func:`read_chunks` for a stream of unknown size (gzip, a pipe, a file object without a descriptor).
+
+    The stream is never read to its end first: it may never end. The header
+    is read (its magic first), then each chunk on its own: its frame, the
+    check of its id against the header (:func:`_expect_next`), then the
+    bytes its frame declares -- in reads that grow with what has arrived
+    (:func:`finalfusion._source.fill`), so a declared length larger than
+    what the stream holds ends in :class:`Truncated` when it ends. After
+    the last chunk only a frame's 12 bytes are looked at: a stream that
+    goes on is refused there (as trailing data is in a file), not read.
+
+    Each chunk is parsed from its own buffer, which starts with as many
+    bytes as its offset modulo 4 so that array padding, which depends on the
+    absolute offset (docs/format.md §4), comes out right; error offsets are
+    moved to the file's. ``writable=False`` gives read-only arrays (as
+    ``mmap=True`` does for other inputs).
+    """
+    buf = bytearray()
+    fill(f, buf, len(MAGIC))
+    check_magic(bytes(buf))
+    if fill(f, buf, FIXED_BYTES):
+        fill(f, buf, min(header_nbytes(buf), FIXED_BYTES + 4 * (MAX_CHUNKS + 1)))
+    header = Header.read(ByteReader(buf))
+    listed = list(header.chunk_ids)
+    chunks: list[tuple[int, Chunk]] = []
+    at = header.nbytes
+    carry = bytes(buf[at:])  # empty: the header was read to its end exactly
+    while True:
+        pad = at % 4
+        buf = bytearray(pad) + carry
+        if not fill(f, buf, pad + FRAME_BYTES) and len(buf) == pad:
+            break  # the stream ends after a chunk
+        if len(buf) >= pad + FRAME_BYTES:
+            raw_id, declared = read_frame(buf, pad)
+            _expect_next(listed, chunks, raw_id, at)
+            _check_claim(f, raw_id, declared, len(buf) - pad - FRAME_BYTES, at)
+            # A legacy chunk may hold up to 8 bytes per n-gram more than it declares, and each
+            # n-gram takes at least 4 declared bytes (docs/format.md §5.8): at most twice more.
+            extra = 2 * declared if chunk_class(raw_id).length_may_be_short else 0
+            fill(f, buf, pad + FRAME_BYTES + declared + extra)
+        reader = ByteReader(buf if writable else memoryview(buf).toreadonly(), pad)
+        try:
+            chunks.append((at, read_chunk(reader)))
+        except FormatError as exc:
+            raise exc.moved(at - pad) from None
+        carry = bytes(buf[reader.pos :])  # read past the chunk's end: only after a legacy chunk
+        at += reader.pos - pad
+    _check_found(listed, chunks, at)
     return header, chunks
 
 
@@ -241,8 +339,11 @@ def read_source(file: Source, mmap: bool = False, *, matrix: bool = True) -> Loa
     pickle by reference). Otherwise a large regular file (path, descriptor or
     plain binary file object) is read chunk by chunk as the parse goes, the
     matrix of an ``NdArray`` chunk last: the vocabulary's temporaries are freed
-    before the matrix takes memory, which lowers the peak. Other inputs are
-    read whole first.
+    before the matrix takes memory, which lowers the peak. A small regular
+    file and ``bytes`` are read whole first. Anything of unknown size -- a
+    gzip stream, a pipe, a device, a file object without a descriptor -- is
+    read chunk by chunk, each chunk's declared bytes as they arrive, and
+    nothing after the last chunk but a frame (see ``_read_stream``).
 
     With ``matrix=False`` the ``f32`` data of a large ``NdArray`` chunk is
     not read at all from such files (the chunk then views zeros): for
@@ -267,15 +368,16 @@ def read_source(file: Source, mmap: bool = False, *, matrix: bool = True) -> Loa
     """
     if mmap:
         path = path_of(file)
-        if path is not None:
+        if path is not None and os.path.isfile(path):  # a named pipe or a device is read as a stream (below)
             buf, ref = map_with_ref(path, check_magic)
             return Loaded(os.fsdecode(cast("str | os.PathLike[str] | bytes", file)), read_chunks(buf)[1], ref)
     with opened(file) as src:
+        if src.file is not None and regular_file(src.file) is None:
+            return Loaded(src.name, _read_stream(src.file, writable=not mmap)[1])
         if src.file is not None and not mmap:
             lazy = LazyFill.for_file(src.file)
             if lazy is not None:
                 return Loaded(src.name, _read_chunks(lazy.buf, lazy, matrix)[1])
-            return Loaded(src.name, read_chunks(whole(src, mmap, check_magic))[1])
         buf = whole(src, mmap, check_magic)
     return Loaded(src.name, read_chunks(buf)[1])
 

@@ -102,6 +102,19 @@ class FormatError(FinalfusionError, ValueError):
             (type(self), self.message, self.offset, self.chunk, self.expected, self.found),
         )
 
+    def moved(self, delta: int) -> FormatError:
+        """This error, its offset moved by ``delta`` bytes: for a part parsed from a buffer that starts ``delta`` bytes into the file.
+
+        Examples
+        --------
+        >>> FormatError("bad type id", offset=5, chunk="NdArray").moved(100)
+        FormatError('NdArray: bad type id (at byte offset 105)')
+        """
+        if self.offset is not None:
+            self.offset += delta
+            self.args = (self._render(),)
+        return self
+
 
 def _rebuild_error(
     cls: type[FormatError],

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import BinaryIO, Final
 
 from finalfusion._binary import Buffer, ByteReader, ByteWriter
-from finalfusion.chunks import ChunkIdentifier, check_order, chunk_class
+from finalfusion.chunks import ROLE_RANK, ChunkIdentifier, check_order, chunk_class
 from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVersion
 
-__all__ = ["FIXED_BYTES", "MAGIC", "VERSION", "Header", "check_magic", "header_nbytes"]
+__all__ = ["FIXED_BYTES", "MAGIC", "MAX_CHUNKS", "VERSION", "Header", "check_magic", "header_nbytes"]
 
 MAGIC: Final = b"FiFu"
 
@@ -44,6 +44,8 @@ def check_magic(prefix: bytes) -> None:
 
 
 VERSION: Final = 0
+#: Most chunks a file can have: one per role (metadata, vocabulary, storage, norms).
+MAX_CHUNKS: Final = len(ROLE_RANK)
 #: Bytes before the list of chunk identifiers: magic, version, n_chunks.
 FIXED_BYTES: Final = 12
 
@@ -110,13 +112,16 @@ class Header:
         n_chunks = reader.u32("number of chunks")
         if n_chunks == 0:
             raise FormatError("header lists no chunks", offset=8, chunk="header", expected="at least 1", found=0)
-        reader.require(4 * n_chunks, f"the list of {n_chunks} chunk identifiers")
+        if n_chunks <= MAX_CHUNKS:
+            reader.require(4 * n_chunks, f"the list of {n_chunks} chunk identifiers")
         ids = []
+        # Each id is checked as it is read: a list longer than MAX_CHUNKS repeats a role and
+        # fails at its first extra id, so a hostile count costs nothing (even on an endless stream).
         for _ in range(n_chunks):
             at = reader.pos
             raw = reader.u32("chunk identifier")
             ids.append(chunk_class(raw, offset=at, where="header").chunk_id)
-        check_order(ids, offset=12, where="header")
+            check_order(ids, offset=12, where="header")
         return cls(tuple(ids))
 
     @staticmethod
@@ -124,8 +129,9 @@ class Header:
         """Read and validate the header from a binary file object positioned at it (finalfusion-python 0.7's name).
 
         The file is left positioned after the header, at the first chunk's
-        frame. Reads at most the bytes the header declares, in blocks, so a
-        hostile chunk count cannot make it allocate more than the file holds.
+        frame. Reads at most the bytes the header declares, and never more
+        ids than a valid header can hold (:data:`MAX_CHUNKS`), so a hostile
+        chunk count costs nothing, even on an endless stream.
 
         Raises
         ------
@@ -142,7 +148,8 @@ class Header:
         """
         data = file.read(FIXED_BYTES)
         if len(data) == FIXED_BYTES and data[:4] == MAGIC:
-            want = header_nbytes(data) - FIXED_BYTES
+            # At most one id more than a valid header can list (Header.read refuses it).
+            want = min(header_nbytes(data), FIXED_BYTES + 4 * (MAX_CHUNKS + 1)) - FIXED_BYTES
             parts = [data]
             while want > 0:
                 block = file.read(min(want, 1 << 16))

@@ -10,15 +10,15 @@ input (``/dev/zero``, a pipe, a gzip bomb). A value beyond a limit raises
 values are far above what any real file needs (docs/reliability.md,
 "Resource bounds").
 
-``MAX_DIMS`` and the metadata limits are read at call time: a program that
-really has larger inputs raises them once, before it loads anything::
+Every limit is read at call time (once per load, not per word): a program
+that really has larger inputs raises them once, before it loads anything::
 
     import finalfusion.limits
     finalfusion.limits.MAX_DIMS = 1 << 22
+    finalfusion.limits.MAX_WORD_BYTES = 1 << 24
 
-The three buffering bounds (``MAX_HEADER_LINE_BYTES``, ``MAX_WORD_BYTES``,
-``MAX_LINE_BYTES``) are fixed in this version (the readers take them at
-import).
+Set them as attributes of this module (``from finalfusion.limits import
+MAX_DIMS`` copies the value; assigning to the copy changes nothing).
 
 Examples
 --------
@@ -28,8 +28,6 @@ Examples
 """
 
 from __future__ import annotations
-
-from typing import Final
 
 __all__ = [
     "MAX_DIMS",
@@ -66,8 +64,8 @@ MAX_METADATA_DEPTH: int = 64
 MAX_METADATA_NUMBER_LEN: int = 100
 
 #: Longest header line of the text-based formats (word2vec's and text-dims' ``"<rows> <dims>"``, floret's 8 fields), newline included.
-MAX_HEADER_LINE_BYTES: Final = 1 << 12
+MAX_HEADER_LINE_BYTES: int = 1 << 12
 #: Longest word, in UTF-8 bytes, the word2vec and fastText readers wait for before its terminator (space, NUL); independent of the dimensions.
-MAX_WORD_BYTES: Final = 1 << 20
+MAX_WORD_BYTES: int = 1 << 20
 #: Longest line of the text formats (a word and its values), newline included.
-MAX_LINE_BYTES: Final = 1 << 26
+MAX_LINE_BYTES: int = 1 << 26

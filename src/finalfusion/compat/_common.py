@@ -25,12 +25,12 @@ from typing import IO
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import limits
 from finalfusion._binary import check_dims
 from finalfusion._source import GZIP_MAGIC, input_size, peek
 from finalfusion._source import open_stream as open_input
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, NonFiniteError
-from finalfusion.limits import MAX_HEADER_LINE_BYTES
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms, first_invalid_norm, normalize_rows
 from finalfusion.storage.ndarray import NdArray
@@ -556,10 +556,6 @@ def dense_matrix_with_norms(emb: Embeddings, unnormalize: bool = True, start: in
     return matrix
 
 
-#: Longest header line accepted (``"<rows> <dims>"`` is a few dozen bytes).
-_MAX_HEADER = MAX_HEADER_LINE_BYTES
-
-
 def read_dims_header(f: IO[bytes], fmt: str) -> tuple[int, int, int]:
     r"""Read and parse the ``"<rows> <dims>"`` first line of ``f``.
 
@@ -583,11 +579,18 @@ def read_dims_header(f: IO[bytes], fmt: str) -> tuple[int, int, int]:
     ...
     finalfusion.errors.FormatError: text-dims line 1: the header must be two non-negative integers "<rows> <dims>": ... (at byte offset 0)
     """
-    line = f.readline(_MAX_HEADER)
+    cap = limits.MAX_HEADER_LINE_BYTES  # read at call time: a program may raise it
+    line = f.readline(cap)
     if not line:
         raise FormatError("the input is empty", offset=0, chunk=f"{fmt} header", expected='"<rows> <dims>"', found="no data")
     if not line.endswith(b"\n"):
-        raise FormatError("the header line is unterminated or too long", offset=0, chunk=f"{fmt} line 1", expected='"<rows> <dims>\\n"', found=line[:80])
+        raise FormatError(
+            f"the header line is unterminated or too long (at most {cap} bytes: finalfusion.limits.MAX_HEADER_LINE_BYTES)",
+            offset=0,
+            chunk=f"{fmt} line 1",
+            expected='"<rows> <dims>\\n"',
+            found=line[:80],
+        )
     parts = line.split()
     if len(parts) != 2 or not all(p.isdigit() and p.isascii() for p in parts):
         raise FormatError(

@@ -30,6 +30,7 @@ from typing import IO, Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import limits
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
@@ -46,7 +47,6 @@ from finalfusion.compat._common import (
 from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, LegacyFormatWarning, Truncated, UnsupportedVersion
-from finalfusion.limits import MAX_WORD_BYTES
 from finalfusion.metadata import Metadata
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FastTextIndexer
@@ -340,22 +340,23 @@ def _read_dictionary(stream: _Stream, lossy: bool) -> tuple[list[str], int]:
             found=f"{rest} bytes",
         )
     base = stream.pos
+    max_word = limits.MAX_WORD_BYTES  # read once per call (a program may raise it), not per word
     buf = bytearray()
     ends: list[int] = []
     pos = 0
     find = buf.find
     while len(ends) < size:
-        end = find(b"\x00", pos, pos + MAX_WORD_BYTES + 1)
-        if end < 0 and len(buf) - pos > MAX_WORD_BYTES:
+        end = find(b"\x00", pos, pos + max_word + 1)
+        if end < 0 and len(buf) - pos > max_word:
             raise FormatError(
-                f"dictionary word longer than {MAX_WORD_BYTES} bytes (its NUL terminator is missing)",
+                f"dictionary word longer than {max_word} bytes (its NUL terminator is missing; finalfusion.limits.MAX_WORD_BYTES)",
                 offset=base + pos,
                 chunk=f"fastText dictionary entry {len(ends)}",
-                expected=f"a NUL within {MAX_WORD_BYTES + 1} bytes",
+                expected=f"a NUL within {max_word + 1} bytes",
                 found=bytes(buf[pos : pos + 40]),
             )
         if end < 0 or end + _ENTRY_TAIL >= len(buf):
-            more = stream.read_some(max(_READ, min(len(buf) // 4, 64 * MAX_WORD_BYTES)))
+            more = stream.read_some(max(_READ, min(len(buf) // 4, 64 * max_word)))
             if not more:
                 raise Truncated(
                     f"data ends inside dictionary entry {len(ends)}",

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from finalfusion import limits
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
@@ -26,7 +27,6 @@ from finalfusion.compat._registry import register_format
 from finalfusion.compat.text import read_text_rows
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
-from finalfusion.limits import MAX_HEADER_LINE_BYTES
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FloretIndexer
 from finalfusion.vocab.subword import FloretVocab
@@ -77,10 +77,15 @@ def load_floret(file: Any, *, lossy: bool = False, progress: ProgressArg = None)
     [[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
     """
     with reporter(progress) as report, open_input(file, report) as f:
-        head = f.readline(MAX_HEADER_LINE_BYTES + 1)
-        if len(head) > MAX_HEADER_LINE_BYTES:
+        cap = limits.MAX_HEADER_LINE_BYTES  # read at call time: a program may raise it
+        head = f.readline(cap + 1)
+        if len(head) > cap:
             raise FormatError(
-                "floret header line too long", offset=0, chunk=_WHERE, expected=f"at most {MAX_HEADER_LINE_BYTES} bytes up to a newline", found=head[:80]
+                "floret header line too long",
+                offset=0,
+                chunk=_WHERE,
+                expected=f"at most {cap} bytes up to a newline (finalfusion.limits.MAX_HEADER_LINE_BYTES)",
+                found=head[:80],
             )
         indexer, dims = _parse_header(head, lossy)
         n = indexer.n_buckets

@@ -26,6 +26,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import limits
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
@@ -52,14 +53,11 @@ from finalfusion.compat._registry import register_format
 from finalfusion.compat.word2vec import DIMS_MISMATCH, dims_file_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
-from finalfusion.limits import MAX_LINE_BYTES
 
 __all__ = ["load_text", "load_text_dims", "write_text", "write_text_dims"]
 
 #: Bytes read per block (small enough for the per-token arrays to stay in cache).
 _BLOCK = 1 << 18
-#: Longest line accepted (``finalfusion.limits.MAX_LINE_BYTES``).
-_MAX_LINE = MAX_LINE_BYTES
 #: Words written per block.
 _WRITE_ROWS = 1 << 12
 #: A token's trailing ``.0`` (numpy writes ``1.0``, Rust ``1``).
@@ -218,6 +216,7 @@ def read_text_rows(
     held = 0
     base = pos
     eof = False
+    max_line = limits.MAX_LINE_BYTES  # read once per call (a program may raise it), not per block
     with InOrder[list[str]](threads) as pending:
         while (take is None or lines < take) and not eof:
             chunk = f.read(_BLOCK)
@@ -227,10 +226,16 @@ def read_text_rows(
             nl = chunk.rfind(b"\n")
             if nl < 0 and not eof:
                 held += len(chunk)
-                if len(carry) + held > _MAX_LINE:
+                if len(carry) + held > max_line:
                     _collect(pending, words, 0)  # an earlier error comes first
                     where = f"{fmt} line {first_line + lines}"
-                    raise FormatError("line too long", offset=base, chunk=where, expected=f"at most {_MAX_LINE} bytes", found=f"more than {_MAX_LINE}")
+                    raise FormatError(
+                        "line too long",
+                        offset=base,
+                        chunk=where,
+                        expected=f"at most {max_line} bytes (finalfusion.limits.MAX_LINE_BYTES)",
+                        found=f"more than {max_line}",
+                    )
                 parts.append(chunk)
                 continue
             buf = b"".join([carry, *parts, chunk]) if carry or parts else chunk

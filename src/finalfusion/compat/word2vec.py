@@ -22,6 +22,7 @@ from typing import IO, Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import limits
 from finalfusion._atomic import atomic_output
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion.compat._common import (
@@ -42,14 +43,11 @@ from finalfusion.compat._common import (
 from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
-from finalfusion.limits import MAX_WORD_BYTES
 
 __all__ = ["load_word2vec", "write_word2vec"]
 
 #: Bytes read per block (4 MiB: as fast as larger blocks, and the buffers add little to peak memory).
 _BLOCK = 1 << 22
-#: Longest word accepted (a missing separator otherwise makes the reader buffer the whole file): ``finalfusion.limits.MAX_WORD_BYTES``.
-_MAX_WORD = MAX_WORD_BYTES
 #: Words written per block.
 _WRITE_ROWS = 1 << 14
 _WHERE = "word2vec record"
@@ -128,6 +126,9 @@ def _read(f: IO[bytes], lossy: bool, limit: int | None) -> tuple[list[str], npt.
     need = 0  # bytes the next record needs beyond carry before a parse can use any
     base = pos
     eof = False
+    # Longest word accepted (a missing separator otherwise makes the reader buffer the whole file);
+    # read once per call (a program may raise it), not per block.
+    max_word = limits.MAX_WORD_BYTES
     while len(words) < take and not eof:
         chunk = f.read(_BLOCK)
         eof = not chunk
@@ -143,10 +144,10 @@ def _read(f: IO[bytes], lossy: bool, limit: int | None) -> tuple[list[str], npt.
         base += used
         if not used:
             # The word ends at its first space, which must come within the word cap, whatever the dims.
-            sep = carry.find(b" ", 0, _MAX_WORD + 1)
-            if sep < 0 and len(carry) > _MAX_WORD:
+            sep = carry.find(b" ", 0, max_word + 1)
+            if sep < 0 and len(carry) > max_word:
                 raise FormatError(
-                    f"no space after a word in its first {_MAX_WORD} bytes",
+                    f"no space after a word in its first {max_word} bytes (finalfusion.limits.MAX_WORD_BYTES)",
                     offset=base,
                     chunk=f"{_WHERE} {len(words) + 1}",
                     expected="<word> 0x20",
