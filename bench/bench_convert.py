@@ -21,6 +21,13 @@ Usage::
 
     .venv/bin/python bench/bench_convert.py --quick          # smoke test
     .venv/bin/python bench/bench_convert.py --out results.json
+    .venv/bin/python bench/bench_convert.py --ties-only [--ties-against OTHER/src]
+
+The ties section (also part of every run) times ``load_text`` on 1 MB
+GloVe files of float32 rounding ties (one tie repeated, distinct midpoints
+written with 9-60 digits, distinct short integer ties) next to 1 MB of
+ordinary decimals, with this repository's ``src`` first on ``sys.path``
+(and, with ``--ties-against``, another checkout's ``src`` for a before/after).
 
 Targets (medians): word2vec binary load <= 0.6x gensim; text with dims
 <= 0.25x finalfusion-python 0.7.1; w2v -> fifu peak memory <= 1.2x the matrix.
@@ -149,7 +156,104 @@ def worker_convert(a: argparse.Namespace) -> dict:
     return {"time_s": dt, "peak_mb": _maxrss_mb(), "base_mb": base, "matrix_mb": matrix_mb}
 
 
-WORKERS = {"gen": worker_gen, "load": worker_load, "convert": worker_convert}
+#: 1 MB GloVe files for the ties section: (name, what the file holds).
+TIE_FILES = [
+    ("ordinary", "shortest float32 decimals of N(0, 1) values"),
+    ("ordinary-long", "distinct float32 values (not near a midpoint) written with 9-60 digits"),
+    ("tie-16777217", "16777217 repeated (2**24 + 1: an integer tie)"),
+    ("tie-1.0000000596046448", "1.0000000596046448 repeated (float64 reads it onto the midpoint)"),
+    ("tie-subnormal", "7.0064923216240854e-46 repeated (just above the first subnormal midpoint)"),
+    ("ties-distinct", "distinct float32 midpoints written with 9-60 digits, half negative"),
+    ("ties-distinct-int", "distinct odd integers in [2**24, 2**25) and halves in [2**23, 2**24) (all exact ties)"),
+]
+
+
+def _tie_tokens(name: str, n: int, np) -> list[str]:  # type: ignore[no-untyped-def]
+    from decimal import Decimal, getcontext
+    from fractions import Fraction
+
+    getcontext().prec = 400
+    rng = np.random.default_rng(3)
+    if name == "ordinary":
+        return [str(x) for x in rng.standard_normal(n).astype(np.float32).tolist()]
+    if name.startswith("tie-"):
+        return [{"tie-16777217": "16777217", "tie-1.0000000596046448": "1.0000000596046448", "tie-subnormal": "7.0064923216240854e-46"}[name]] * n
+    if name == "ties-distinct-int":
+        odd = (rng.choice(1 << 23, n // 2, replace=False) * 2 + (1 << 24) + 1).tolist()
+        half = (rng.choice(1 << 23, n - n // 2, replace=False) + (1 << 23)).tolist()
+        return [str(k) for k in odd] + [f"{k}.5" for k in half]
+    out = []
+    for bits, digits in zip(rng.integers(0, 0x7F7FFFFF, n).tolist(), rng.integers(9, 61, n).tolist(), strict=True):
+        lo, hi = np.array([bits, bits + 1], dtype=np.uint32).view(np.float32).tolist()
+        x = (Fraction(lo) + Fraction(hi)) / 2 if name == "ties-distinct" else (3 * Fraction(lo) + Fraction(hi)) / 4
+        d = Decimal(x.numerator) / Decimal(x.denominator)
+        out.append(("-" if bits % 2 else "") + f"{d:.{digits - 1}e}")
+    return out
+
+
+def worker_gen_ties(a: argparse.Namespace) -> dict:
+    import numpy as np
+
+    sizes = {}
+    for name, _ in TIE_FILES:
+        tokens = _tie_tokens(name, 1 << 17, np)
+        lines, size, dims = [], 0, 50
+        for r in range(len(tokens) // dims):
+            line = f"w{r} " + " ".join(tokens[r * dims : (r + 1) * dims]) + "\n"
+            size += len(line)
+            lines.append(line)
+            if size >= 1 << 20:
+                break
+        path = os.path.join(a.dir, f"{name}.txt")
+        with open(path, "w", encoding="ascii") as f:
+            f.write("".join(lines))
+        sizes[name] = os.path.getsize(path)
+    return sizes
+
+
+def worker_load_glove(a: argparse.Namespace) -> dict:
+    sys.path.insert(0, a.src)
+    import finalfusion
+    from finalfusion.compat import load_text
+
+    if not finalfusion.__file__.startswith(a.src):
+        raise SystemExit(f"imported {finalfusion.__file__}, not from {a.src}")
+    with open(a.path, "rb") as f:
+        data = f.read()
+    times = []
+    for _ in range(a.reps):
+        t = time.perf_counter()
+        load_text(data, normalize=False)
+        times.append(time.perf_counter() - t)
+    return {"times_s": times}
+
+
+def ties_section(python: str, tmp: str, reps: int, against: str | None) -> dict:
+    """Time ``load_text`` on the tie files and on ordinary decimals; print per-MB medians and ratios."""
+    sizes = worker(python, "gen_ties", ["--dir", tmp])
+    srcs = {"this": os.path.join(REPO, "src")}
+    if against:
+        srcs["against"] = os.path.abspath(against)
+    res: dict = {"sizes": sizes, "runs": {}}
+    print(f"\nload_text on 1 MB GloVe files (50 dims), {reps} fresh processes x best of 3 loads (--ties-against: 1), seconds per MB: median [min-max]")
+    print(f"{'file':24s} " + " ".join(f"{k + ' s/MB':>22s} {'/ordinary':>9s}" for k in srcs))
+    per_mb: dict = {}
+    for name, _ in TIE_FILES:
+        path = os.path.join(tmp, f"{name}.txt")
+        cells = []
+        for label, src in srcs.items():
+            loads = "3" if label == "this" else "1"  # the code before the fix takes seconds per load
+            runs = [worker(python, "load_glove", ["--path", path, "--src", src, "--reps-in", loads]) for _ in range(reps)]
+            xs = [min(r["times_s"]) / (sizes[name] / 2**20) for r in runs]  # best of the loads in each process
+            per_mb[(label, name)] = med(xs)
+            res["runs"][f"{label}/{name}"] = xs
+            ratio = med(xs) / per_mb[(label, "ordinary")]
+            cells.append(f"{med(xs):>8.3f} [{min(xs):.3f}-{max(xs):.3f}] {ratio:>9.1f}x")
+        print(f"{name:24s} " + " ".join(cells), flush=True)
+    return res
+
+
+WORKERS = {"gen": worker_gen, "load": worker_load, "convert": worker_convert, "gen_ties": worker_gen_ties, "load_glove": worker_load_glove}
 
 
 def worker(python: str, task: str, extra: list[str]) -> dict:
@@ -169,6 +273,9 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=None, help="fresh processes per fast measurement (ours, binary)")
     ap.add_argument("--slow-reps", type=int, default=None, help="fresh processes per slow measurement (peers' text loads)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--ties-only", action="store_true", help="only the ties section (load_text on 1 MB files of float32 rounding ties)")
+    ap.add_argument("--ties-against", help="another checkout's src directory to time the ties section with too (before/after)")
+    ap.add_argument("--src", help=argparse.SUPPRESS)
     ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     ap.add_argument("--lib", help=argparse.SUPPRESS)
     ap.add_argument("--fmt", help=argparse.SUPPRESS)
@@ -181,7 +288,7 @@ def main() -> int:
     a = ap.parse_args()
 
     if a.worker:
-        if a.worker == "load":
+        if a.worker in ("load", "load_glove"):
             a.reps = a.reps_in
         print(json.dumps(WORKERS[a.worker](a)))
         return 0
@@ -190,6 +297,18 @@ def main() -> int:
     reps = a.reps or (3 if a.quick else 5)
     slow_reps = a.slow_reps or (1 if a.quick else 3)
     libs = {"ours": a.our_python, "gensim": a.peer_python, "0.7.1": a.peer_python}
+    if a.ties_only:  # no peers: only this library (and --ties-against)
+        load = os.getloadavg()
+        print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs", flush=True)
+        tmp = tempfile.mkdtemp(prefix="ffties-")
+        try:
+            ties = ties_section(a.our_python, tmp, a.reps or 5, a.ties_against)
+        finally:
+            remove_tmp(tmp, a.keep)
+        end = os.getloadavg()
+        print(f"load average at end: {end[0]:.2f} {end[1]:.2f} {end[2]:.2f}")
+        save_results({"config": {"reps": a.reps or 5, "load_start": load, "load_end": end}, "ties": ties}, a.out)
+        return 0
     print(f"ours : {lib_version(a.our_python)}\npeers: {lib_version(a.peer_python)}", flush=True)
     load = os.getloadavg()
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs", flush=True)
@@ -223,6 +342,7 @@ def main() -> int:
         conv = [worker(a.our_python, "convert", ["--path", os.path.join(tmp, "v.bin"), "--dir", tmp]) for _ in range(max(1, reps // 2))]
         raw["convert"] = conv
         results["raw"] = raw
+        results["ties"] = ties_section(a.our_python, tmp, reps, a.ties_against)
     finally:
         remove_tmp(tmp, a.keep)
 

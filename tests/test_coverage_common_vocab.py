@@ -34,7 +34,8 @@ def test_exact_float32_rejects_non_decimals(token: bytes) -> None:
         (b"1e999999999999", np.inf),
         (b"-1e999999999999", -np.inf),
         (b"3.40282356e38", np.finfo(np.float32).max),  # just below the overflow threshold: the largest float32
-        (b"3.4028235677973366e38", np.inf),  # exactly the midpoint to 2**128: a tie, rounds to even (inf)
+        (b"340282356779733661637539395458142568448", np.inf),  # exactly the midpoint to 2**128: a tie, rounds to even (inf)
+        (b"3.4028235677973366e38", np.finfo(np.float32).max),  # float64 rounds it onto that midpoint; the decimal is below it
         (b"0.1", np.float32(0.1)),
     ],
 )

@@ -14,8 +14,11 @@ Reading is vectorised: the input is read in large blocks, tokens and lines
 are found with numpy, and the numbers are parsed column by column over all
 tokens of a block at once (tokens sorted by length, so each step only
 touches the tokens still long enough). Plain decimals (``-12.5``) take this
-path; anything else (exponents, ``nan``) is handed to Python's ``float`` one
-token at a time, so it stays correct, just slower.
+path; anything else (exponents, ``nan``) is handed to Python's ``float`` once
+per distinct token of a block, so it stays correct, just slower. Values
+whose float64 reading lies near a float32 rounding midpoint are rounded as
+Rust's ``parse::<f32>`` does (once, from the decimal): short decimals all at
+once in float64, the rest once per distinct token with Python integers.
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ from finalfusion.compat._common import (
     decode_word,
     dense_matrix_with_norms,
     embeddings_from,
-    exact_float32,
     input_size,
     near_float32_tie,
     open_input,
     read_dims_header,
     reuse_freed_memory,
+    round_float32_ties,
+    round_short_ties,
 )
 from finalfusion.compat._registry import register_format
 from finalfusion.compat.word2vec import DIMS_MISMATCH, dims_file_format
@@ -432,23 +436,44 @@ def _parse_numbers(
     with np.errstate(over="ignore"):  # beyond float32's range: infinite, rejected by the caller
         out[order] = values
     slow = order[~ok].tolist()
-    parsed = np.empty(len(slow), dtype=np.float64)
-    for j, i in enumerate(slow):
+    known: dict[bytes, float] = {}  # each distinct token is checked and read once (a file may repeat one)
+    floats = []
+    for i in slow:
         token = block[int(starts[i]) : int(ends[i])]
-        try:
-            if not RUST_F32.fullmatch(token):  # float() also takes 1_000 and "1\v", Rust does not
-                raise ValueError(token)
-            parsed[j] = float(token)
-        except ValueError:
-            line = line0 + i // dims
-            raise FormatError("not a number", offset=base + int(starts[i]), chunk=f"{fmt} line {line}", expected="a decimal number", found=token[:40]) from None
+        value = known.get(token)
+        if value is None:
+            try:
+                if not RUST_F32.fullmatch(token):  # float() also takes 1_000 and "1\v", Rust does not
+                    raise ValueError(token)
+                value = known[token] = float(token)
+            except ValueError:
+                line = line0 + i // dims
+                raise FormatError(
+                    "not a number", offset=base + int(starts[i]), chunk=f"{fmt} line {line}", expected="a decimal number", found=token[:40]
+                ) from None
+        floats.append(value)
+    parsed = np.array(floats, dtype=np.float64)
     if slow:
         with np.errstate(over="ignore"):
             out[slow] = parsed
     # Correct rounding, as Rust's parse::<f32>: values parsed through float64 that sit on a float32 tie.
-    ties = np.concatenate([order[ok & near_float32_tie(values)], np.asarray(slow, dtype=np.intp)[near_float32_tie(parsed)]])
-    for i in ties.tolist():
-        out[i] = exact_float32(block[int(starts[i]) : int(ends[i])])
+    # Short decimals (digits exact in float64) are decided all at once; the rest once per distinct token.
+    near = np.flatnonzero(ok & near_float32_tie(values))
+    decided, done = round_short_ties(mant[near], scale[near], values[near])
+    out[order[near[done]]] = decided[done]
+    slow_near = near_float32_tie(parsed)
+    left = np.concatenate([order[near[~done]], np.asarray(slow, dtype=np.intp)[slow_near]])
+    if len(left):
+        left_values = np.concatenate([values[near[~done]], parsed[slow_near]])
+        ids: dict[bytes, int] = {}
+        which: list[int] = []
+        firsts: list[int] = []
+        for j, (s, e) in enumerate(zip(starts[left].tolist(), ends[left].tolist(), strict=True)):
+            k = ids.setdefault(block[s:e], len(firsts))
+            if k == len(firsts):
+                firsts.append(j)
+            which.append(k)
+        out[left] = round_float32_ties(list(ids), left_values[firsts])[which]
 
 
 def write_text_dims(file: Any, embeddings: Embeddings, sep: str = " ", *, unnormalize: bool = True, fsync: bool = False) -> None:
