@@ -183,6 +183,28 @@ class TestRoundTripOrCleanFailure:
         np.testing.assert_allclose(back["x"] * back.norms[1], np.float32(SHAPES[shape]), rtol=1e-6)
         assert abs(float(np.linalg.norm(back["x"].astype(np.float64))) - 1.0) < 1e-6
 
+    @pytest.mark.parametrize("reader", sorted(READERS))
+    @pytest.mark.parametrize("shape", sorted(SHAPES))
+    def test_written_files_read_back_with_the_defaults(self, shape: str, reader: str) -> None:
+        # What a writer accepts, its reader must read with normalize=True (the fuzzer's invariant): a finite row
+        # whose l2 norm is beyond float32 (loaded with normalize=False) is refused by the writers whose readers normalise.
+        make, load = READERS[reader]
+        try:
+            emb = load(make(SHAPES[shape]))
+        except FormatError:
+            return
+        for name, read_default in (("word2vec", load_word2vec), ("text", load_text), ("text-dims", load_text_dims), ("fasttext", load_fasttext)):
+            buf = io.BytesIO()
+            try:
+                WRITERS[name][0](buf, emb)
+            except NonFiniteError as err:
+                assert buf.getvalue() == b""
+                if shape == "huge":
+                    assert "beyond float32's range" in str(err) or name == "fasttext", str(err)
+                continue
+            assert shape != "huge" or name == "fasttext", f"{name} wrote a row whose norm float32 cannot hold"
+            read_default(buf.getvalue())
+
     def test_unnormalize_overflow_is_refused(self) -> None:
         # finite rows, finite norms, but row * norm overflows float32
         emb = Embeddings(NdArray(np.array([[2.0, 0.0], [0.5, 0.5]], dtype=np.float32)), SimpleVocab(["p", "q"]), norms=Norms([F32_MAX, 2.0]))

@@ -601,7 +601,9 @@ def checked_norms(matrix: npt.NDArray[np.float32], words: Sequence[str], where: 
 _CHECK_ROWS = 1 << 14
 
 
-def check_rows_writable(embeddings: Embeddings, fmt: str, unnormalize: bool = False, words_only: bool = True, dtype: str = "float32") -> None:
+def check_rows_writable(
+    embeddings: Embeddings, fmt: str, unnormalize: bool = False, words_only: bool = True, dtype: str = "float32", norm_bound: bool = True
+) -> None:
     """Raise :class:`~finalfusion.errors.NonFiniteError` if a row to be written has a NaN or infinite value.
 
     The text, word2vec and floret readers refuse such values, so their
@@ -610,8 +612,9 @@ def check_rows_writable(embeddings: Embeddings, fmt: str, unnormalize: bool = Fa
     their norms with ``unnormalize`` (a finite row times a finite norm can
     still overflow float32), as the format stores them (``dtype``:
     ``"float16"`` for half-precision tables, where values beyond 65504
-    become infinite). The error names the word (or row), its row and the
-    first values.
+    become infinite). With ``norm_bound`` (for formats whose reader
+    normalises) a row whose l2 norm is beyond float32's range is refused
+    too. The error names the word (or row), its row and the first values.
 
     Examples
     --------
@@ -632,17 +635,26 @@ def check_rows_writable(embeddings: Embeddings, fmt: str, unnormalize: bool = Fa
         if norms is not None:
             with np.errstate(over="ignore", invalid="ignore"):
                 block = block * norms[lo:hi, None]
-        refuse_nonfinite(block, embeddings.vocab.words, fmt, lo, None if norms is None else norms[lo:hi], dtype)
+        refuse_nonfinite(block, embeddings.vocab.words, fmt, lo, None if norms is None else norms[lo:hi], dtype, norm_bound)
 
 
 def refuse_nonfinite(
-    rows: npt.NDArray[np.float32], words: Sequence[str], fmt: str, first: int = 0, norms: npt.NDArray[np.float32] | None = None, dtype: str = "float32"
+    rows: npt.NDArray[np.float32],
+    words: Sequence[str],
+    fmt: str,
+    first: int = 0,
+    norms: npt.NDArray[np.float32] | None = None,
+    dtype: str = "float32",
+    norm_bound: bool = True,
 ) -> None:
     """Raise :class:`~finalfusion.errors.NonFiniteError` naming the first row of ``rows`` with a NaN or infinity.
 
     ``rows[0]`` is row ``first``; rows past ``words`` are subword rows.
     ``norms`` (of ``rows``), if given, were multiplied into them. With
     ``dtype="float16"`` values that become infinite in float16 count too.
+    With ``norm_bound``, a finite row whose l2 norm is beyond float32's
+    range is refused as well: a reader that normalises could not keep its
+    norm.
 
     Examples
     --------
@@ -658,6 +670,8 @@ def refuse_nonfinite(
             stored = rows.astype(dtype)
     ok = np.isfinite(stored).all(axis=1)
     if bool(ok.all()):
+        if norm_bound:
+            _refuse_overflowing_norm(rows, words, fmt, first, norms)
         return
     j = int(np.argmin(ok))
     i = first + j
@@ -665,6 +679,33 @@ def refuse_nonfinite(
     after = f" (after multiplying its norm {float(norms[j])!r} back)" if norms is not None else ""
     kind = "" if dtype == "float32" else f" in {dtype}"
     raise NonFiniteError(f"{fmt} cannot represent the vector of {what} (row {i}): it has a NaN or infinite value{kind}{after}: {rows[j].tolist()[:10]}")
+
+
+def _refuse_overflowing_norm(rows: npt.NDArray[np.float32], words: Sequence[str], fmt: str, first: int, norms: npt.NDArray[np.float32] | None) -> None:
+    """Raise :class:`~finalfusion.errors.NonFiniteError` for the first finite row whose l2 norm float32 cannot hold.
+
+    The readers refuse such a row with ``normalize=True`` (its norm cannot
+    be kept), so a file holding one would not read back with the defaults.
+    Only rows whose float32 sum of squares overflows are measured again in
+    float64, so ordinary rows cost one pass.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        squares = np.einsum("ij,ij->i", rows, rows)
+    suspect = np.flatnonzero(~np.isfinite(squares))
+    if not len(suspect):
+        return
+    exact = np.sqrt(np.einsum("ij,ij->i", rows[suspect].astype(np.float64), rows[suspect].astype(np.float64)))
+    over = np.flatnonzero(exact > float(np.finfo(np.float32).max))
+    if not len(over):
+        return
+    j = int(suspect[over[0]])
+    i = first + j
+    what = f"the word {words[i]!r}" if i < len(words) else "a subword row"
+    after = f" (after multiplying its norm {float(norms[j])!r} back)" if norms is not None else ""
+    raise NonFiniteError(
+        f"{fmt} cannot represent the vector of {what} (row {i}): its l2 norm {float(exact[over[0]]):.8g} is beyond float32's range "
+        f"(3.4028235e+38), so the file would not read back with normalize=True{after}: {rows[j].tolist()[:10]}"
+    )
 
 
 def dense_matrix_with_norms(emb: Embeddings, unnormalize: bool = True, start: int = 0, stop: int | None = None) -> npt.NDArray[np.float32]:

@@ -195,7 +195,7 @@ def write_floret(file: Any, embeddings: Embeddings, *, fsync: bool = False) -> N
             marker.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError(f"floret cannot represent the {name} marker {marker!r}: it is not valid Unicode") from None
-    check_rows_writable(embeddings, "floret", words_only=False)
+    check_rows_writable(embeddings, "floret", words_only=False, norm_bound=False)  # floret rows are read as they are, never normalised
     dims = embeddings.dims
     rows = embeddings.storage.shape[0]
     storage = embeddings.storage
