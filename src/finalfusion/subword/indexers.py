@@ -56,6 +56,8 @@ __all__ = [
 
 #: Words whose n-gram count exceeds this are hashed in blocks (and batches yield them one by one).
 BLOCK_NGRAMS: Final = 1 << 16
+#: Words with at most this many n-grams (bounded by length x number of lengths) are never counted or blocked.
+SHORT_NGRAMS: Final = 256
 #: Hashing work of one block of a long word: n-grams times ``max_n``.
 BLOCK_CELLS: Final = 1 << 17
 
@@ -356,7 +358,9 @@ class _HashIndexer(SubwordIndexer):
 
     def _indices(self, word: str) -> IntArray:
         s = f"<{word}>"
-        if self._check_count(s) > BLOCK_NGRAMS:
+        # Short words (the common case) skip the closed-form count: at most len(s) n-grams per length.
+        bound = len(s) * (self._max_n - self._min_n + 1)
+        if (bound > SHORT_NGRAMS or bound > limits.MAX_NGRAMS_PER_WORD) and self._check_count(s) > BLOCK_NGRAMS:
             return np.concatenate([self._block_indices(part, keep) for part, keep in self._blocks(s)])
         fast = self._hash_word(s)
         return fast if fast is not None else np.array(self._cached_indices(self._items(word, True)), dtype=np.int64)
