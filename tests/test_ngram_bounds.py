@@ -24,6 +24,7 @@ import pytest
 
 import finalfusion
 import finalfusion._batch
+import finalfusion.compat.fasttext as fasttext_module
 import finalfusion.limits as limits
 from _bounded import ChildError, bounded
 from finalfusion import Embeddings, FormatError, LimitExceeded, NdArray, load_fasttext, load_finalfusion, load_floret, write_fasttext, write_floret
@@ -401,3 +402,43 @@ def test_limit_exceeded_is_exported_and_a_value_error() -> None:
     assert finalfusion.LimitExceeded is LimitExceeded
     assert issubclass(LimitExceeded, finalfusion.FinalfusionError)
     assert issubclass(LimitExceeded, ValueError)
+
+
+# -- class 2: the n-grams of all dictionary words together -------------------------------------------------
+
+
+def many_lengths_model(minn: int, maxn: int, longest: int) -> bytes:
+    data = bytearray(long_word_model(["w" + "abcdefghé€"[i % 10] * i for i in range(1, longest)]))
+    data[44:52] = struct.pack("<ii", minn, maxn)
+    return bytes(data)
+
+
+def test_fasttext_dictionary_past_the_file_allowance_is_a_format_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = many_lengths_model(1, 64, 1500)  # 2 MB, 69 million n-grams: minutes of hashing before the bound
+    with pytest.raises(ChildError) as err:
+        bounded(lambda: load_fasttext(data), extra_mb=100)  # refused before any n-gram is built
+    assert err.value.name == "FormatError"
+    assert "MAX_LOAD_NGRAMS_PER_BYTE" in err.value.msg
+    assert "fastText dictionary" in err.value.msg
+    # the allowance is read at call time: raised far enough, the same file is accepted (checked on a smaller one)
+    small = many_lengths_model(1, 64, 300)
+    monkeypatch.setattr(limits, "MAX_NGRAMS_PER_WORD", 100_000)  # every word passes alone, not all of them together
+    monkeypatch.setattr(limits, "MAX_LOAD_NGRAMS_PER_BYTE", 0)
+    with pytest.raises(FormatError, match="MAX_LOAD_NGRAMS_PER_BYTE"):
+        load_fasttext(small)
+    monkeypatch.setattr(limits, "MAX_NGRAMS_PER_WORD", 1 << 22)
+    monkeypatch.setattr(limits, "MAX_LOAD_NGRAMS_PER_BYTE", 1)
+    assert len(load_fasttext(small).vocab) == 299
+
+
+@pytest.mark.parametrize(("minn", "maxn"), [(3, 6), (1, 64), (2, 9)])
+def test_fasttext_few_words_per_length_sum_word_by_word_with_the_same_bits(minn: int, maxn: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    words = ["w" + "abcdefghé€"[i % 10] * i for i in range(1, 200)] + [f"x{i}" for i in range(2000)]  # lone long words, crowded short ones
+    data = bytearray(long_word_model(words))
+    data[44:52] = struct.pack("<ii", minn, maxn)
+    word_by_word = load_fasttext(bytes(data), normalize=False).storage
+    monkeypatch.setattr(fasttext_module, "_FEW_WORDS", 1 << 40)  # every group column by column, as before
+    column_by_column = load_fasttext(bytes(data), normalize=False).storage
+    assert isinstance(word_by_word, NdArray)
+    assert isinstance(column_by_column, NdArray)
+    np.testing.assert_array_equal(word_by_word.matrix, column_by_column.matrix)

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_DIMS",
     "MAX_HEADER_LINE_BYTES",
     "MAX_LINE_BYTES",
+    "MAX_LOAD_NGRAMS_PER_BYTE",
     "MAX_METADATA_BYTES",
     "MAX_METADATA_DEPTH",
     "MAX_METADATA_NUMBER_LEN",
@@ -86,6 +87,14 @@ MAX_NGRAM_LEN: int = 64
 #: :class:`finalfusion.errors.LimitExceeded`; a dictionary word past it in a
 #: fastText ``.bin`` is a :class:`~finalfusion.FormatError`.
 MAX_NGRAMS_PER_WORD: int = 1 << 22
+
+#: n-grams a fastText ``.bin``'s dictionary words may have in all, per byte of
+#: the file (dictionary and matrix), on top of ``MAX_NGRAMS_PER_WORD``.
+#: Loading computes every word's vector from its n-grams (a hash and a row
+#: addition each); real models have far fewer n-grams than bytes (a matrix
+#: row holds ``dim`` floats), so a file past it is a
+#: :class:`~finalfusion.FormatError` instead of minutes of hashing.
+MAX_LOAD_NGRAMS_PER_BYTE: int = 1
 
 #: Memory (bytes of stored arrays and strings) each n-gram cache may hold: the
 #: per-indexer word and n-gram caches and the module-level hashing layouts.

@@ -246,6 +246,7 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
         args = _read_args(stream)
         words, nwords = _read_dictionary(stream, lossy, _ngram_range(args), limit)
         matrix = _read_input_matrix(stream, nwords, args)
+        read = stream.pos
     metadata = Metadata(dict(zip(_KEYS, [*args[:6], _LOSSES[args[6] - 1], _MODELS[args[7] - 1], *args[8:]], strict=True)))
     bucket, minn, maxn = args[8], args[9], args[10]
     keep = nwords if limit is None else min(limit, nwords)
@@ -254,6 +255,7 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
         # No character n-grams: fastText's word vector is the word's own row.
         simple = simple_vocab(words, _ENTRY, first=0)
         return embeddings_from(words, np.ascontiguousarray(matrix[:keep]), normalize, metadata, vocab=simple)
+    _check_ngram_total(words, max(minn, 1), maxn, read)
     if keep < nwords:
         matrix = np.concatenate([matrix[:keep], matrix[nwords:]])
     index = simple_vocab(words, _ENTRY, first=0).word_index
@@ -262,7 +264,9 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     storage = NdArray(matrix)
     for pos, rows in _word_ngram_rows(vocab):
         scale = np.float32(1.0 / (rows.shape[1] + 1))
-        if rows.shape[1] > _batch.LONG_ROWS:  # long words: bounded gathers, the same additions in the same order as _row_sum
+        if rows.shape[1] > _batch.LONG_ROWS or len(pos) * _FEW_WORDS <= rows.shape[1]:
+            # Long words, or a group of few words with many n-grams (one Python-level gather per n-gram column would cost more
+            # than gathering each word's rows): bounded gathers, the same additions in the same order as _row_sum.
             for p, word_rows in zip(pos.tolist(), rows, strict=True):
                 acc = _batch.sum_rows(storage, matrix, word_rows, ordered=True)
                 acc += matrix[p]
@@ -276,6 +280,11 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
             acc *= scale
             matrix[p] = acc
     return embeddings_from(words, matrix, normalize, metadata, vocab=vocab)
+
+
+#: A group of words with the same n-gram count is summed word by word (one gather of each word's rows) when it has at most
+#: 1/_FEW_WORDS as many words as n-grams per word; else column by column (one gather of an n-gram column over all its words).
+_FEW_WORDS = 4
 
 
 def _row_sum(take: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float32]], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
@@ -438,6 +447,33 @@ def _check_ngram_counts(words: list[str], ngram_range: tuple[int, int], offsets:
             chunk=f"fastText dictionary entry {i}",
             expected=f"at most {limits.MAX_NGRAMS_PER_WORD} {min_n}..{max_n}-grams",
             found=count,
+        )
+
+
+def _check_ngram_total(words: list[str], min_n: int, max_n: int, read: int) -> None:
+    """Refuse dictionary words whose n-grams, all together, are more than the file's size can justify.
+
+    Computing the word vectors costs one hash and one row addition per
+    n-gram. Real models have far fewer n-grams than bytes (the matrix holds
+    ``dim`` floats per row), so the allowance is
+    :data:`~finalfusion.limits.MAX_NGRAMS_PER_WORD` plus
+    :data:`~finalfusion.limits.MAX_LOAD_NGRAMS_PER_BYTE` per byte read; a
+    2 MB file of 1,500 long words with ``minn = 1, maxn = 64`` (69 million
+    n-grams, minutes of work) is refused before any is built.
+    """
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words)) + 2  # with the markers
+    hi = np.minimum(lengths, max_n)
+    k = np.maximum(hi - min_n + 1, 0)
+    total = int((k * (lengths + 1) - (min_n + hi) * k // 2).sum())
+    allowed = limits.MAX_NGRAMS_PER_WORD + limits.MAX_LOAD_NGRAMS_PER_BYTE * read
+    if total > allowed:
+        raise FormatError(
+            f"the dictionary's words have {total:,} {min_n}..{max_n}-grams in all, more than a file of {read:,} bytes can justify "
+            "(finalfusion.limits.MAX_NGRAMS_PER_WORD + MAX_LOAD_NGRAMS_PER_BYTE per byte; raise them to load it)",
+            offset=read,
+            chunk="fastText dictionary",
+            expected=f"at most {allowed:,} n-grams",
+            found=total,
         )
 
 
