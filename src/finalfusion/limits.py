@@ -36,6 +36,7 @@ __all__ = [
     "MAX_METADATA_BYTES",
     "MAX_METADATA_DEPTH",
     "MAX_METADATA_NUMBER_LEN",
+    "MAX_MODEL_HEADER_BYTES",
     "MAX_WORD_BYTES",
 ]
 
@@ -69,3 +70,9 @@ MAX_HEADER_LINE_BYTES: int = 1 << 12
 MAX_WORD_BYTES: int = 1 << 20
 #: Longest line of the text formats (a word and its values), newline included.
 MAX_LINE_BYTES: int = 1 << 26
+
+#: Longest header (metadata and tensor table) of a model file -- GGUF, a SentencePiece
+#: ``.model`` -- read from an input whose size is not known (gzip, a pipe, a file object
+#: without a descriptor); a file of known size is bounded by its size instead. Real
+#: headers, tokenizer included, take a few MB.
+MAX_MODEL_HEADER_BYTES: int = 1 << 26
