@@ -709,7 +709,9 @@ def _read_stream(f: IO[bytes], tensor: str) -> tuple[GGUFFile, GGUFTensor]:
     from finalfusion import limits
 
     buf = bytearray()
-    head = parse_prefix(f, buf, lambda b: _parse(b, None), limits.MAX_MODEL_HEADER_BYTES, FORMAT, "finalfusion.limits.MAX_MODEL_HEADER_BYTES")
+    head = replace(
+        parse_prefix(f, buf, lambda b: _parse(b, None), limits.MAX_MODEL_HEADER_BYTES, FORMAT, "finalfusion.limits.MAX_MODEL_HEADER_BYTES"), buffer=None
+    )
     info = _table(head, tensor)
     end = max((t.offset + t.n_bytes for t in head.tensors.values()), default=head.data_start)
     bound = size_bound(f)
@@ -718,7 +720,7 @@ def _read_stream(f: IO[bytes], tensor: str) -> tuple[GGUFFile, GGUFTensor]:
     start, stop = info.offset, info.offset + info.n_bytes
     raw = bytearray(buf[start:stop])
     have = len(buf)
-    del buf
+    del buf  # the header's bytes: parsed (the metadata holds copies)
     if have < stop:
         gap = max(0, start - have)
         if skip(f, gap) < gap or not fill(f, raw, info.n_bytes):
