@@ -20,7 +20,9 @@ that tells them apart; everything else here builds on it:
 * :func:`regular_file`, :func:`fill` and :func:`size_bound` -- for inputs
   whose size is not known (gzip, pipes, devices, file objects without a
   descriptor), which may never end: read what a parse needs in reads that
-  grow with what has arrived, and bound what a gzip stream can still hold.
+  grow with what has arrived, and bound what a gzip stream can still hold;
+  :func:`sized_or_stream`, :func:`parse_prefix` and :func:`skip` do the
+  same for the model formats (GGUF, safetensors, protobuf).
 
 This module knows nothing about chunks: it sits at the bottom of the
 package, next to the errors and the byte cursor.
@@ -37,7 +39,7 @@ import os
 import stat
 import zlib
 from collections.abc import Callable, Iterator
-from typing import IO, Any, Final, NamedTuple, Union, cast
+from typing import IO, Any, Final, NamedTuple, TypeVar, Union, cast
 
 import numpy as np
 
@@ -62,12 +64,15 @@ __all__ = [
     "open_buffer",
     "open_stream",
     "opened",
+    "parse_prefix",
     "path_of",
     "peek",
     "read_into",
     "read_whole",
     "regular_file",
     "size_bound",
+    "sized_or_stream",
+    "skip",
 ]
 
 #: What the loaders accept: a path, a file descriptor, the file's bytes, or a binary file object.
@@ -152,7 +157,8 @@ def opened(source: Source) -> Iterator[Opened]:
     elif isinstance(source, (bytes, bytearray, memoryview)):
         yield Opened("<bytes>", source, None)
     elif hasattr(source, "read"):
-        yield Opened(getattr(source, "name", "<file object>"), None, cast(IO[bytes], source))
+        name = getattr(source, "name", "<file object>")
+        yield Opened(name if isinstance(name, str) else f"<fd {name}>" if isinstance(name, int) else "<file object>", None, cast(IO[bytes], source))
     else:
         raise TypeError(f"expected a path, bytes or a binary file object, got {type(source).__name__}")
 
@@ -236,7 +242,7 @@ HEAD_BYTES: Final = 4
 
 
 def read_whole(f: IO[bytes], mmap: bool, head: HeadCheck | None = None) -> Buffer:
-    """The rest of ``f`` as one buffer: writable, or (``mmap=True``) a read-only map when ``f`` is a real file at position 0.
+    """The rest of ``f`` as one buffer: writable, or (``mmap=True``) a read-only map when ``f`` is a plain file at position 0.
 
     A regular file's size is known, so it is read (or mapped) in one go.
     Anything else -- a pipe, a character device such as ``/dev/zero``, a
@@ -258,19 +264,19 @@ def read_whole(f: IO[bytes], mmap: bool, head: HeadCheck | None = None) -> Buffe
     ...
     ValueError: bad magic b'\\x00\\x00\\x00\\x00'
     """
-    fileno = None
+    # Only a plain file's descriptor is what ``f`` returns: a gzip.GzipFile reports the
+    # descriptor of the *compressed* file, which must never be mapped or sized.
+    st = regular_file(f)
     try:
-        fileno = f.fileno()
-        pos = f.tell()
+        pos = f.tell() if st is not None else -1
     except (OSError, AttributeError, io.UnsupportedOperation):
         pos = -1
-    st = os.fstat(fileno) if fileno is not None and pos >= 0 else None
-    if fileno is not None and st is not None and stat.S_ISREG(st.st_mode):
+    if st is not None and pos >= 0:
         size = st.st_size - pos
         if mmap and pos == 0:
             if size == 0:
                 return b""
-            return _mmap.mmap(fileno, 0, access=_mmap.ACCESS_READ)
+            return _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ)
         # np.empty rather than bytearray(size): no zero-filling pass over a
         # buffer that readinto overwrites anyway (the kernel's fresh pages are
         # touched once, by the copy). The memoryview is writable, so eager
@@ -658,3 +664,109 @@ def input_size(f: IO[bytes]) -> int | None:
             return end - pos
     except (AttributeError, OSError, io.UnsupportedOperation):
         return None
+
+
+# --- model files: a buffer when the size is known, else a stream read as far as declared -----
+
+
+@contextlib.contextmanager
+def sized_or_stream(source: Source, mmap: bool = True) -> Iterator[tuple[str, Buffer | None, IO[bytes] | None]]:
+    """``(name, buffer, None)`` for an input of known size, ``(name, None, stream)`` for anything else.
+
+    Known size: uncompressed ``bytes``-like contents (given back as they
+    are, or copied into a ``bytearray`` with ``mmap=False``) and a plain
+    regular file (path, descriptor or ``open(..., "rb")`` object), read or,
+    with ``mmap=True`` at position 0, mapped read-only (:func:`read_whole`).
+    Everything else -- gzip data of any kind (decompressed here, never
+    mapped), pipes, FIFOs, devices, file objects without a descriptor -- is
+    handed out as a stream that may never end: the reader reads what its
+    format declares (:func:`parse_prefix`, :func:`fill`, :func:`skip`).
+
+    Examples
+    --------
+    >>> import gzip, io
+    >>> with sized_or_stream(b"GGUF") as (name, buf, f):
+    ...     name, buf, f
+    ('<bytes>', b'GGUF', None)
+    >>> with sized_or_stream(gzip.compress(b"GGUF")) as (name, buf, f):
+    ...     name, buf, f.read()
+    ('<bytes>', None, b'GGUF')
+    """
+    with contextlib.ExitStack() as stack:
+        src = stack.enter_context(opened(source))
+        if src.data is not None:
+            if bytes(src.data[:2]) != GZIP_MAGIC:
+                yield src.name, whole(src, mmap), None
+                return
+            f: IO[bytes] = io.BytesIO(src.data)
+        else:
+            f = cast(IO[bytes], src.file)
+        plain = regular_file(f) is not None
+        head, f = peek(f, 2)
+        if not isinstance(head, bytes):
+            raise TypeError("the file object must be opened in binary mode")
+        if head != GZIP_MAGIC and plain:
+            yield src.name, read_whole(f, mmap), None
+            return
+        if head == GZIP_MAGIC:
+            f = cast(IO[bytes], stack.enter_context(_GzipInput(fileobj=f, mode="rb")))
+        yield src.name, None, f
+
+
+_T = TypeVar("_T")
+
+
+def parse_prefix(f: IO[bytes], buf: bytearray, parse: Callable[[bytearray], _T], cap: int, fmt: str, limit: str) -> _T:
+    """Parse the start of a stream from a prefix of it that doubles until ``parse`` stops raising :class:`Truncated`.
+
+    ``buf`` holds what was already read and receives what is read (bytes
+    after what ``parse`` needed stay in it, for the caller). While the
+    stream goes on, a :class:`Truncated` from ``parse`` means the prefix
+    was too short: it grows (to at most ``cap`` bytes, beyond which a
+    :class:`FormatError` names the limit ``limit``); once the stream has
+    ended it is the answer. A header that never ends costs ``cap`` bytes.
+
+    Examples
+    --------
+    >>> import io
+    >>> def parse(buf):
+    ...     if len(buf) < 5 or buf[4:5] != b";":
+    ...         raise Truncated("short", offset=len(buf), chunk="x", expected="more", found="less")
+    ...     return bytes(buf[:5])
+    >>> parse_prefix(io.BytesIO(b"abcd;efg"), bytearray(), parse, 100, "x", "CAP")
+    b'abcd;'
+    >>> parse_prefix(io.BytesIO(b"a" * 1000), bytearray(), parse, 100, "x", "CAP")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: x: the header is longer than the limit CAP: expected at most 100 bytes, found more (at byte offset 0)
+    """
+    want = max(len(buf), 1 << 16)
+    while True:
+        ended = not fill(f, buf, min(want, cap + 1))
+        try:
+            return parse(buf)
+        except Truncated:
+            if ended:
+                raise
+            if len(buf) > cap:
+                raise FormatError("the header is longer than the limit " + limit, offset=0, chunk=fmt, expected=f"at most {cap} bytes", found="more") from None
+            want = 2 * len(buf)
+
+
+def skip(f: IO[bytes], n: int) -> int:
+    """Read and drop up to ``n`` bytes of ``f`` in blocks of at most 1 MiB; how many there were.
+
+    Examples
+    --------
+    >>> import io
+    >>> f = io.BytesIO(b"abcdef")
+    >>> skip(f, 4), f.read(), skip(f, 4)
+    (4, b'ef', 0)
+    """
+    done = 0
+    while done < n:
+        part = f.read(min(n - done, 1 << 20))
+        if not part:
+            break
+        done += len(part)
+    return done

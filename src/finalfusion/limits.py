@@ -38,6 +38,7 @@ __all__ = [
     "MAX_METADATA_BYTES",
     "MAX_METADATA_DEPTH",
     "MAX_METADATA_NUMBER_LEN",
+    "MAX_MODEL_HEADER_BYTES",
     "MAX_NGRAMS_PER_WORD",
     "MAX_NGRAM_LEN",
     "MAX_WORD_BYTES",
@@ -101,3 +102,9 @@ MAX_LOAD_NGRAMS_PER_BYTE: int = 1
 #: Caches evict least recently used entries past it and do not store a result
 #: larger than an eighth of it.
 MAX_CACHE_BYTES: int = 1 << 25
+
+#: Longest header (metadata and tensor table) of a model file -- GGUF, a SentencePiece
+#: ``.model`` -- read from an input whose size is not known (gzip, a pipe, a file object
+#: without a descriptor); a file of known size is bounded by its size instead. Real
+#: headers, tokenizer included, take a few MB.
+MAX_MODEL_HEADER_BYTES: int = 1 << 26

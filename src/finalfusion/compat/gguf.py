@@ -39,13 +39,15 @@ import functools
 import json
 import mmap as _mmap
 import struct
-from dataclasses import dataclass, field
-from typing import Any, Final
+import sys
+from dataclasses import dataclass, field, replace
+from typing import IO, Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from finalfusion._binary import check_dims
+from finalfusion._source import fill, parse_prefix, size_bound, sized_or_stream, skip
 from finalfusion._threads import CPUS, run_tasks
 from finalfusion.compat._common import check_rows_writable, checked_norms, dense_matrix_with_norms
 from finalfusion.compat._registry import register_format
@@ -302,6 +304,11 @@ def read_gguf(data: Any) -> GGUFFile:
     ...
     finalfusion.errors.UnsupportedVersion: GGUF: unsupported GGUF version: expected 2 or 3, found 1 (at byte offset 4)
     """
+    return _parse(data, len(data))
+
+
+def _parse(data: Any, total: int | None) -> GGUFFile:
+    """:func:`read_gguf` of a buffer that holds at least the header; ``total`` is the file's size (``None``: unknown, a stream)."""
     size = len(data)
     if size < 4 or bytes(data[:4]) != MAGIC:
         raise BadMagic("not a GGUF file", offset=0, chunk=FORMAT, expected=MAGIC, found=bytes(data[:4]))
@@ -361,7 +368,7 @@ def read_gguf(data: Any) -> GGUFFile:
         elements = 1
         for d in ne:
             elements *= d
-            if elements > size * 8:
+            if elements > (total if total is not None else 1 << 60) * 8:
                 raise FormatError(
                     f"the shape of tensor {name} is larger than the file can hold", offset=at, chunk=FORMAT, expected="a shape that fits", found=ne
                 )
@@ -376,16 +383,16 @@ def read_gguf(data: Any) -> GGUFFile:
         if rel % alignment:
             raise FormatError(f"the data of tensor {name} is misaligned", offset=at, chunk=FORMAT, expected=f"a multiple of {alignment}", found=rel)
         tensor = GGUFTensor(name, ne, ggml_type, data_start + rel)
-        if tensor.offset + tensor.n_bytes > size:
+        if total is not None and tensor.offset + tensor.n_bytes > total:
             raise Truncated(
                 f"the data of tensor {name} runs past the end of the file",
                 offset=at,
                 chunk=FORMAT,
                 expected=f"{tensor.n_bytes} bytes at byte {tensor.offset}",
-                found=f"{max(0, size - tensor.offset)} bytes",
+                found=f"{max(0, total - tensor.offset)} bytes",
             )
         tensors[name] = tensor
-    return GGUFFile(version, order, alignment, kv, tensors, data_start, size, data)
+    return GGUFFile(version, order, alignment, kv, tensors, data_start, size if total is None else total, data)
 
 
 # -- decoding --------------------------------------------------------------------------------
@@ -674,11 +681,54 @@ def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
 # -- loading ---------------------------------------------------------------------------------
 
 
-def _open(file: Any) -> Any:
-    from finalfusion.io import open_buffer
+def _table(head: GGUFFile, tensor: str) -> GGUFTensor:
+    info = head.tensors.get(tensor)
+    if info is None:
+        raise FormatError(f"no tensor {tensor!r}", chunk=FORMAT, expected=tensor, found=sorted(head.tensors)[:20])
+    return info
 
-    buf, _ = open_buffer(file, mmap=True)
-    return buf
+
+def _past_end(what: str, at: int, expected: int, found: int) -> Truncated:
+    return Truncated(f"{what} runs past the end of the data", offset=at, chunk=FORMAT, expected=f"{expected} bytes", found=f"{found} bytes")
+
+
+def _read_stream(f: IO[bytes], tensor: str) -> tuple[GGUFFile, GGUFTensor]:
+    """The header and the bytes of one tensor of a GGUF stream of unknown size (gzip, a pipe, a file object without a descriptor).
+
+    The stream may never end, so it is never read whole: the header (magic,
+    metadata, tensor table) is parsed from a prefix that doubles until it
+    holds it (at most :data:`finalfusion.limits.MAX_MODEL_HEADER_BYTES`);
+    then the data is read up to the end of the last tensor the table
+    declares, keeping only the bytes of ``tensor`` (read as they arrive, so
+    a declared size larger than the stream ends in :class:`Truncated` when
+    it ends). Nothing after the last tensor is read: a GGUF file may end
+    with alignment padding, and the file reader ignores what follows the
+    data too. The returned header's ``buffer`` holds the tensor's bytes
+    only, and the returned tensor's offset is 0.
+    """
+    from finalfusion import limits
+
+    buf = bytearray()
+    head = replace(
+        parse_prefix(f, buf, lambda b: _parse(b, None), limits.MAX_MODEL_HEADER_BYTES, FORMAT, "finalfusion.limits.MAX_MODEL_HEADER_BYTES"), buffer=None
+    )
+    info = _table(head, tensor)
+    end = max((t.offset + t.n_bytes for t in head.tensors.values()), default=head.data_start)
+    bound = size_bound(f)
+    if bound is not None and end > len(buf) + bound:
+        raise _past_end("the tensor data", head.data_start, end - head.data_start, len(buf) + bound - head.data_start)
+    start, stop = info.offset, info.offset + info.n_bytes
+    raw = bytearray(buf[start:stop])
+    have = len(buf)
+    del buf  # the header's bytes: parsed (the metadata holds copies)
+    if have < stop:
+        gap = max(0, start - have)
+        if skip(f, gap) < gap or not fill(f, raw, info.n_bytes):
+            raise _past_end(f"the data of tensor {info.name}", start, info.n_bytes, len(raw))
+        have = stop
+    if end > have and skip(f, end - have) < end - have:
+        raise _past_end("the tensor data", have, end - have, 0)
+    return replace(head, size=end, buffer=raw), replace(info, offset=0)
 
 
 def load_gguf(file: Any, *, tensor: str = "token_embd.weight", normalize: bool = True, mmap: bool = False) -> Embeddings:
@@ -687,8 +737,12 @@ def load_gguf(file: Any, *, tensor: str = "token_embd.weight", normalize: bool =
     Parameters
     ----------
     file
-        A path, the file's contents as ``bytes``, or a binary file object.
-        Paths are mapped, so only the header and the one tensor are read.
+        A path, the file's contents as ``bytes``, or a binary file object;
+        gzip-compressed data is decompressed. A regular file is mapped, so
+        only the header and the one tensor are read. An input of unknown
+        size (gzip, a pipe, a file object without a descriptor) is read up
+        to the end of the tensor data and no further, its header within
+        :data:`finalfusion.limits.MAX_MODEL_HEADER_BYTES`.
     tensor
         The tensor to load (default: llama.cpp's input embeddings).
     normalize
@@ -728,11 +782,13 @@ def load_gguf(file: Any, *, tensor: str = "token_embd.weight", normalize: bool =
     >>> loaded["a"].tolist(), loaded.norms.norms.tolist(), loaded.metadata["gguf"]["type"]
     ([0.6000000238418579, 0.800000011920929], [5.0, 2.0], 'F32')
     """
-    buf = _open(file)
-    head = read_gguf(buf)
-    info = head.tensors.get(tensor)
-    if info is None:
-        raise FormatError(f"no tensor {tensor!r}", chunk=FORMAT, expected=tensor, found=sorted(head.tensors)[:20])
+    with sized_or_stream(file) as (_, buf, stream):
+        if stream is not None:
+            head, info = _read_stream(stream, tensor)
+        else:
+            head = read_gguf(buf)
+            info = _table(head, tensor)
+    buf = head.buffer
     rows, dims = _matrix_shape(info)
     tokens = head.kv.get("tokenizer.ggml.tokens")
     if tokens is None:
@@ -752,7 +808,10 @@ def load_gguf(file: Any, *, tensor: str = "token_embd.weight", normalize: bool =
             raise ValueError("mmap=True maps the F32 table as stored: pass normalize=False (or mmap=False to normalise a copy)")
         matrix = np.frombuffer(buf, dtype="<f4", count=rows * dims, offset=info.offset).reshape(rows, dims)
     else:
-        matrix = decode_tensor(head, info)
+        if info.type_name == "F32" and head.byte_order == "<" and isinstance(buf, bytearray) and sys.byteorder == "little":
+            matrix = np.frombuffer(buf, dtype=np.float32, count=rows * dims).reshape(rows, dims)  # a stream's private bytes: no copy
+        else:
+            matrix = decode_tensor(head, info)
         if normalize:
             norms = checked_norms(matrix, tokens, "GGUF token", 0)
     metadata = Metadata({"gguf": _provenance(head, info)})

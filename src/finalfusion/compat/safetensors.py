@@ -32,15 +32,16 @@ import mmap
 import os
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from finalfusion._binary import check_dims
+from finalfusion._source import GZIP_MAGIC, fill, peek, regular_file, size_bound, sized_or_stream, skip
 from finalfusion.compat._common import embeddings_from
 from finalfusion.compat._model_vocab import model_vocab
 from finalfusion.compat._registry import register_format
@@ -256,7 +257,7 @@ class _Duplicate(Exception):
         self.key = key
 
 
-def _parse_header(raw: bytes, size: int, name: str) -> SafetensorsHeader:
+def _parse_header(raw: bytes | bytearray, size: int | None, name: str) -> SafetensorsHeader:
     data_start = 8 + len(raw)
     try:
         text = raw.decode("utf-8")
@@ -290,7 +291,7 @@ def _parse_header(raw: bytes, size: int, name: str) -> SafetensorsHeader:
             metadata = dict(entry)
             continue
         tensors[key] = _tensor_entry(key, entry, at)
-    _check_ranges(tensors, size - data_start, data_start, text)
+    _check_ranges(tensors, None if size is None else size - data_start, data_start, text)
     return SafetensorsHeader(data_start, tensors, metadata)
 
 
@@ -349,11 +350,11 @@ def _tensor_entry(key: str, entry: Any, at: int) -> TensorInfo:
     return TensorInfo(key, dtype, tuple(shape), begin, end)
 
 
-def _check_ranges(tensors: dict[str, TensorInfo], data_len: int, data_start: int, text: str) -> None:
-    """Byte ranges must tile the data section exactly, as the reference implementation requires."""
+def _check_ranges(tensors: dict[str, TensorInfo], data_len: int | None, data_start: int, text: str) -> None:
+    """Byte ranges must tile the data section exactly, as the reference implementation requires (``data_len`` ``None``: a stream, checked as it is read)."""
     pos = 0
     for info in sorted(tensors.values(), key=lambda t: (t.begin, t.end)):
-        if info.end > data_len:
+        if data_len is not None and info.end > data_len:
             raise Truncated(
                 "a tensor's data runs past the end of the file",
                 offset=data_start + info.begin,
@@ -371,7 +372,7 @@ def _check_ranges(tensors: dict[str, TensorInfo], data_len: int, data_start: int
                 found=[info.begin, info.end],
             )
         pos = info.end
-    if pos != data_len:
+    if data_len is not None and pos != data_len:
         raise FormatError(
             "bytes after the last tensor", offset=data_start + pos, chunk=_FORMAT, expected=f"{pos} data bytes", found=f"{data_len} bytes after the header"
         )
@@ -515,6 +516,84 @@ def _read_rows(src: Any, data_start: int, info: TensorInfo, rows: int, normalize
     return out
 
 
+def _data_end(header: SafetensorsHeader) -> int:
+    return max((t.end for t in header.tensors.values()), default=0)
+
+
+def _stream_header(f: IO[bytes], name: str) -> SafetensorsHeader:
+    """The header of a stream of unknown size: the u64 length, then exactly that many bytes (at most :data:`MAX_HEADER_BYTES`), as they arrive."""
+    buf = bytearray()
+    if not fill(f, buf, 8):
+        raise Truncated("the file ends inside the header length", offset=0, chunk=_FORMAT, expected="8 bytes (u64 header length)", found=f"{len(buf)} bytes")
+    (n,) = struct.unpack("<Q", buf)
+    if n > MAX_HEADER_BYTES:
+        raise FormatError("header length above the format's limit", offset=0, chunk=_FORMAT, expected=f"at most {MAX_HEADER_BYTES} bytes", found=n)
+    bound = size_bound(f)
+    if bound is not None and n > bound:
+        raise Truncated(
+            "the header length runs past the end of the file", offset=0, chunk=_FORMAT, expected=f"at most {bound} bytes of header", found=f"{n} bytes"
+        )
+    if not fill(f, buf, 8 + n):
+        raise Truncated("the file ends inside the header", offset=len(buf), chunk=_FORMAT, expected=f"{n} bytes of header", found=f"{len(buf) - 8} bytes")
+    del buf[:8]
+    header = _parse_header(buf, None, name)
+    end = _data_end(header)
+    if bound is not None and end > bound - n:
+        info = max(header.tensors.values(), key=lambda t: t.end)
+        raise Truncated(
+            "a tensor's data runs past the end of the file",
+            offset=header.data_start + info.begin,
+            chunk=f"{_FORMAT} tensor {info.name!r}",
+            expected=f"data_offsets within the at most {bound - n} data bytes",
+            found=[info.begin, info.end],
+        )
+    return header
+
+
+def _stream_rows(f: IO[bytes], header: SafetensorsHeader, info: TensorInfo, rows: int) -> npt.NDArray[np.float32]:
+    """Rows ``0..rows`` of the table from a stream positioned at the data section; the rest of the declared data is read and dropped.
+
+    The table's bytes are read as they arrive (a declared size larger than
+    the stream ends in :class:`Truncated` when it ends) and decoded at
+    once; the other tensors' bytes are dropped in small blocks. After the
+    last tensor one byte is looked at: data there is refused as in a file.
+    """
+    dims = info.shape[1]
+    end = _data_end(header)
+    if skip(f, info.begin) < info.begin:
+        raise Truncated("the file ends before the tensor data", offset=header.data_start, chunk=_FORMAT, expected=f"{info.begin} bytes", found="fewer")
+    raw = bytearray()
+    n_bytes = rows * dims * DTYPE_BITS[info.dtype] // 8
+    if not fill(f, raw, n_bytes):
+        at = header.data_start + info.begin + len(raw)
+        raise Truncated("the file ends inside the tensor data", offset=at, chunk=_FORMAT, expected=f"{n_bytes} bytes", found=f"{len(raw)} bytes")
+    rest = end - info.begin - n_bytes
+    if skip(f, rest) < rest:
+        raise Truncated("the file ends inside the tensor data", offset=None, chunk=_FORMAT, expected=f"{end} data bytes", found="fewer")
+    if f.read(1):
+        raise FormatError("bytes after the last tensor", offset=header.data_start + end, chunk=_FORMAT, expected=f"{end} data bytes", found="more")
+    if info.dtype == "F32" and _LITTLE:
+        return np.frombuffer(raw, dtype=np.float32).reshape(rows, dims)  # private and writable: no copy
+    out = np.empty((rows, dims), dtype=np.float32)
+    _decode_into(out.reshape(-1), raw, info.dtype)
+    return out
+
+
+def _is_stream(source: Any) -> bool:
+    """Whether ``source`` has no known size: gzip data, a FIFO or device, a file object that is not a plain file."""
+    if isinstance(source, (bytes, bytearray, memoryview)) and not (isinstance(source, bytes) and _is_path_bytes(source)):
+        return bytes(source[:2]) == GZIP_MAGIC
+    if hasattr(source, "read"):
+        return regular_file(source) is None or peek(source, 2)[0] == GZIP_MAGIC
+    if isinstance(source, (str, os.PathLike, bytes)):
+        p = os.fsdecode(source)
+        if not os.path.isfile(p):
+            return os.path.exists(p) and not os.path.isdir(p)
+        with open(p, "rb") as f:
+            return f.read(2) == GZIP_MAGIC
+    return False
+
+
 class _nullcontext:
     def __init__(self, f: IO[bytes]) -> None:
         self.f = f
@@ -617,7 +696,18 @@ def load_safetensors(path: Any, *, tensor: str | None = None, tokenizer: Any = N
     >>> emb["a"].tolist(), float(emb.norms[0]), emb.metadata["safetensors"]["padding_rows_dropped"]
     ([0.6000000238418579, 0.800000011920929], 5.0, 1)
     """
+    if _is_stream(path):
+        with sized_or_stream(path) as (name, _, stream):
+            f = cast(IO[bytes], stream)  # what _is_stream accepts has no known size: a stream
+            header = _stream_header(f, name)
+            directory = Path(os.fsdecode(path)).parent if isinstance(path, (str, os.PathLike, bytes)) else None
+            loc = _Located(f, name, directory, header, _choose(header.tensors, tensor, name))
+            return _load(loc, tokenizer, normalize, lambda n_tokens: _stream_rows(f, header, loc.tensor, n_tokens))
     loc = _locate(path, tensor)
+    return _load(loc, tokenizer, normalize, lambda n_tokens: _read_rows(loc.file, loc.header.data_start, loc.tensor, n_tokens, normalize))
+
+
+def _load(loc: _Located, tokenizer: Any, normalize: bool, read: Callable[[int], npt.NDArray[np.float32]]) -> Embeddings:
     info = loc.tensor
     where = f"{_FORMAT} tensor {info.name!r}"
     if info.dtype not in FLOAT_DTYPES:
@@ -627,7 +717,7 @@ def load_safetensors(path: Any, *, tensor: str | None = None, tokenizer: Any = N
     check_dims(info.shape[1], offset=None, chunk=where)
     n_rows = info.shape[0]
     vocab, n_tokens, described = model_vocab(tokenizer, loc.directory, n_rows, _FORMAT)
-    matrix = _read_rows(loc.file, loc.header.data_start, info, n_tokens, normalize)
+    matrix = read(n_tokens)
     _check_finite(matrix, where)
     meta: dict[str, Any] = {
         "file": os.path.basename(loc.name),

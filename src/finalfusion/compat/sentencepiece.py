@@ -18,11 +18,13 @@ needs ``sentencepiece``.
 from __future__ import annotations
 
 import os
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import limits
+from finalfusion._source import fill, sized_or_stream
 from finalfusion.compat._common import checked_norms
 from finalfusion.compat._spmodel import CONTROL, UNKNOWN, UNUSED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
@@ -37,16 +39,24 @@ FORMAT: Final = "SentencePiece model"
 
 
 def _model_bytes(model: Any) -> bytes:
-    if isinstance(model, (bytes, bytearray, memoryview)):
-        return bytes(model)
-    if isinstance(model, (str, os.PathLike)):
-        with open(model, "rb") as f:
-            return f.read()
-    if hasattr(model, "read"):
-        data = model.read()
-        if isinstance(data, bytes):
-            return data
-    raise TypeError(f"model must be a path, bytes or a binary file object, got {type(model).__name__}")
+    """The ``ModelProto``'s bytes: an input of known size whole; gzip (decompressed) or another stream up to ``limits.MAX_MODEL_HEADER_BYTES``."""
+    if not isinstance(model, (bytes, bytearray, memoryview, str, os.PathLike)) and not hasattr(model, "read"):
+        raise TypeError(f"model must be a path, bytes or a binary file object, got {type(model).__name__}")
+    with sized_or_stream(model, mmap=False) as (name, buf, f):
+        if f is None:
+            return bytes(cast(Any, buf))
+        # A protobuf message declares no length: a stream is read to its end, which a model reaches within the limit.
+        cap = limits.MAX_MODEL_HEADER_BYTES
+        data = bytearray()
+        if fill(f, data, cap + 1):
+            raise FormatError(
+                "the model is longer than the limit finalfusion.limits.MAX_MODEL_HEADER_BYTES",
+                offset=cap,
+                chunk=FORMAT,
+                expected=f"at most {cap} bytes",
+                found=f"more ({name})",
+            )
+        return bytes(data)
 
 
 def load_sentencepiece(model: Any, vectors: Any, *, normalize: bool = True) -> Embeddings:
