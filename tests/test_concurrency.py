@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import finalfusion.subword.indexers as indexers
+import finalfusion.limits
 from conftest import GOLDEN_FILES, TINY_FILES
 from finalfusion import Embeddings, NdArray, SimpleVocab, load_finalfusion
 from test_roundtrip import make_embeddings
@@ -222,8 +222,7 @@ SOURCES["tiny_bucket.fifu (mmap)"] = lambda: load_finalfusion(GOLDEN_FILES / "ti
 @pytest.fixture
 def small_caches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Caches small enough to be evicted and cleared while the threads run, and frequent thread switches."""
-    monkeypatch.setattr(indexers, "CACHE_SIZE", 64)
-    monkeypatch.setattr(indexers, "NGRAM_CACHE_SIZE", 256)
+    monkeypatch.setattr(finalfusion.limits, "MAX_CACHE_BYTES", 1 << 14)  # word and n-gram caches evict every few dozen words
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-5)
     try:

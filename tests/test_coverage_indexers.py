@@ -7,6 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
+import finalfusion.limits
 from finalfusion.subword import indexers
 from finalfusion.subword.indexers import ExplicitIndexer, FastTextIndexer, FinalfusionHashIndexer, FloretIndexer
 
@@ -76,13 +77,16 @@ def test_batches_equal_single_lookups(idx: indexers.SubwordIndexer, monkeypatch:
     assert flat.tolist() == [i for e in expected for i in e]
 
 
-def test_ngram_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(indexers, "NGRAM_CACHE_SIZE", 2)
+def test_ngram_cache_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(finalfusion.limits, "MAX_CACHE_BYTES", 300)  # two 3-grams (about 124 bytes each) fit, a third clears
     idx = FastTextIndexer(1000, 3, 3)
     fresh = FastTextIndexer(1000, 3, 3)
+    sizes = []
     for ngram in ["<ab", "ab>", "abc", "bcd", "<ab"]:
         assert idx(ngram) == fresh._hash_index(ngram)
-        assert len(idx._ngram_cache) <= 2
+        assert idx._ngram_bytes <= 300
+        sizes.append(len(idx._ngram_cache))
+    assert sizes == [1, 2, 0, 1, 2]
 
 
 def test_subword_indices_options() -> None:

@@ -45,7 +45,11 @@ from finalfusion.errors import (
     FinalfusionError,
     FormatError,
     LegacyFormatWarning,
+<<<<<<< HEAD
     NonFiniteError,
+=======
+    LimitExceeded,
+>>>>>>> ngrams
     Truncated,
     UnknownChunk,
     UnsupportedVersion,
@@ -84,6 +88,7 @@ __all__ = [
     "FloretVocab",
     "FormatError",
     "LegacyFormatWarning",
+    "LimitExceeded",
     "Metadata",
     "NdArray",
     "NonFiniteError",

@@ -22,7 +22,7 @@ from finalfusion._threads import run_tasks
 from finalfusion.storage.ndarray import Storage
 from finalfusion.vocab.base import SubwordVocab
 
-__all__ = ["ACC_WORDS", "GATHER_ROWS", "TASK_WORDS", "fill_unknown", "store_subword_sums"]
+__all__ = ["ACC_WORDS", "GATHER_ROWS", "LONG_ROWS", "ORDERED_CELLS", "SUM_BYTES", "TASK_WORDS", "fill_unknown", "store_subword_sums", "sum_rows"]
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -34,6 +34,64 @@ ACC_WORDS = 256
 #: Words per task in batch lookups of unknown words (a multiple of ``ACC_WORDS``).
 #: Batches below ``2 * TASK_WORDS`` distinct unknown words stay on the calling thread.
 TASK_WORDS = 2048
+#: Words with more subword rows than this are summed one by one with :func:`sum_rows` in batch lookups.
+LONG_ROWS = 1 << 12
+#: Bytes of gathered rows held at once when summing the rows of one long word.
+SUM_BYTES = 1 << 24
+#: Largest rows x dims summed strictly in order by :func:`sum_rows` (about half a second).
+ORDERED_CELLS = 1 << 26
+
+
+def sum_rows(storage: Storage, matrix: F32 | None, rows: I64, *, ordered: bool) -> F32:
+    """The sum of the storage rows ``rows`` (one long word's subword rows), in bounded memory and work.
+
+    Rows are gathered in blocks of at most :data:`SUM_BYTES`, each block
+    carrying the running sum into its first row, so there is no
+    ``(len(rows), dims)`` temporary. With ``ordered`` (fastText's loader) and
+    at most :data:`ORDERED_CELLS` rows x dims, the rows are added strictly one
+    after another (``np.add.accumulate``): bit-identical to the column-by-column
+    sums used for shorter words, so loaded files do not change. Otherwise each
+    block is one ``np.add.reduce`` (numpy's pairwise grouping, as single
+    lookups of short words sum) -- unless the rows repeat (at most half are
+    distinct, or an ordered sum is too large): then every distinct row is
+    gathered once and added with its count in float64, so the work is bounded
+    by the storage's size, not by rows x dims. Needs at least one row.
+
+    Examples
+    --------
+    >>> from finalfusion.storage import NdArray
+    >>> m = np.arange(12, dtype=np.float32).reshape(6, 2)
+    >>> sum_rows(NdArray(m), m, np.array([0, 5, 5]), ordered=True).tolist()
+    [20.0, 23.0]
+    >>> sum_rows(NdArray(m), m, np.array([5] * 1000 + [0]), ordered=False).tolist()  # 2 distinct rows: weighted
+    [10000.0, 11001.0]
+    """
+    dims = storage.shape[1]
+    step = max(1, SUM_BYTES // (4 * max(dims, 1)))  # read at call time (tests lower it)
+
+    def gather(index: I64) -> F32:
+        return matrix.take(index, axis=0) if matrix is not None else storage.rows(index)
+
+    if not (ordered and len(rows) * dims <= ORDERED_CELLS):
+        counts = np.bincount(rows)
+        distinct = np.flatnonzero(counts)
+        if ordered or 2 * len(distinct) <= len(rows):
+            total = np.zeros(dims, dtype=np.float64)
+            for lo in range(0, len(distinct), step):
+                block = distinct[lo : lo + step]
+                total += counts[block].astype(np.float64) @ gather(block).astype(np.float64)
+            return total.astype(np.float32)
+    acc: F32 | None = None
+    for lo in range(0, len(rows), step):
+        block_rows = gather(rows[lo : lo + step])
+        if acc is not None:
+            block_rows[0] += acc
+        if ordered:
+            np.add.accumulate(block_rows, axis=0, out=block_rows)
+            acc = block_rows[-1].copy()
+        else:
+            acc = np.add.reduce(block_rows, axis=0, dtype=np.float32)
+    return np.asarray(acc, dtype=np.float32)
 
 
 def fill_unknown(
@@ -88,6 +146,10 @@ def _subword_sum_tasks(
 
 def store_subword_sums(storage: Storage, matrix: F32 | None, rows: I64, target: F32, dest: I64) -> None:
     """Store at ``target[dest[i]]`` the normalised sum of the storage rows ``rows[i]`` (a words x K matrix)."""
+    if rows.shape[1] > LONG_ROWS:  # long words: a bounded gather per word, not a Python loop over K columns
+        for i in range(len(rows)):
+            _store_normalized(sum_rows(storage, matrix, rows[i], ordered=False)[None, :], target, dest[i : i + 1])
+        return
     if matrix is None:
         step = max(1, GATHER_ROWS // rows.shape[1])
         for lo in range(0, len(rows), step):

@@ -17,6 +17,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import _batch
 from finalfusion._atomic import Target
 from finalfusion._batch import fill_unknown
 from finalfusion._display import embeddings_html as _embeddings_html
@@ -238,8 +239,11 @@ class Embeddings(KeyedVectorsMixin):
         rows = self._vocab.subword_rows(word)  # type: ignore[attr-defined]
         if not len(rows):
             return None
-        gathered = self._matrix.take(rows, axis=0) if self._matrix is not None else self._storage.rows(rows)
-        v = np.add.reduce(gathered, axis=0, dtype=np.float32)
+        if len(rows) > _batch.LONG_ROWS:  # a long word: summed in bounded blocks
+            v = _batch.sum_rows(self._storage, self._matrix, rows, ordered=False)
+        else:
+            gathered = self._matrix.take(rows, axis=0) if self._matrix is not None else self._storage.rows(rows)
+            v = np.add.reduce(gathered, axis=0, dtype=np.float32)
         # float32 dot and sqrt as before, with Python scalars (cheaper than numpy ones).
         norm = float(np.float32(math.sqrt(v.dot(v))))
         if norm != 0.0:

@@ -7,6 +7,7 @@ absolute byte offset and the chunk in which it happened::
     FinalfusionError
     ├── FileChangedError
     ├── NonFiniteError (also a ValueError)
+    ├── LimitExceeded (also a ValueError)
     └── FormatError (also a ValueError)
         ├── BadMagic
         ├── UnsupportedVersion
@@ -26,6 +27,7 @@ __all__ = [
     "FinalfusionError",
     "FormatError",
     "LegacyFormatWarning",
+    "LimitExceeded",
     "NonFiniteError",
     "Truncated",
     "UnknownChunk",
@@ -230,6 +232,29 @@ class NonFiniteError(FinalfusionError, ValueError):
     ... except NonFiniteError as err:
     ...     print(err, isinstance(err, ValueError))
     the vector of the word 'a' has a NaN or infinite component: [nan, 1.0] True
+    """
+
+
+class LimitExceeded(FinalfusionError, ValueError):
+    """A query needs more work than a resource bound of :mod:`finalfusion.limits` allows.
+
+    Raised, for example, by the lookup of an unknown word with more n-grams
+    than :data:`finalfusion.limits.MAX_NGRAMS_PER_WORD`. The message names the
+    limit, the count and how to raise the limit. (A file past a limit is a
+    :class:`FormatError` instead.)
+
+    Examples
+    --------
+    >>> import finalfusion.limits
+    >>> from finalfusion.subword import FastTextIndexer
+    >>> finalfusion.limits.MAX_NGRAMS_PER_WORD = 10
+    >>> try:
+    ...     FastTextIndexer(100, 3, 6).subword_indices("a" * 20)
+    ... except LimitExceeded as err:
+    ...     print(str(err)[:66], isinstance(err, ValueError))
+    ... finally:
+    ...     finalfusion.limits.MAX_NGRAMS_PER_WORD = 1 << 22
+    the word has 74 n-grams (3..6 of 22 code points, markers included) True
     """
 
 

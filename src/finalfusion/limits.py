@@ -10,7 +10,9 @@ input (``/dev/zero``, a pipe, a gzip bomb). A value beyond a limit raises
 values are far above what any real file needs (docs/reliability.md,
 "Resource bounds").
 
-``MAX_DIMS`` and the metadata limits are read at call time: a program that
+``MAX_DIMS``, the metadata limits and the n-gram limits
+(``MAX_NGRAM_LEN``, ``MAX_NGRAMS_PER_WORD``, ``MAX_CACHE_BYTES``) are read at
+call time: a program that
 really has larger inputs raises them once, before it loads anything::
 
     import finalfusion.limits
@@ -32,12 +34,15 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "MAX_CACHE_BYTES",
     "MAX_DIMS",
     "MAX_HEADER_LINE_BYTES",
     "MAX_LINE_BYTES",
     "MAX_METADATA_BYTES",
     "MAX_METADATA_DEPTH",
     "MAX_METADATA_NUMBER_LEN",
+    "MAX_NGRAMS_PER_WORD",
+    "MAX_NGRAM_LEN",
     "MAX_WORD_BYTES",
 ]
 
@@ -71,3 +76,23 @@ MAX_HEADER_LINE_BYTES: Final = 1 << 12
 MAX_WORD_BYTES: Final = 1 << 20
 #: Longest line of the text formats (a word and its values), newline included.
 MAX_LINE_BYTES: Final = 1 << 26
+
+#: Longest n-gram length (``max_n``) accepted from a file (fastText ``maxn``,
+#: floret's header, the subword vocabulary chunks of finalfusion files) or a
+#: constructor. Real models use 3..6 (floret 4..5); the hashing work per
+#: n-gram position grows with ``max_n``, so a file storing ``maxn = 2**31 - 1``
+#: is a :class:`~finalfusion.FormatError` instead of gigabytes of n-grams.
+MAX_NGRAM_LEN: int = 64
+
+#: Most n-grams one word may have (computed in closed form from its length in
+#: code points before anything is allocated). A 1 MiB ASCII word with 3..6
+#: n-grams has 4,194,298 and fits. A lookup of a longer word raises
+#: :class:`finalfusion.errors.LimitExceeded`; a dictionary word past it in a
+#: fastText ``.bin`` is a :class:`~finalfusion.FormatError`.
+MAX_NGRAMS_PER_WORD: int = 1 << 22
+
+#: Memory (bytes of stored arrays and strings) each n-gram cache may hold: the
+#: per-indexer word and n-gram caches and the module-level hashing layouts.
+#: Caches evict least recently used entries past it and do not store a result
+#: larger than an eighth of it.
+MAX_CACHE_BYTES: int = 1 << 25

@@ -30,6 +30,7 @@ from typing import IO, Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import _batch, limits
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
@@ -50,6 +51,7 @@ from finalfusion.limits import MAX_WORD_BYTES
 from finalfusion.metadata import Metadata
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FastTextIndexer
+from finalfusion.subword.ngrams import ngram_count
 from finalfusion.vocab.simple import SimpleVocab
 from finalfusion.vocab.subword import FastTextVocab
 
@@ -243,7 +245,7 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     with reporter(progress) as report, open_input(file, report) as f:
         stream = _Stream(f)
         args = _read_args(stream)
-        words, nwords = _read_dictionary(stream, lossy)
+        words, nwords = _read_dictionary(stream, lossy, _ngram_range(args), limit)
         matrix = _read_input_matrix(stream, nwords, args)
     metadata = Metadata(dict(zip(_KEYS, [*args[:6], _LOSSES[args[6] - 1], _MODELS[args[7] - 1], *args[8:]], strict=True)))
     bucket, minn, maxn = args[8], args[9], args[10]
@@ -258,8 +260,16 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     index = simple_vocab(words, _ENTRY, first=0).word_index
     vocab = FastTextVocab(words, FastTextIndexer(bucket, max(minn, 1), maxn), _index=index)
     take = functools.partial(np.take, matrix, axis=0)
+    storage = NdArray(matrix)
     for pos, rows in _word_ngram_rows(vocab):
         scale = np.float32(1.0 / (rows.shape[1] + 1))
+        if rows.shape[1] > _batch.LONG_ROWS:  # long words: bounded gathers, the same additions in the same order as _row_sum
+            for p, word_rows in zip(pos.tolist(), rows, strict=True):
+                acc = _batch.sum_rows(storage, matrix, word_rows, ordered=True)
+                acc += matrix[p]
+                acc *= scale
+                matrix[p] = acc
+            continue
         for lo in range(0, len(pos), _BLOCK):
             p = pos[lo : lo + _BLOCK]
             acc = _row_sum(take, rows[lo : lo + _BLOCK])
@@ -303,10 +313,23 @@ def _read_args(stream: _Stream) -> tuple[Any, ...]:
             raise bad(i, "negative value", "a value >= 0")
     if args[10] > 0 and args[9] <= args[10] and args[8] == 0:
         raise bad(8, "a model with character n-grams needs buckets", "at least 1")
+    if args[10] > limits.MAX_NGRAM_LEN and args[9] <= args[10]:
+        raise bad(
+            10,
+            "n-grams longer than finalfusion.limits.MAX_NGRAM_LEN (real models use 3..6; raise the limit for longer n-grams)",
+            f"at most {limits.MAX_NGRAM_LEN}",
+        )
     return args
 
 
-def _read_dictionary(stream: _Stream, lossy: bool) -> tuple[list[str], int]:
+def _ngram_range(args: tuple[Any, ...]) -> tuple[int, int] | None:
+    """``(min_n, max_n)`` of a model with character n-grams, else ``None`` (``maxn = 0`` or ``minn > maxn``)."""
+    minn, maxn = args[9], args[10]
+    return None if maxn == 0 or minn > maxn else (max(minn, 1), maxn)
+
+
+def _read_dictionary(stream: _Stream, lossy: bool, ngram_range: tuple[int, int] | None, limit: int | None) -> tuple[list[str], int]:
+    """The dictionary's words and word count; with n-grams, every kept word's n-gram count is checked (before any is built)."""
     at = stream.pos
     size, nwords, nlabels, _ntokens, pruneidx_size = _DICT.unpack(stream.exact(_DICT.size, "dictionary header", "fastText dictionary"))
     if nlabels > 0:
@@ -397,7 +420,25 @@ def _read_dictionary(stream: _Stream, lossy: bool) -> tuple[list[str], int]:
         words = [view[s:e].decode("utf-8") for s, e in spans]
     except UnicodeDecodeError:
         words = [decode_word(view[s:e], lossy, f"fastText dictionary entry {i}", base + s) for i, (s, e) in enumerate(spans)]
+    kept = words[:limit]
+    if ngram_range is not None and kept:
+        _check_ngram_counts(kept, ngram_range, [base + s for s, _ in spans])
     return words, nwords
+
+
+def _check_ngram_counts(words: list[str], ngram_range: tuple[int, int], offsets: list[int]) -> None:
+    """Refuse a dictionary word with more n-grams than ``MAX_NGRAMS_PER_WORD`` (the count grows with the length)."""
+    i = max(range(len(words)), key=lambda k: len(words[k]))
+    min_n, max_n = ngram_range
+    count = ngram_count(len(words[i]) + 2, min_n, max_n)
+    if count > limits.MAX_NGRAMS_PER_WORD:
+        raise FormatError(
+            f"dictionary word of {len(words[i])} code points has more n-grams than finalfusion.limits.MAX_NGRAMS_PER_WORD (raise the limit to load it)",
+            offset=offsets[i],
+            chunk=f"fastText dictionary entry {i}",
+            expected=f"at most {limits.MAX_NGRAMS_PER_WORD} {min_n}..{max_n}-grams",
+            found=count,
+        )
 
 
 def _read_input_matrix(stream: _Stream, nwords: int, args: tuple[Any, ...]) -> npt.NDArray[np.float32]:

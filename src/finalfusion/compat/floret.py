@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from finalfusion import limits
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
@@ -129,6 +130,14 @@ def _parse_header(head: bytes, lossy: bool) -> tuple[FloretIndexer, int]:
     for ok, name, expected in checks:
         if not ok:
             raise FormatError(f"invalid {name}", offset=0, chunk=_WHERE, expected=expected, found=dict(zip(names, values, strict=False)))
+    if max_n > limits.MAX_NGRAM_LEN:
+        raise FormatError(
+            "n-grams longer than finalfusion.limits.MAX_NGRAM_LEN (real models use 4..5; raise the limit for longer n-grams)",
+            offset=head.find(fields[3], head.find(fields[2]) + len(fields[2])),
+            chunk=f"{_WHERE} (max_n)",
+            expected=f"max_n <= {limits.MAX_NGRAM_LEN}",
+            found=max_n,
+        )
     check_dims(dims, offset=0, chunk=f"{_WHERE} (dims)")
     bow = decode_word(fields[6], lossy, f"{_WHERE} (bow)", head.find(fields[6]))
     eow = decode_word(fields[7], lossy, f"{_WHERE} (eow)", head.rfind(fields[7]))

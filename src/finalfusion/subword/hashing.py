@@ -15,11 +15,12 @@ like the reference's.
 
 from __future__ import annotations
 
-import functools
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+
+from finalfusion.subword._cache import ByteCache
 
 __all__ = [
     "fnv1a32_fasttext",
@@ -154,9 +155,13 @@ def murmur3_x64_128(data: bytes, seed: int) -> tuple[int, int]:
 # -- hashing of equal-length words, one (G, L) code point matrix at a time ----------------
 
 
-@functools.lru_cache(maxsize=1024)
+#: Layouts by word length, bounded in bytes (``finalfusion.limits.MAX_CACHE_BYTES``), not entries.
+_COLUMNS: ByteCache[tuple[tuple[int, ...], npt.NDArray[np.intp]]] = ByteCache()
+_LAYOUTS: ByteCache[tuple[npt.NDArray[np.intp], npt.NDArray[np.uint64], npt.NDArray[np.uint64]]] = ByteCache()
+
+
 def ngram_columns(length: int, min_n: int, max_n: int) -> tuple[tuple[int, ...], npt.NDArray[np.intp]]:
-    """Layout of the n-grams of a string of ``length`` code points.
+    """Layout of the n-grams of a string of ``length`` code points (cached, bounded in bytes).
 
     Returns
     -------
@@ -166,14 +171,20 @@ def ngram_columns(length: int, min_n: int, max_n: int) -> tuple[tuple[int, ...],
         column per start position) to finalfusion order (start ascending,
         longest first).
     """
+    key = (length, min_n, max_n)
+    hit = _COLUMNS.get(key)
+    if hit is not None:
+        return hit
     lengths = tuple(n for n in range(min(max_n, length), min_n - 1, -1))
-    base: dict[int, int] = {}
+    base = np.zeros(max(max_n, length) + 1, dtype=np.intp)
     offset = 0
     for n in lengths:
         base[n] = offset
         offset += length - n + 1
-    order = [base[n] + p for p in range(length - min_n + 1) for n in range(min(max_n, length - p), min_n - 1, -1)]
-    return lengths, np.asarray(order, dtype=np.intp)
+    start, lens = ngram_spans(length, min_n, max_n)
+    order = base[lens] + start
+    _COLUMNS.put(key, (lengths, order), order.nbytes)
+    return lengths, order
 
 
 def _len_state(n: int) -> int:
@@ -296,24 +307,44 @@ def fnv1a32_fasttext_matrix(cps: npt.NDArray[np.uint32], min_n: int, max_n: int)
 # -- hashing of one word, all n-grams at once ---------------------------------------------
 
 
-@functools.lru_cache(maxsize=1024)
+def ngram_spans(length: int, min_n: int, max_n: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """Start and length of every n-gram of a string of ``length`` code points, in finalfusion order, without a Python loop.
+
+    Examples
+    --------
+    >>> [a.tolist() for a in ngram_spans(4, 2, 3)]  # "<ab>": <a, <ab, ab, ab>, b>
+    [[0, 0, 1, 1, 2], [3, 2, 3, 2, 2]]
+    """
+    positions = np.arange(max(length - min_n + 1, 0), dtype=np.intp)
+    top = np.minimum(max_n, length - positions)
+    per = top - min_n + 1
+    start = np.repeat(positions, per)
+    first = np.cumsum(per) - per
+    lens = np.repeat(top + first, per) - np.arange(len(start), dtype=np.intp)
+    return start, lens
+
+
 def _word_layout(length: int, min_n: int, max_n: int, wide: bool) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
-    """Gather indices, per-step multipliers and initial states for one word's n-grams.
+    """Gather indices, per-step multipliers and initial states for one word's n-grams (cached, bounded in bytes).
 
     Column ``k`` of the result describes step ``k`` of every n-gram (in
     finalfusion order): n-grams shorter than ``k + 1`` read a padding zero and
     multiply by 1, so every n-gram runs the same number of steps.
     """
-    pairs = [(p, n) for p in range(length - min_n + 1) for n in range(min(max_n, length - p), min_n - 1, -1)]
-    start = np.array([p for p, _ in pairs], dtype=np.intp)
-    lens = np.array([n for _, n in pairs], dtype=np.intp)
+    key = (length, min_n, max_n, wide)
+    hit = _LAYOUTS.get(key)
+    if hit is not None:
+        return hit
+    start, lens = ngram_spans(length, min_n, max_n)
     steps = np.arange(max_n)
     live = steps[None, :] < lens[:, None]
     gather = np.where(live, start[:, None] + steps[None, :], length)
     prime = _FNV32_PRIME if wide else _FNV64_PRIME4
     mult = np.where(live, np.uint64(prime), np.uint64(1)).astype(np.uint64)
-    init = np.array([_FNV32_OFFSET if wide else _LEN_STATE[n] for n in lens.tolist()], dtype=np.uint64)
-    return np.ascontiguousarray(gather.T), np.ascontiguousarray(mult.T), init
+    init = np.full(len(lens), _FNV32_OFFSET, dtype=np.uint64) if wide else np.array(_LEN_STATE, dtype=np.uint64)[lens]
+    layout = (np.ascontiguousarray(gather.T), np.ascontiguousarray(mult.T), init)
+    _LAYOUTS.put(key, layout, sum(a.nbytes for a in layout))
+    return layout
 
 
 def word_hashes(bracketed: str, min_n: int, max_n: int, fasttext: bool) -> npt.NDArray[np.uint64] | None:
@@ -351,3 +382,95 @@ def word_hashes(bracketed: str, min_n: int, max_n: int, fasttext: bool) -> npt.N
             state ^= chars[k]
             state *= mult[k]
     return state
+
+
+# -- MurmurHash3 of many byte strings at once (floret's long words) ----------------------
+
+
+def _rotl64_array(x: npt.NDArray[np.uint64], r: int) -> npt.NDArray[np.uint64]:
+    out: npt.NDArray[np.uint64] = (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+    return out
+
+
+def _fmix64_array(k: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    k = k ^ (k >> np.uint64(33))
+    k = k * np.uint64(0xFF51AFD7ED558CCD)
+    k ^= k >> np.uint64(33)
+    k *= np.uint64(0xC4CEB9FE1A85EC53)
+    k ^= k >> np.uint64(33)
+    return k
+
+
+def murmur3_x64_128_matrix(data: npt.NDArray[np.uint8], length: int, seed: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+    """:func:`murmur3_x64_128` of ``G`` byte strings of equal ``length`` at once.
+
+    ``data`` is a ``(G, 16 * (length // 16 + 1))`` ``uint8`` matrix: each
+    row holds a string followed by zeros (zero tail bytes leave the hash
+    unchanged, so every row runs the same steps).
+
+    Examples
+    --------
+    >>> rows = np.zeros((2, 16), dtype=np.uint8)
+    >>> rows[0, :3] = list(b"<ab")
+    >>> rows[1, :3] = list(b"ab>")
+    >>> h1, h2 = murmur3_x64_128_matrix(rows, 3, 7)
+    >>> [(int(a), int(b)) for a, b in zip(h1, h2)] == [murmur3_x64_128(b"<ab", 7), murmur3_x64_128(b"ab>", 7)]
+    True
+    """
+    words = np.ascontiguousarray(data).view("<u8").astype(np.uint64, copy=False)
+    g = words.shape[0]
+    c1, c2 = np.uint64(_C1), np.uint64(_C2)
+    h1 = np.full(g, seed & _M32, dtype=np.uint64)
+    h2 = h1.copy()
+    nblocks = length // 16
+    for i in range(nblocks):
+        k1 = _rotl64_array(words[:, 2 * i] * c1, 31) * c2
+        h1 ^= k1
+        h1 = (_rotl64_array(h1, 27) + h2) * np.uint64(5) + np.uint64(0x52DCE729)
+        k2 = _rotl64_array(words[:, 2 * i + 1] * c2, 33) * c1
+        h2 ^= k2
+        h2 = (_rotl64_array(h2, 31) + h1) * np.uint64(5) + np.uint64(0x38495AB5)
+    # The zero-padded tail: a zero k1/k2 mixes in as zero, as the reference's skipped steps.
+    h2 ^= _rotl64_array(words[:, 2 * nblocks + 1] * c2, 33) * c1
+    h1 ^= _rotl64_array(words[:, 2 * nblocks] * c1, 31) * c2
+    h1 ^= np.uint64(length)
+    h2 ^= np.uint64(length)
+    h1 += h2
+    h2 += h1
+    h1 = _fmix64_array(h1)
+    h2 = _fmix64_array(h2)
+    h1 += h2
+    h2 += h1
+    return h1, h2
+
+
+def murmur3_ngram_words(part: str, starts: npt.NDArray[np.intp], lens: npt.NDArray[np.intp], seed: int) -> npt.NDArray[np.uint64]:
+    """The four 32-bit words of :func:`murmur3_x64_128` of the UTF-8 of ``part[s : s + n]`` for every n-gram, as a ``(N, 4)`` array.
+
+    Examples
+    --------
+    >>> words = murmur3_ngram_words("<aé>", np.array([0, 1]), np.array([3, 3]), 0)
+    >>> h1, h2 = murmur3_x64_128("<aé".encode(), 0)
+    >>> words[0].tolist() == [h1 & 0xFFFFFFFF, h1 >> 32, h2 & 0xFFFFFFFF, h2 >> 32]
+    True
+    """
+    raw = part.encode("utf-8", "surrogatepass")
+    cps = np.frombuffer(part.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    widths = 1 + (cps >= 0x80).astype(np.intp) + (cps >= 0x800) + (cps >= 0x10000)
+    offsets = np.zeros(len(cps) + 1, dtype=np.intp)
+    np.cumsum(widths, out=offsets[1:])
+    first = offsets[starts]
+    nbytes = offsets[starts + lens] - first
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    out = np.empty((len(starts), 4), dtype=np.uint64)
+    low = np.uint64(_M32)
+    for length in np.unique(nbytes).tolist():
+        sel = np.flatnonzero(nbytes == length)
+        rows = np.zeros((len(sel), 16 * (length // 16 + 1)), dtype=np.uint8)
+        rows[:, :length] = buf[first[sel, None] + np.arange(length)]
+        h1, h2 = murmur3_x64_128_matrix(rows, length, seed)
+        out[sel, 0] = h1 & low
+        out[sel, 1] = h1 >> np.uint64(32)
+        out[sel, 2] = h2 & low
+        out[sel, 3] = h2 >> np.uint64(32)
+    return out

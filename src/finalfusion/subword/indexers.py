@@ -12,28 +12,39 @@ indexer                        hash / lookup                                 upp
 Every indexer offers :meth:`subword_indices` for one word (the
 finalfusion-python 0.7 API) and ``batch_indices`` for many words at once,
 vectorised with numpy where the hash allows it. Results for single words
-are cached per word (thread-safe ``functools.lru_cache``).
+are cached per word in a cache bounded by bytes
+(:data:`finalfusion.limits.MAX_CACHE_BYTES`).
+
+Work per word is bounded too: a word with more than
+:data:`finalfusion.limits.MAX_NGRAMS_PER_WORD` n-grams (counted in closed
+form from its length before anything is built) raises
+:class:`~finalfusion.errors.LimitExceeded`, and a word with more than
+:data:`BLOCK_NGRAMS` n-grams is hashed in blocks of consecutive start
+positions, never holding more than one block's n-grams or hashing state.
 """
 
 from __future__ import annotations
 
-import functools
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import limits
+from finalfusion.subword._cache import ByteCache
 from finalfusion.subword.hashing import (
     fnv1a32_fasttext,
     fnv1a32_fasttext_matrix,
     fnv1a64_finalfusion,
     fnv1a64_finalfusion_matrix,
+    murmur3_ngram_words,
     murmur3_x64_128,
-    ngram_columns,
+    ngram_spans,
     word_hashes,
 )
-from finalfusion.subword.ngrams import BOW, EOW, check_ngram_range, ngrams
+from finalfusion.subword.ngrams import BOW, EOW, check_ngram_count, check_ngram_range, ngram_blocks, ngram_count, ngrams
 
 __all__ = [
     "ExplicitIndexer",
@@ -43,8 +54,12 @@ __all__ = [
     "SubwordIndexer",
 ]
 
-#: Words whose subword indices are remembered per indexer.
-CACHE_SIZE: Final = 1 << 16
+#: Words whose n-gram count exceeds this are hashed in blocks (and batches yield them one by one).
+BLOCK_NGRAMS: Final = 1 << 16
+#: Words with at most this many n-grams (bounded by length x number of lengths) are never counted or blocked.
+SHORT_NGRAMS: Final = 256
+#: Hashing work of one block of a long word: n-grams times ``max_n``.
+BLOCK_CELLS: Final = 1 << 17
 
 IntArray = npt.NDArray[np.int64]
 
@@ -70,17 +85,17 @@ class SubwordIndexer:
         check_ngram_range(min_n, max_n)
         self._min_n = min_n
         self._max_n = max_n
-        self._cached = functools.lru_cache(maxsize=CACHE_SIZE)(self._word_indices)
+        self._words: ByteCache[IntArray] = ByteCache()
 
     # -- pickling: the cache is rebuilt, not pickled ---------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_cached"]
+        del state["_words"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._cached = functools.lru_cache(maxsize=CACHE_SIZE)(self._word_indices)
+        self._words = ByteCache()
 
     @property
     def min_n(self) -> int:
@@ -126,11 +141,33 @@ class SubwordIndexer:
     def _ngram_indices(self, items: list[str]) -> list[int | None]:
         raise NotImplementedError
 
+    def _check_count(self, bracketed: str) -> int:
+        """Number of n-grams of the bracketed word, checked against ``MAX_NGRAMS_PER_WORD`` (LimitExceeded)."""
+        return check_ngram_count(len(bracketed), self._min_n, self._max_n)
+
     def _word_indices(self, word: str) -> IntArray:
-        idx = [i for i in self._ngram_indices(self._items(word, True)) if i is not None]
-        out = np.array(idx, dtype=np.int64)
+        out = self._indices(word)
         out.flags.writeable = False
         return out
+
+    def _indices(self, word: str) -> IntArray:
+        """A fresh (writable) array of the indices of the bracketed ``word``'s n-grams."""
+        s = self._bracket(word)
+        if self._check_count(s) <= BLOCK_NGRAMS:
+            return np.array([i for i in self._ngram_indices(self._items(word, True)) if i is not None], dtype=np.int64)
+        return np.concatenate([self._long_indices(s), *(self._block_indices(part, keep) for part, keep in self._blocks(s))])
+
+    def _blocks(self, bracketed: str) -> Iterator[tuple[str, int]]:
+        return ngram_blocks(bracketed, self._min_n, self._max_n, BLOCK_CELLS)
+
+    def _long_indices(self, bracketed: str) -> IntArray:
+        """Indices of the items a long word has besides its n-grams (floret: the word itself)."""
+        return np.empty(0, dtype=np.int64)
+
+    def _block_indices(self, part: str, keep: int) -> IntArray:
+        """Indices of the first ``keep`` n-grams of ``part`` (one block of a long word)."""
+        idx = self._ngram_indices(ngrams(part, self._min_n, self._max_n, bracket=False)[:keep])
+        return np.array([i for i in idx if i is not None], dtype=np.int64)
 
     def word_indices(self, word: str) -> IntArray:
         """Indices of the bracketed ``word``'s n-grams as a read-only array (cached).
@@ -141,7 +178,11 @@ class SubwordIndexer:
         >>> indices.tolist(), indices.flags.writeable
         ([208, 57, 523], False)
         """
-        return self._cached(word)
+        out = self._words.get(word)
+        if out is None:
+            out = self._word_indices(word)
+            self._words.put(word, out, out.nbytes + sys.getsizeof(word))
+        return out
 
     def subword_indices(self, word: str, offset: int = 0, bracket: bool = True, with_ngrams: bool = False) -> list[Any]:
         """Subword indices of ``word``'s n-grams, in n-gram order.
@@ -163,6 +204,11 @@ class SubwordIndexer:
             Indices, or pairs; n-grams without an index (explicit
             vocabularies) are left out.
 
+        Raises
+        ------
+        finalfusion.errors.LimitExceeded
+            If the word has more than :data:`finalfusion.limits.MAX_NGRAMS_PER_WORD` n-grams.
+
         Examples
         --------
         >>> FinalfusionHashIndexer(21, 3, 6).subword_indices("ab")
@@ -172,6 +218,7 @@ class SubwordIndexer:
         """
         if not with_ngrams and bracket:
             return [int(i) + offset for i in self.word_indices(word).tolist()]
+        self._check_count(self._bracket(word) if bracket else word)
         items = self._items(word, bracket)
         idx = self._ngram_indices(items)
         per = self._per_item
@@ -229,7 +276,14 @@ class SubwordIndexer:
         [0, 2] [[57, 523], [925, 367]]
         [1] [[651, 733, 171]]
         """
-        arrays = [self.word_indices(w) for w in words]
+        self._check_longest(words)
+        arrays: list[IntArray] = []
+        for i, w in enumerate(words):
+            a = self.word_indices(w)
+            if len(a) > BLOCK_NGRAMS:  # long words one by one: a batch of them streams
+                yield np.array([i], dtype=np.int64), a[None, :].copy()  # callers may add offsets in place
+                a = a[:0]
+            arrays.append(a)
         counts = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
         for k in np.unique(counts).tolist():
             if k == 0:
@@ -237,9 +291,15 @@ class SubwordIndexer:
             pos = np.flatnonzero(counts == k)
             yield pos, np.stack([arrays[i] for i in pos.tolist()])
 
+    def _check_longest(self, words: Sequence[str]) -> None:
+        """Refuse a batch with a word past ``MAX_NGRAMS_PER_WORD`` before any work (the count grows with the length)."""
+        if words:
+            longest = max(words, key=len)
+            self._check_count(self._bracket(longest))
 
-#: Size of the per-indexer n-gram -> index cache of the hashed indexers.
-NGRAM_CACHE_SIZE: Final = 1 << 20
+
+#: Bytes accounted per entry of the n-gram -> index cache besides the key (dict slot, int).
+NGRAM_ENTRY_BYTES: Final = 72
 #: Entries of an index matrix computed at once in batch lookups: small enough for
 #: the hash state to stay in L2 and for callers to start on the first groups
 #: early (see ``Embeddings.embedding_batch``), large enough for long ufunc loops.
@@ -257,10 +317,12 @@ class _HashIndexer(SubwordIndexer):
     def __init__(self, min_n: int, max_n: int) -> None:
         super().__init__(min_n, max_n)
         self._ngram_cache: dict[str, int] = {}
+        self._ngram_bytes = 0
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state["_ngram_cache"] = {}
+        state["_ngram_bytes"] = 0
         return state
 
     def _hash_index(self, ngram: str) -> int:
@@ -276,29 +338,44 @@ class _HashIndexer(SubwordIndexer):
         cache = self._ngram_cache
         get = cache.get
         out = []
+        added = 0
         for s in items:
             i = get(s)
             if i is None:
                 i = self._hash_index(s)
-                if len(cache) >= NGRAM_CACHE_SIZE:
-                    cache.clear()
                 cache[s] = i
+                added += sys.getsizeof(s) + NGRAM_ENTRY_BYTES
             out.append(i)
+        if added:
+            self._ngram_bytes += added
+            if self._ngram_bytes > limits.MAX_CACHE_BYTES:
+                cache.clear()  # n-grams recur across words: starting over is cheap
+                self._ngram_bytes = 0
         return out
 
     def _hash_word(self, bracketed: str) -> IntArray | None:
         return None
 
-    def _word_indices(self, word: str) -> IntArray:
-        fast = self._hash_word(f"<{word}>")
-        out = fast if fast is not None else np.array(self._cached_indices(self._items(word, True)), dtype=np.int64)
-        out.flags.writeable = False
-        return out
+    def _indices(self, word: str) -> IntArray:
+        s = f"<{word}>"
+        # Short words (the common case) skip the closed-form count: at most len(s) n-grams per length.
+        bound = len(s) * (self._max_n - self._min_n + 1)
+        if (bound > SHORT_NGRAMS or bound > limits.MAX_NGRAMS_PER_WORD) and self._check_count(s) > BLOCK_NGRAMS:
+            return np.concatenate([self._block_indices(part, keep) for part, keep in self._blocks(s)])
+        fast = self._hash_word(s)
+        return fast if fast is not None else np.array(self._cached_indices(self._items(word, True)), dtype=np.int64)
+
+    def _block_indices(self, part: str, keep: int) -> IntArray:
+        fast = self._hash_word(part)
+        if fast is None:  # beyond Latin-1 / ASCII: the matrix hash handles every code point
+            fast = self._matrix_indices(np.frombuffer(part.encode("utf-32-le", "surrogatepass"), dtype="<u4").reshape(1, len(part)))[0]
+        return fast[:keep]
 
     def batch_groups(self, words: Sequence[str]) -> Iterator[tuple[IntArray, IntArray]]:
         if len(words) < 16:
             yield from super().batch_groups(words)
             return
+        self._check_longest(words)
         lens = np.fromiter(map(len, words), dtype=np.int64, count=len(words)) + 2
         order = np.argsort(lens, kind="stable")
         sorted_lens = lens[order]
@@ -307,7 +384,11 @@ class _HashIndexer(SubwordIndexer):
             length = int(lens[pos[0]])
             if length < self._min_n:
                 continue
-            n_grams = len(ngram_columns(length, self._min_n, self._max_n)[1])
+            n_grams = ngram_count(length, self._min_n, self._max_n)
+            if n_grams > BLOCK_NGRAMS:  # long words one by one, each hashed in blocks: a batch of them streams
+                for p in pos.tolist():
+                    yield np.array([p], dtype=np.int64), self._indices(words[p])[None, :]
+                continue
             step = max(1, GROUP_ENTRIES // max(n_grams, 1))
             for lo in range(0, len(pos), step):
                 block = pos[lo : lo + step]
@@ -683,6 +764,19 @@ class FloretIndexer(SubwordIndexer):
     def _items(self, word: str, bracket: bool) -> list[str]:
         s = self._bracket(word) if bracket else word
         return [s, *ngrams(s, self._min_n, self._max_n, bracket=False)]
+
+    def _check_count(self, bracketed: str) -> int:
+        return check_ngram_count(len(bracketed), self._min_n, self._max_n, extra=1)
+
+    def _long_indices(self, bracketed: str) -> IntArray:
+        return np.array(self._ngram_indices([bracketed]), dtype=np.int64)
+
+    def _block_indices(self, part: str, keep: int) -> IntArray:
+        # One block of a long word: MurmurHash3 of all its n-grams in numpy (the scalar hash costs ~10 us per item).
+        start, lens = ngram_spans(len(part), self._min_n, self._max_n)
+        words = murmur3_ngram_words(part, start[:keep], lens[:keep], self._seed)[:, : self._n_hashes]
+        out: IntArray = (words % np.uint64(self._n_buckets)).astype(np.int64).reshape(-1)
+        return out
 
     def _ngram_indices(self, items: list[str]) -> list[int | None]:
         n, k, seed = self._n_buckets, self._n_hashes, self._seed

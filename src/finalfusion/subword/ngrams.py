@@ -8,13 +8,17 @@ the same n-grams, in the same order, for many words at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["NgramTable", "check_ngram_range", "ngram_table", "ngrams"]
+from finalfusion import limits
+from finalfusion.errors import LimitExceeded
+
+__all__ = ["NgramTable", "check_ngram_count", "check_ngram_range", "ngram_blocks", "ngram_count", "ngram_table", "ngrams"]
 
 BOW: Final = "<"
 EOW: Final = ">"
@@ -26,7 +30,7 @@ def check_ngram_range(min_n: int, max_n: int) -> None:
     Raises
     ------
     ValueError
-        Unless ``1 <= min_n <= max_n``.
+        Unless ``1 <= min_n <= max_n <= finalfusion.limits.MAX_NGRAM_LEN``.
 
     Examples
     --------
@@ -35,9 +39,64 @@ def check_ngram_range(min_n: int, max_n: int) -> None:
     Traceback (most recent call last):
     ...
     ValueError: n-gram lengths need 1 <= min_n <= max_n, got min_n=4, max_n=3
+    >>> check_ngram_range(3, 2**31 - 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_n=2147483647 is more than finalfusion.limits.MAX_NGRAM_LEN = 64 (real models use 3..6; raise the limit for longer n-grams)
     """
     if not 1 <= min_n <= max_n:
         raise ValueError(f"n-gram lengths need 1 <= min_n <= max_n, got min_n={min_n}, max_n={max_n}")
+    if max_n > limits.MAX_NGRAM_LEN:
+        raise ValueError(
+            f"max_n={max_n} is more than finalfusion.limits.MAX_NGRAM_LEN = {limits.MAX_NGRAM_LEN} (real models use 3..6; raise the limit for longer n-grams)"
+        )
+
+
+def ngram_count(length: int, min_n: int, max_n: int) -> int:
+    """Number of n-grams of a string of ``length`` code points, in closed form.
+
+    Examples
+    --------
+    >>> ngram_count(6, 3, 6), len(ngrams("Test", 3, 6))  # "<Test>": 6 code points
+    (10, 10)
+    >>> ngram_count(2**20 + 2, 3, 6)  # a 1 MiB word: no n-gram is built to count them
+    4194298
+    """
+    hi = min(max_n, length)
+    if hi < min_n:
+        return 0
+    k = hi - min_n + 1
+    return k * (length + 1) - (min_n + hi) * k // 2
+
+
+def check_ngram_count(length: int, min_n: int, max_n: int, extra: int = 0) -> int:
+    """The n-gram count of a string of ``length`` code points, checked against ``MAX_NGRAMS_PER_WORD``.
+
+    ``length`` includes the begin and end markers; ``extra`` items (floret
+    also hashes the whole word) are added to the count.
+
+    Raises
+    ------
+    finalfusion.errors.LimitExceeded
+        If the count exceeds :data:`finalfusion.limits.MAX_NGRAMS_PER_WORD`.
+
+    Examples
+    --------
+    >>> check_ngram_count(6, 3, 6)
+    10
+    >>> try:
+    ...     check_ngram_count(2**21, 3, 6)  # a 2 MiB word
+    ... except LimitExceeded as err:
+    ...     print(err)  # doctest: +ELLIPSIS
+    the word has 8388594 n-grams (3..6 of 2097152 code points, markers included), more than ...MAX_NGRAMS_PER_WORD = 4194304; raise the limit ...
+    """
+    count = ngram_count(length, min_n, max_n) + extra
+    if count > limits.MAX_NGRAMS_PER_WORD:
+        raise LimitExceeded(
+            f"the word has {count} n-grams ({min_n}..{max_n} of {length} code points, markers included), "
+            f"more than finalfusion.limits.MAX_NGRAMS_PER_WORD = {limits.MAX_NGRAMS_PER_WORD}; raise the limit to look up longer words"
+        )
+    return count
 
 
 def ngrams(word: str, min_n: int = 3, max_n: int = 6, bracket: bool = True) -> list[str]:
@@ -61,7 +120,9 @@ def ngrams(word: str, min_n: int = 3, max_n: int = 6, bracket: bool = True) -> l
     Raises
     ------
     ValueError
-        Unless ``1 <= min_n <= max_n``.
+        Unless ``1 <= min_n <= max_n <= finalfusion.limits.MAX_NGRAM_LEN``.
+    finalfusion.errors.LimitExceeded
+        If the word has more than :data:`finalfusion.limits.MAX_NGRAMS_PER_WORD` n-grams.
 
     Examples
     --------
@@ -73,7 +134,33 @@ def ngrams(word: str, min_n: int = 3, max_n: int = 6, bracket: bool = True) -> l
     check_ngram_range(min_n, max_n)
     s = f"{BOW}{word}{EOW}" if bracket else word
     length = len(s)
+    check_ngram_count(length, min_n, max_n)
     return [s[p : p + n] for p in range(length - min_n + 1) for n in range(min(max_n, length - p), min_n - 1, -1)]
+
+
+def ngram_blocks(s: str, min_n: int, max_n: int, cells: int) -> Iterator[tuple[str, int]]:
+    """Split the n-grams of ``s`` into blocks of consecutive start positions, in finalfusion order.
+
+    Yields ``(part, keep)``: the first ``keep`` n-grams of ``part`` (a
+    substring of ``s``) are the next n-grams of ``s``. A block has about
+    ``cells / max_n`` n-grams (``cells`` bounds n-grams times ``max_n``, the
+    hashing work and memory of one block), so a long word is hashed in
+    bounded memory.
+
+    Examples
+    --------
+    >>> blocks = list(ngram_blocks("<abcdef>", 2, 3, 12))
+    >>> blocks
+    [('<abc', 4), ('bcde', 4), ('def>', 4), ('f>', 1)]
+    >>> [g for part, keep in blocks for g in ngrams(part, 2, 3, bracket=False)[:keep]] == ngrams("abcdef", 2, 3)
+    True
+    """
+    length = len(s)
+    step = max(1, cells // (max_n * (max_n - min_n + 1)))
+    for p0 in range(0, max(length - min_n + 1, 0), step):
+        part = s[p0 : p0 + step + max_n - 1]
+        keep = ngram_count(len(part), min_n, max_n) - ngram_count(max(len(part) - step, 0), min_n, max_n)
+        yield part, keep
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion import _display
+from finalfusion import _display, limits
 from finalfusion._binary import ByteReader, ByteWriter
 from finalfusion.container import FileChunk
 from finalfusion.errors import FormatError
@@ -419,8 +419,16 @@ class SubwordVocab(Vocab, Generic[_I]):
 
 
 def check_range_field(reader: ByteReader, min_n: int, max_n: int, offset: int) -> None:
-    """Validate an n-gram range read from a file."""
+    """Validate an n-gram range read from a file (``max_n`` at most ``finalfusion.limits.MAX_NGRAM_LEN``)."""
     if not 1 <= min_n <= max_n:
         raise FormatError(
             "invalid n-gram length range", offset=offset, chunk=reader.chunk, expected="1 <= min_n <= max_n", found=f"min_n={min_n}, max_n={max_n}"
+        )
+    if max_n > limits.MAX_NGRAM_LEN:
+        raise FormatError(
+            "n-grams longer than finalfusion.limits.MAX_NGRAM_LEN (real models use 3..6; raise the limit for longer n-grams)",
+            offset=offset + 4,
+            chunk=reader.chunk,
+            expected=f"max_n <= {limits.MAX_NGRAM_LEN}",
+            found=max_n,
         )
