@@ -45,11 +45,8 @@ from finalfusion.errors import (
     FinalfusionError,
     FormatError,
     LegacyFormatWarning,
-<<<<<<< HEAD
-    NonFiniteError,
-=======
     LimitExceeded,
->>>>>>> ngrams
+    NonFiniteError,
     Truncated,
     UnknownChunk,
     UnsupportedVersion,
