@@ -11,8 +11,8 @@ values are far above what any real file needs (docs/reliability.md,
 "Resource bounds").
 
 ``MAX_DIMS``, the metadata limits and the n-gram limits
-(``MAX_NGRAM_LEN``, ``MAX_NGRAMS_PER_WORD``, ``MAX_CACHE_BYTES``) are read at
-call time: a program that
+(``MAX_NGRAM_LEN``, ``MAX_NGRAMS_PER_WORD``, ``MAX_CACHE_BYTES``) and
+``MAX_TOKENIZE_BYTES`` are read at call time: a program that
 really has larger inputs raises them once, before it loads anything::
 
     import finalfusion.limits
@@ -43,6 +43,7 @@ __all__ = [
     "MAX_METADATA_NUMBER_LEN",
     "MAX_NGRAMS_PER_WORD",
     "MAX_NGRAM_LEN",
+    "MAX_TOKENIZE_BYTES",
     "MAX_WORD_BYTES",
 ]
 
@@ -96,3 +97,14 @@ MAX_NGRAMS_PER_WORD: int = 1 << 22
 #: Caches evict least recently used entries past it and do not store a result
 #: larger than an eighth of it.
 MAX_CACHE_BYTES: int = 1 << 25
+
+#: Longest unknown word, in bytes of UTF-8, that a model's tokenizer is given
+#: (:class:`finalfusion.vocab.TokenizerVocab`: GGUF, SentencePiece,
+#: safetensors and LightSeq models). The tokenizers' work is about linear in
+#: the word's length but costly: one word takes up to ~1.7 s and ~260 MB per
+#: MiB in ``tokenizers`` (byte-level BPE, Unigram, WordPiece) and ~0.3 s and
+#: ~60 MB per MiB in ``sentencepiece``. 256 KiB keeps one word within ~0.5 s
+#: and ~65 MB and is far beyond any real word (a few dozen bytes; long URLs a
+#: few KB). A lookup of a longer word raises
+#: :class:`finalfusion.errors.LimitExceeded`.
+MAX_TOKENIZE_BYTES: int = 1 << 18
