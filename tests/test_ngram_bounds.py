@@ -224,6 +224,22 @@ def test_fasttext_long_dictionary_words_load_in_bounded_memory(words: list[str])
         np.testing.assert_allclose(vector, want, rtol=1e-5, atol=1e-6)
 
 
+def test_fasttext_many_lengths_with_long_ngrams_load_in_bounded_memory() -> None:
+    """minn = 1, maxn = 64 and words of 300 distinct lengths: every length group has its own layout and its own n-gram sums."""
+    words = ["w" + "abcdefghé€"[i % 10] * i for i in range(1, 300)]
+    data = bytearray(long_word_model(words))
+    data[44:52] = struct.pack("<ii", 1, 64)
+    got = bounded(lambda: [load_fasttext(bytes(data), normalize=False).embedding(w) for w in words[::37]], extra_mb=250)
+    with pytest.MonkeyPatch.context() as mp:  # the unblocked paths
+        mp.setattr(indexers, "BLOCK_NGRAMS", 1 << 40)
+        mp.setattr(indexers, "BLOCK_CELLS", 1 << 40)
+        mp.setattr(finalfusion._batch, "LONG_ROWS", 1 << 40)
+        emb = load_fasttext(bytes(data), normalize=False)
+        expected = [emb.embedding(w) for w in words[::37]]
+    for vector, want in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(vector, want)  # ordered float32 sums: the same bits
+
+
 def test_fasttext_long_word_matches_the_fasttext_bindings(tmp_path: Path) -> None:
     fasttext = pytest.importorskip("fasttext")
     words = ["haus", "x" * 20_000 + "é", "ab" * 30_000]

@@ -494,7 +494,7 @@ def _word_ngram_rows(vocab: FastTextVocab) -> Iterator[tuple[npt.NDArray[np.int6
         if vocab.min_n == 1 and len(pos):
             length = len(words[int(pos[0])]) + 2
             drop = {min(max_n, length) - 1, rows.shape[1] - 1}
-            rows = rows[:, [j for j in range(rows.shape[1]) if j not in drop]]
+            rows = np.delete(rows, sorted(drop), axis=1)
         if len(pos) and rows.shape[1]:
             yield pos, rows
 

@@ -278,28 +278,32 @@ def fnv1a32_fasttext_matrix(cps: npt.NDArray[np.uint32], min_n: int, max_n: int)
     if not ascii_only:
         planes, nbytes = _utf8_planes(c32)
     states = np.empty((len(order), g), dtype=np.uint32)
+    base: dict[int, int] = {}
     offset = 0
     for n in lengths:
+        base[n] = offset
+        offset += length - n + 1
+    # fastText's hash has no length prefix, so the n-grams starting at one
+    # position are prefixes of each other: one chain of max_n steps yields
+    # every length (work ~ positions x max_n, not positions x max_n**2 / 2).
+    chain = np.full((length, g), _FNV32_OFFSET, dtype=np.uint32)
+    for n in range(1, (lengths[0] if lengths else 0) + 1):
         width = length - n + 1
-        rows = slice(offset, offset + width)
-        offset += width
-        state = states[rows]
-        state.fill(_FNV32_OFFSET)
-        for k in range(n):
-            cols = slice(k, k + width)
-            if ascii_only:
-                state ^= c32[cols]
-                state *= prime
-                continue
+        cols = slice(n - 1, n - 1 + width)
+        state = chain[:width]
+        if ascii_only:
+            state ^= c32[cols]
+            state *= prime
+        else:
             state ^= planes[0][cols]
             state *= prime
             nb = nbytes[cols]
             for b in (1, 2, 3):
                 live = nb > b
                 if live.any():
-                    state = np.where(live, (state ^ planes[b][cols]) * prime, state)
-        if not ascii_only:
-            states[rows] = state  # np.where made a new array
+                    state[...] = np.where(live, (state ^ planes[b][cols]) * prime, state)
+        if n in base:
+            states[base[n] : base[n] + width] = state
     out: npt.NDArray[np.uint32] = states[order].T
     return out
 

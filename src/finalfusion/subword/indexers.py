@@ -360,7 +360,8 @@ class _HashIndexer(SubwordIndexer):
         s = f"<{word}>"
         # Short words (the common case) skip the closed-form count: at most len(s) n-grams per length.
         bound = len(s) * (self._max_n - self._min_n + 1)
-        if (bound > SHORT_NGRAMS or bound > limits.MAX_NGRAMS_PER_WORD) and self._check_count(s) > BLOCK_NGRAMS:
+        # Blocked once the one-shot layout (max_n steps for every n-gram) would pass BLOCK_CELLS.
+        if (bound > SHORT_NGRAMS or bound > limits.MAX_NGRAMS_PER_WORD) and self._check_count(s) * self._max_n > BLOCK_CELLS:
             return np.concatenate([self._block_indices(part, keep) for part, keep in self._blocks(s)])
         fast = self._hash_word(s)
         return fast if fast is not None else np.array(self._cached_indices(self._items(word, True)), dtype=np.int64)
@@ -503,6 +504,16 @@ class FastTextIndexer(_HashIndexer):
 
     def _hash_index(self, ngram: str) -> int:
         return fnv1a32_fasttext(ngram.encode("utf-8", "surrogatepass")) % self._n_buckets
+
+    def _blocks(self, bracketed: str) -> Iterator[tuple[str, int]]:
+        # The matrix hash holds one state per n-gram (not max_n): blocks of about BLOCK_CELLS n-grams.
+        return ngram_blocks(bracketed, self._min_n, self._max_n, BLOCK_CELLS * self._max_n)
+
+    def _block_indices(self, part: str, keep: int) -> IntArray:
+        # One block of a long word: the matrix hash shares the work of the n-grams starting at one position
+        # (fastText's hash has no length prefix), max_n steps per position instead of the padded layout's max_n**2.
+        cps = np.frombuffer(part.encode("utf-32-le", "surrogatepass"), dtype="<u4").reshape(1, len(part))
+        return self._matrix_indices(cps)[0, :keep]
 
     def _hash_word(self, bracketed: str) -> IntArray | None:
         hashes = word_hashes(bracketed, self._min_n, self._max_n, fasttext=True)
