@@ -41,6 +41,7 @@ __all__ = [
     "MAX_MODEL_HEADER_BYTES",
     "MAX_NGRAMS_PER_WORD",
     "MAX_NGRAM_LEN",
+    "MAX_TOKENIZE_BYTES",
     "MAX_WORD_BYTES",
 ]
 
@@ -108,3 +109,14 @@ MAX_CACHE_BYTES: int = 1 << 25
 #: without a descriptor); a file of known size is bounded by its size instead. Real
 #: headers, tokenizer included, take a few MB.
 MAX_MODEL_HEADER_BYTES: int = 1 << 26
+
+#: Longest unknown word, in bytes of UTF-8, that a model's tokenizer is given
+#: (:class:`finalfusion.vocab.TokenizerVocab`: GGUF, SentencePiece,
+#: safetensors and LightSeq models). The tokenizers' work is about linear in
+#: the word's length but costly: one word takes up to ~1.7 s and ~260 MB per
+#: MiB in ``tokenizers`` (byte-level BPE, Unigram, WordPiece) and ~0.3 s and
+#: ~60 MB per MiB in ``sentencepiece``. 256 KiB keeps one word within ~0.5 s
+#: and ~65 MB and is far beyond any real word (a few dozen bytes; long URLs a
+#: few KB). A lookup of a longer word raises
+#: :class:`finalfusion.errors.LimitExceeded`.
+MAX_TOKENIZE_BYTES: int = 1 << 18
