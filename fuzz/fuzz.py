@@ -336,7 +336,7 @@ def exercise(result: Any) -> Any:
 
         zero = np.zeros(result.dims, dtype=np.float32)
         got = [r.word for r in result.embedding_similarity(zero, k=3)]
-        if got != sorted(got):  # (rows whose norm is subnormal may be left out: their inverse overflows float32)
+        if got != sorted(got):
             raise AssertionError(f"a zero query must return words in code-point order: {got}")
     first = io.BytesIO()
     result.write(first)
@@ -369,9 +369,14 @@ def _long_lookups(result: Any, rng: random.Random) -> None:
     total = LONG_BATCH_BYTES if rng.random() < 0.1 else min(LONG_BATCH_SMALL_BYTES, LONG_BATCH_BYTES)
     batch = [long_word(rng, each // 4) + str(i) for i in range(max(total // each, 1))]
     QUERY_BYTES[0] += len(word.encode("utf-8")) + sum(len(w.encode("utf-8")) for w in batch)
-    result.embedding(word)
-    result.embedding_with_norm(word)
-    result.embedding_batch(batch)
+    from finalfusion import LimitExceeded
+
+    # A word past MAX_NGRAMS_PER_WORD or MAX_TOKENIZE_BYTES is refused (documented); the other lookups still run.
+    for lookup in (result.embedding, result.embedding_with_norm):
+        with contextlib.suppress(LimitExceeded):
+            lookup(word)
+    with contextlib.suppress(LimitExceeded):
+        result.embedding_batch(batch)
 
 
 #: Largest result (word rows x dims) ``exercise()`` round-trips through the text writers (~0.1 s each on a shared core).
