@@ -57,6 +57,7 @@ import re
 import resource
 import select
 import shutil
+import signal
 import stat
 import struct
 import subprocess
@@ -1233,8 +1234,15 @@ def campaign(
     crashers: Path,
     max_size: int,
     executions: int | None = None,
+    snapshot: Path | None = None,
 ) -> dict[str, Any]:
-    """Fuzz ``readers`` round-robin for ``seconds`` or ``executions`` inputs, whichever ends first; return the statistics."""
+    """Fuzz ``readers`` round-robin for ``seconds`` or ``executions`` inputs, whichever ends first; return the statistics.
+
+    With ``snapshot``, the statistics so far are written there every
+    :data:`SNAPSHOT_SECONDS` (atomically), so a long campaign that is cut
+    short still leaves its figures. SIGINT and SIGTERM end the campaign
+    after the current input, with its statistics (``"stopped": true``).
+    """
     rng = random.Random(seed)
     corpora = {r: seed_inputs(r) for r in readers}
     for r, c in corpora.items():
@@ -1247,8 +1255,31 @@ def campaign(
     worker = Worker(limit_mb, rss_factor)
     start = time.monotonic()
     execs = 0
+    stop: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: stop.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    last_snapshot = start
+
+    def statistics() -> dict[str, Any]:
+        elapsed = time.monotonic() - start
+        out = {
+            "seconds": round(elapsed, 1),
+            "executions": execs,
+            "per_second": round(execs / elapsed, 1) if elapsed else 0.0,
+            "readers": {r: dict(stats[r]) for r in readers},
+            "generators": {g: dict(c) for g, c in generated.items()},
+            "distinct_outcomes": {r: len(kinds[r]) for r in readers},
+            "corpus": {r: len(corpora[r]) for r in readers},
+            "findings": sorted(findings.values()),
+            "stopped": bool(stop),
+        }
+        out["summary"] = summarize(out)
+        return out
+
     try:
-        while time.monotonic() - start < seconds and (executions is None or execs < executions):
+        while time.monotonic() - start < seconds and (executions is None or execs < executions) and not stop:
+            if snapshot is not None and time.monotonic() - last_snapshot >= SNAPSHOT_SECONDS:
+                last_snapshot = time.monotonic()
+                write_json(snapshot, statistics())
             reader = readers[execs % len(readers)]
             corpus = corpora[reader]
             # Endless streams and generated inputs are not cut to max_size: they are built to pass the readers' caps.
@@ -1281,19 +1312,23 @@ def campaign(
                     print(f"[{time.monotonic() - start:7.1f}s] {out['status']}: {reader}{via} {out.get('type')} at {out.get('where')} -> {path}", flush=True)
     finally:
         worker.stop()
-    elapsed = time.monotonic() - start
-    stats_out = {
-        "seconds": round(elapsed, 1),
-        "executions": execs,
-        "per_second": round(execs / elapsed, 1) if elapsed else 0.0,
-        "readers": {r: dict(stats[r]) for r in readers},
-        "generators": {g: dict(c) for g, c in generated.items()},
-        "distinct_outcomes": {r: len(kinds[r]) for r in readers},
-        "corpus": {r: len(corpora[r]) for r in readers},
-        "findings": sorted(findings.values()),
-    }
-    stats_out["summary"] = summarize(stats_out)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    stats_out = statistics()
+    if snapshot is not None:
+        write_json(snapshot, stats_out)
     return stats_out
+
+
+#: Seconds between two snapshots of a campaign's statistics (``--out``).
+SNAPSHOT_SECONDS = 30.0
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (a reader never sees half a file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 #: Statuses that are findings (anything but a result or a sanctioned error).
@@ -1361,12 +1396,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs > 1:
         stats = _run_jobs(args, readers)
     else:
-        stats = campaign(readers, args.seconds, args.seed, args.timeout, args.rlimit_mb, args.rss_factor, args.crashers, args.max_size, args.executions)
+        stats = campaign(
+            readers, args.seconds, args.seed, args.timeout, args.rlimit_mb, args.rss_factor, args.crashers, args.max_size, args.executions, args.out
+        )
     print(json.dumps(stats, indent=2))
     if args.markdown:
         print(markdown_table(stats, args.commit))
     if args.out:
-        args.out.write_text(json.dumps(stats, indent=2), encoding="utf-8")
+        write_json(args.out, stats)
     return 1 if stats["findings"] else 0
 
 
@@ -1374,22 +1411,42 @@ def _run_jobs(args: argparse.Namespace, readers: list[str]) -> dict[str, Any]:
     """Run ``--jobs`` campaigns in parallel (different seeds, ``--executions`` split between them) and add up their statistics."""
     outs = []
     procs = []
+    logs = []
     for j in range(args.jobs):
-        fd, out = tempfile.mkstemp(suffix=".json")
-        os.close(fd)
+        if args.out:  # kept beside the total: each job's snapshots and its log of findings
+            out = str(args.out.with_name(f"{args.out.stem}.job{j}.json"))
+        else:
+            fd, out = tempfile.mkstemp(suffix=".json")
+            os.close(fd)
         outs.append(out)
         cmd = [sys.executable, os.path.abspath(__file__), "--seconds", str(args.seconds), "--reader", ",".join(readers), "--seed", str(args.seed + j)]
         cmd += ["--timeout", str(args.timeout), "--rlimit-mb", str(args.rlimit_mb), "--rss-factor", str(args.rss_factor)]
         cmd += ["--max-size", str(args.max_size), "--crashers", str(args.crashers), "--out", out]
         if args.executions is not None:
             cmd += ["--executions", str(args.executions // args.jobs + (j < args.executions % args.jobs))]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL))
-    for proc in procs:
-        proc.wait()
+        logs.append(open(out[: -len(".json")] + ".log", "w", encoding="utf-8") if args.out else subprocess.DEVNULL)  # noqa: SIM115
+        procs.append(subprocess.Popen(cmd, stdout=logs[-1]))
+
+    def stop_jobs(_signum: int, _frame: Any) -> None:  # SIGINT/SIGTERM: every job stops and writes its statistics so far
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, stop_jobs) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for proc in procs:
+            proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    for log in logs:
+        if log is not subprocess.DEVNULL:
+            log.close()
     total: dict[str, Any] = {"jobs": args.jobs, "seconds": 0.0, "executions": 0, "readers": {}, "generators": {}, "findings": []}
     for out in outs:
         stats = json.loads(Path(out).read_text(encoding="utf-8"))
-        os.unlink(out)
+        if not args.out:
+            os.unlink(out)
+        total["stopped"] = total.get("stopped", False) or stats.get("stopped", False)
         total["seconds"] = max(total["seconds"], stats["seconds"])
         total["executions"] += stats["executions"]
         for key in ("readers", "generators"):
