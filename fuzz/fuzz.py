@@ -547,9 +547,17 @@ def _drain_while(fifo: str, write: Callable[[], object]) -> bytes:
 
 
 def hostile_toml(rng: random.Random) -> bytes:
-    """TOML that is deep or long where the parser is costly: nested arrays and inline tables, dotted keys, long numbers."""
+    """TOML that is deep, long or wide where the parser is costly: nesting, dotted keys, long numbers, many items, open strings."""
     n = rng.choice((65, 100, 1000, 20_000))
-    kind = rng.randrange(7)
+    kind = rng.randrange(9)
+    if kind == 7:  # wide: many short items of one kind, around MAX_METADATA_ITEMS (2**16)
+        n = rng.choice((1000, 20_000, 70_000))
+        unit = rng.choice((b"k{i} = 1\n", b"a.b.k{i} = true\n", b"[t.t{i}]\n", b"[[a]]\n", b"#\n", b"\n"))
+        if rng.randrange(2):
+            return b"".join(unit.replace(b"{i}", str(i).encode()) for i in range(n))
+        return rng.choice((b"x = [", b"x = {", b'x = "')) + rng.choice((b"1,", b"[],", b"{},", b'"",', b"k = 1,", b"\\n")) * n
+    if kind == 8:  # open strings the pre-scan must not retry from every quote
+        return rng.choice((b'x = "', b'x = """', b"x = '''")) + rng.choice((b'\\"', b"''", b'"a')) * n * 10
     if kind == 0:
         return b"x = " + b"[" * n + b"]" * rng.choice((n, 0))
     if kind == 1:

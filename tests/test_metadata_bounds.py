@@ -1,8 +1,9 @@
-"""Hostile TOML metadata (issue 13, class 4): bounded size and depth, every failure a FormatError.
+"""Hostile TOML metadata (issue 13, class 4): bounded size, depth and items, every failure a FormatError.
 
 Arrays nested 1,000 deep made the TOML parser recurse past Python's limit, a
-20,000-part dotted key cost it seconds and gigabytes, and a 5,000-digit
-integer escaped as a plain ValueError. Each check runs in a forked child
+20,000-part dotted key cost it seconds and gigabytes, a 5,000-digit
+integer escaped as a plain ValueError, and 375 KB of short array elements
+(20,000 ``[1.5, {a.b = 2}]``) took seconds. Each check runs in a forked child
 under an address-space limit.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import io
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ import pytest
 import finalfusion.limits as limits
 from _bounded import ChildError, bounded
 from finalfusion import Embeddings, FormatError, load_finalfusion, load_metadata
+from finalfusion import metadata as metadata_module
 from finalfusion.metadata import Metadata, check_depth
 from finalfusion.storage import NdArray
 from finalfusion.vocab import SimpleVocab
@@ -143,9 +147,13 @@ def test_cyclic_and_shared_values_cost_linear_work() -> None:
     with pytest.raises(ValueError, match="MAX_METADATA_DEPTH"):
         check_depth({"x": cyc})
     shared: list[object] = [1]
-    for _ in range(60):
-        shared = [shared, shared]  # 2**60 paths, 61 containers
+    for _ in range(14):
+        shared = [shared, shared]  # 2**14 paths, 15 containers
     check_depth({"x": shared})
+    for _ in range(46):
+        shared = [shared, shared]  # 2**60 paths: to_toml would write 2**61 values
+    with pytest.raises(ValueError, match=r"too many values.*MAX_METADATA_ITEMS"):
+        check_depth({"x": shared})
 
 
 def test_child_errors_name_the_exception() -> None:
@@ -156,3 +164,162 @@ def test_child_errors_name_the_exception() -> None:
     with pytest.raises(ChildError) as e:
         bounded(lambda: recurse(0))
     assert e.value.name == "RecursionError"
+
+
+# -- wide documents: many items (MAX_METADATA_ITEMS) ----------------------------------------------------
+
+
+def _repeat(prefix: bytes, unit: bytes, suffix: bytes, count: int, sep: bytes = b"") -> bytes:
+    return prefix + sep.join([unit] * count) + suffix
+
+
+def _numbered(fmt: str, count: int) -> bytes:
+    return "".join(fmt.format(i=i) for i in range(count)).encode()
+
+
+#: Document shapes the TOML parser handles item by item, with ``n`` repetitions (the shapes bench/bench_metadata.py measures).
+WIDE = {
+    "array-of-inline-dotted": lambda n: _repeat(b"x = [", b"[1.5, {a.b = 2}]", b"]", n, b", "),
+    "array-of-ints": lambda n: _repeat(b"x = [", b"1", b"]", n, b","),
+    "array-of-empty-arrays": lambda n: _repeat(b"x = [", b"[]", b"]", n, b","),
+    "array-of-empty-tables": lambda n: _repeat(b"x = [", b"{}", b"]", n, b","),
+    "array-of-strings": lambda n: _repeat(b"x = [", b'""', b"]", n, b","),
+    "many-keys": lambda n: _numbered("k{i} = true\n", n),
+    "many-dotted-keys": lambda n: _numbered("a.b.k{i} = true\n", n),
+    "inline-table-many-keys": lambda n: b"x = {" + _numbered("k{i} = true, ", n)[:-2] + b"}",
+    "many-tables": lambda n: _numbered("[a.b.t{i}]\n", n),
+    "many-array-tables": lambda n: _repeat(b"", b"[[a]]\n", b"", n),
+    "comment-lines": lambda n: _repeat(b"", b"#\n", b"", n),
+    "blank-lines": lambda n: _repeat(b"", b"\n", b"", n),
+    "string-escapes": lambda n: _repeat(b'x = "', b"\\n", b'"', n),
+    "multi-line-string-escapes": lambda n: _repeat(b'x = """', b"\\t", b'"""', n),
+}
+
+
+class TestManyItems:
+    """Documents with more than ``MAX_METADATA_ITEMS`` items are refused before the parser sees them."""
+
+    @pytest.mark.parametrize("shape", sorted(WIDE))
+    def test_a_wide_document_is_refused_in_bounded_memory(self, shape: str) -> None:
+        doc = WIDE[shape](limits.MAX_METADATA_ITEMS + 1)
+
+        def run() -> str:
+            try:
+                load_finalfusion(io.BytesIO(fifu(doc)))
+            except FormatError as exc:
+                return str(exc)
+            return "loaded"
+
+        msg = bounded(run, extra_mb=200)
+        assert "Metadata: metadata has too many items" in msg
+        assert f"expected at most {limits.MAX_METADATA_ITEMS} items (finalfusion.limits.MAX_METADATA_ITEMS; raise it to read more)" in msg
+        found = int(re.findall(r"found (\d+) by this offset", msg)[0])  # a string's escapes count at once
+        assert found == limits.MAX_METADATA_ITEMS + 1 or (shape.endswith("escapes") and found > limits.MAX_METADATA_ITEMS)
+
+    @pytest.mark.parametrize("shape", sorted(WIDE))
+    def test_the_limit_is_read_at_call_time(self, shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        doc = WIDE[shape](50)
+        Metadata.from_toml(doc)  # within the default limit
+        monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 40)
+        with pytest.raises(FormatError, match=r"MAX_METADATA_ITEMS.*found (41|5\d) by this offset"):
+            Metadata.from_toml(doc)
+        with pytest.raises(FormatError, match="MAX_METADATA_ITEMS"):
+            load_metadata(fifu(doc))
+        monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 1000)
+        assert load_metadata(fifu(doc)) == Metadata.from_toml(doc)
+
+    def test_the_fuzz_finding_is_refused_and_loads_when_the_limit_is_raised(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        doc = WIDE["array-of-inline-dotted"](20_000)  # the campaign's 375 KB finding
+        with pytest.raises(FormatError, match="MAX_METADATA_ITEMS"):
+            load_metadata(fifu(doc))
+        monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 20 * 20_000)
+        meta = bounded(lambda: load_metadata(fifu(doc)).data, extra_mb=200)
+        assert len(meta["x"]) == 20_000
+        assert meta["x"][0] == [1.5, {"a": {"b": 2}}]
+
+    def test_items_are_counted_exactly(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        # '.' '=' '[' '1' ',' '"x\n"' + its escape ',' '{' '=' '2' '}' ']' comment newline: 15 items
+        doc = b'a.b = [1, "x\\n", {c = 2}] # note\n'
+        monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 15)
+        assert Metadata.from_toml(doc) == {"a": {"b": [1, "x\n", {"c": 2}]}}
+        monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 14)
+        with pytest.raises(FormatError, match="found 15 by this offset"):
+            Metadata.from_toml(doc)
+
+    def test_real_metadata_is_far_below_the_limit(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        # A training configuration of 50 parameters and a 4 MB tokenizer table: about a thousand items.
+        table: dict[str, object] = {f"param_{i}": [0.025, "skipgram", True, {"min": 3, "max": 6}] for i in range(50)}
+        table["tokenizer"] = {"kind": "sentencepiece", "encoding": "zlib+base64", "bytes": 4_000_000, "model": "QUJD" * 1_000_000}
+        monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", limits.MAX_METADATA_ITEMS // 32)
+        assert Metadata.from_toml(Metadata(table).to_toml()) == table
+
+
+class TestLinearPrescan:
+    """The pre-scan never fails and retries a string: an open string is one token, found in one pass.
+
+    The old pattern failed on a string without its closing quote and retried
+    from the next quote, re-scanning the rest of the line each time: a line of
+    escaped quotes of 16 KB took seconds, 1 MB would have taken hours.
+    """
+
+    @pytest.mark.parametrize(
+        ("doc", "end"),
+        [
+            ('x = "' + '\\"' * 100_000 + "\ny = 1", "line"),
+            ("x = '" + "a" * 400_000 + "\ny = 1", "line"),
+            ('x = "abc\\', "text"),
+            ('x = """' + '\\""' * 100_000, "text"),
+            ("x = '''" + "''a" * 100_000, "text"),
+        ],
+        ids=["escaped-quotes", "open-literal", "backslash-at-end", "open-multi-line-basic", "open-multi-line-literal"],
+    )
+    def test_an_open_string_is_one_token_to_the_end_of_its_line_or_text(self, doc: str, end: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        tokens = list(metadata_module._SCAN.finditer(doc))
+        assert [m.group() for m in tokens[:1]] == ["="]
+        assert tokens[1].start() == 4
+        assert tokens[1].end() == (doc.index("\n") if end == "line" else len(doc))
+        assert len(tokens) <= 5
+        monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 10**7)
+        with pytest.raises(FormatError, match="not valid TOML"):
+            Metadata.from_toml(doc)
+
+
+class TestPythonValues:
+    """Values given to ``Metadata(...)`` count one per key and list element, once per path; writing never makes unreadable TOML."""
+
+    def test_too_many_values_are_refused(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        with pytest.raises(ValueError, match=r"too many values: expected at most 65536 \(finalfusion.limits.MAX_METADATA_ITEMS"):
+            Metadata({"x": list(range(limits.MAX_METADATA_ITEMS))})
+        meta = Metadata({"x": list(range(limits.MAX_METADATA_ITEMS - 1))})
+        meta["y"] = [meta["x"]] * 3  # a mutable mapping: values can also grow later
+        emb = Embeddings(NdArray(np.ones((1, 1), np.float32)), SimpleVocab(["a"]), metadata=meta)
+        for action in (meta.to_toml, lambda: copy.deepcopy(meta), lambda: emb.write(io.BytesIO())):
+            with pytest.raises(ValueError, match="MAX_METADATA_ITEMS"):
+                action()
+        monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 10)
+        with pytest.raises(ValueError, match="found 11 or more"):
+            Metadata({"x": list(range(10))})
+        monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 11)
+        assert Metadata({"x": list(range(10))})["x"][-1] == 9
+
+    def test_what_is_written_can_be_read_back(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        meta = Metadata({f"k{i}": i for i in range(30_000)})  # 30,000 values, 120,000 items of TOML
+        with pytest.raises(ValueError, match=r"cannot be written as TOML that can be read back.*MAX_METADATA_ITEMS"):
+            meta.to_toml()
+        with pytest.raises(ValueError, match="MAX_METADATA_ITEMS"):
+            Embeddings(NdArray(np.ones((1, 1), np.float32)), SimpleVocab(["a"]), metadata=meta).write(io.BytesIO())
+        monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 200_000)
+        buf = io.BytesIO()
+        Embeddings(NdArray(np.ones((1, 1), np.float32)), SimpleVocab(["a"]), metadata=meta).write(buf)
+        assert load_metadata(buf.getvalue()) == meta
+
+    def test_convert_metadata_files_go_through_the_same_bound(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        from finalfusion.cli._common import CliError
+        from finalfusion.cli.convert import read_metadata
+
+        path = tmp_path / "meta.toml"
+        path.write_bytes(WIDE["array-of-inline-dotted"](20_000))
+        with pytest.raises(CliError, match=r"not valid TOML: .*MAX_METADATA_ITEMS; raise it to read more"):
+            read_metadata(str(path))
+        monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 20 * 20_000)
+        assert len(read_metadata(str(path))["x"]) == 20_000

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_LOAD_NGRAMS_PER_BYTE",
     "MAX_METADATA_BYTES",
     "MAX_METADATA_DEPTH",
+    "MAX_METADATA_ITEMS",
     "MAX_METADATA_NUMBER_LEN",
     "MAX_MODEL_HEADER_BYTES",
     "MAX_NGRAMS_PER_WORD",
@@ -120,3 +121,17 @@ MAX_MODEL_HEADER_BYTES: int = 1 << 26
 #: few KB). A lookup of a longer word raises
 #: :class:`finalfusion.errors.LimitExceeded`.
 MAX_TOKENIZE_BYTES: int = 1 << 18
+
+#: Most items in TOML metadata: each bracket, brace, ``=``, ``,``, ``.``, line,
+#: number, string, comment and escape of a basic string of a document counts
+#: one (a linear pre-scan counts them before the parser runs); a value given
+#: to :class:`finalfusion.Metadata` counts one per key and list element, once
+#: per path to a shared value. The TOML parser spends 0.2-2.7 microseconds and
+#: keeps up to ~140 bytes per item (median 0.19-1.97 s per MB over 21 shapes of
+#: 1 MB documents, ``bench/bench_metadata.py``), ten times what a byte of a long
+#: string costs: a 375 KB array of 20,000 ``[1.5, {a.b = 2}]`` took seconds, and
+#: 16 MiB (``MAX_METADATA_BYTES``) of short items would take tens of seconds.
+#: Real metadata (a training configuration, the one-string ``[tokenizer]``
+#: table) have hundreds of items; 2**16 leaves a hundredfold room and keeps
+#: parsing under ~0.25 s and ~10 MB (docs/reliability.md, "Resource bounds").
+MAX_METADATA_ITEMS: int = 1 << 16

@@ -84,7 +84,7 @@ class Metadata(FileChunk, MutableMapping[str, Any]):
 
     @classmethod
     def from_toml(cls, text: str | bytes, *, where: str = "metadata") -> Metadata:
-        """Parse a TOML document within :mod:`finalfusion.limits` (size, nesting depth, number length).
+        """Parse a TOML document within :mod:`finalfusion.limits` (size, nesting depth, number length, items).
 
         Raises
         ------
@@ -135,6 +135,9 @@ class Metadata(FileChunk, MutableMapping[str, Any]):
         ------
         TypeError
             If a value cannot be represented in TOML (e.g. ``None`` or an object).
+        ValueError
+            If the values or the document exceed a limit of :mod:`finalfusion.limits`
+            (readers would refuse the document: nothing is written that cannot be read back).
 
         Examples
         --------
@@ -142,12 +145,21 @@ class Metadata(FileChunk, MutableMapping[str, Any]):
         corpus = "wiki"
         epochs = 5
         <BLANKLINE>
+        >>> Metadata({f"k{i}": i for i in range(30_000)}).to_toml()  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: metadata cannot be written as TOML that can be read back: metadata: metadata has too many items ...
         """
         check_depth(self.data)
         try:
-            return tomli_w.dumps(self.data)
+            text: str = tomli_w.dumps(self.data)
         except TypeError as exc:
             raise TypeError(f"metadata cannot be written as TOML: {exc}") from None
+        try:
+            _check_document(text.encode("utf-8"), 0, "metadata")
+        except FormatError as exc:
+            raise ValueError(f"metadata cannot be written as TOML that can be read back: {exc}") from None
+        return text
 
     @classmethod
     def read_payload(cls, reader: ByteReader) -> Metadata:
@@ -215,13 +227,16 @@ def load_metadata(file: Source) -> Metadata:
 
 
 #: What the pre-scan of a TOML document looks at: strings and comments (skipped), brackets, separators, dots, numbers.
+#: Every string alternative matches once its opening quote is there (an unterminated string ends at the end of its line
+#: or of the text, where the parser stops anyway), so the scan never fails and retries: it stays linear.
 _SCAN: Final = re.compile(
-    r'"""(?:[^"\\]|\\[\s\S]|"(?!""))*"""(?:"{1,2}(?!"))?'  # multi-line basic string
-    r"|'''[\s\S]*?'''(?:'{1,2}(?!'))?"  # multi-line literal string
-    r'|"(?:[^"\\\n]|\\.)*"'  # basic string
-    r"|'[^'\n]*'"  # literal string
+    r'"""(?:[^"\\]+|\\[\s\S]?|"(?!""))*(?:"""(?:"{1,2}(?!"))?|\Z)'  # multi-line basic string
+    r"|'''[\s\S]*?(?:'''(?:'{1,2}(?!'))?|\Z)"  # multi-line literal string
+    r'|"(?:[^"\\\n]+|\\[^\n]?)*(?:"|(?=\n)|\Z)'  # basic string
+    r"|'[^'\n]*(?:'|(?=\n)|\Z)"  # literal string
     r"|#[^\n]*"  # comment
-    r"|(?P<open>[\[{])|(?P<close>[\]}])|(?P<sep>[=,\n])|(?P<dot>\.)|(?P<num>[0-9][0-9_]*)"
+    r"|[\[{\]}=,\n.]|[0-9][0-9_]*"  # a bracket, a separator, a dot, a number (no groups: every alternative starts with a
+    # character from a fixed set, so the regex engine skips other text at C speed; the token's first character says its kind)
 )
 
 
@@ -229,11 +244,12 @@ def parse_toml(raw: bytes, at: int, chunk: str | None) -> dict[str, Any]:
     """Parse a metadata TOML document, bounded by :mod:`finalfusion.limits`, every failure a :class:`FormatError`.
 
     Before the parser sees the text, a linear pre-scan bounds its size, the
-    nesting of brackets and braces, the parts of dotted keys and the length
-    of numbers (a 20,000-part dotted key costs the parser seconds and
-    gigabytes; arrays 1,000 deep make it recurse past Python's limit; a
-    5,000-digit integer fails in ``int``); the parsed table is then checked
-    for depth once more.
+    nesting of brackets and braces, the parts of dotted keys, the length
+    of numbers and the number of items (a 20,000-part dotted key costs the
+    parser seconds and gigabytes; arrays 1,000 deep make it recurse past
+    Python's limit; a 5,000-digit integer fails in ``int``; the parser
+    spends about a microsecond on each item, so 375 KB of short array
+    elements took seconds); the parsed table is then checked once more.
 
     Examples
     --------
@@ -243,7 +259,31 @@ def parse_toml(raw: bytes, at: int, chunk: str | None) -> dict[str, Any]:
     Traceback (most recent call last):
     ...
     finalfusion.errors.FormatError: Metadata: a number in the metadata is too long: expected at most 100 characters (...MAX_METADATA_NUMBER_LEN), found 5001 ...
+    >>> parse_toml(b"x = [" + b"1," * 40_000 + b"]", 0, "Metadata")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: Metadata: metadata has too many items ...: expected at most 65536 items (...MAX_METADATA_ITEMS; ...), found 65537 ...
     """
+    text = _check_document(raw, at, chunk)
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        lines, at_line = text.splitlines(), int(getattr(exc, "lineno", 0) or 0)  # lineno: Python >= 3.14 only
+        line = lines[at_line - 1] if 0 < at_line <= len(lines) else text
+        raise FormatError(f"metadata is not valid TOML ({exc})", offset=at, chunk=chunk, expected="a TOML document", found=line[:80]) from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # e.g. int() of too many digits: never a bare ValueError
+        raise FormatError(
+            f"metadata cannot be parsed ({type(exc).__name__}: {str(exc)[:200]})", offset=at, chunk=chunk, expected="a TOML document", found=text[:80]
+        ) from None
+    try:
+        check_depth(data)
+    except ValueError as exc:  # not reached after the pre-scan (it counts at least as much), but checked as for any value
+        raise FormatError(str(exc), offset=at, chunk=chunk) from None
+    return data
+
+
+def _check_document(raw: bytes, at: int, chunk: str | None) -> str:
+    """The document as text, after the checks on its size, encoding and the pre-scan (:class:`FormatError` if one fails)."""
     if len(raw) > limits.MAX_METADATA_BYTES:
         raise FormatError(
             "metadata document is too large",
@@ -257,43 +297,31 @@ def parse_toml(raw: bytes, at: int, chunk: str | None) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise invalid_utf8("metadata", raw, exc, at, chunk) from None
     _prescan(text, at, chunk)
-    try:
-        data: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        lines, at_line = text.splitlines(), int(getattr(exc, "lineno", 0) or 0)  # lineno: Python >= 3.14 only
-        line = lines[at_line - 1] if 0 < at_line <= len(lines) else text
-        raise FormatError(f"metadata is not valid TOML ({exc})", offset=at, chunk=chunk, expected="a TOML document", found=line[:80]) from None
-    except (ValueError, RecursionError, MemoryError) as exc:  # e.g. int() of too many digits: never a bare ValueError
-        raise FormatError(
-            f"metadata cannot be parsed ({type(exc).__name__}: {str(exc)[:200]})", offset=at, chunk=chunk, expected="a TOML document", found=text[:80]
-        ) from None
-    try:
-        check_depth(data)
-    except ValueError as exc:
-        raise FormatError(str(exc), offset=at, chunk=chunk, expected=f"at most {limits.MAX_METADATA_DEPTH} levels", found="more") from None
-    return data
+    return text
 
 
 def _prescan(text: str, at: int, chunk: str | None) -> None:
-    depth_cap, num_cap = limits.MAX_METADATA_DEPTH, limits.MAX_METADATA_NUMBER_LEN
-    depth = dots = 0
+    depth_cap, num_cap, item_cap = limits.MAX_METADATA_DEPTH, limits.MAX_METADATA_NUMBER_LEN, limits.MAX_METADATA_ITEMS
+    depth = dots = items = 0
     for m in _SCAN.finditer(text):
-        kind = m.lastgroup
-        if kind is None:  # a string or a comment
-            continue
-        if kind == "dot":
+        items += 1
+        first = text[m.start()]
+        if first in "\"'#":  # a string or a comment: a basic string's escapes are items too (the parser decodes each on its own)
+            if first == '"':
+                items += text.count("\\", m.start(), m.end())
+        elif first == ".":
             dots += 1
             if dots > depth_cap:  # a key of n parts nests n - 1 tables below the one it is in
                 raise _too_deep("a dotted key has too many parts", dots, at + len(text[: m.start()].encode("utf-8")), chunk)
-        elif kind == "open":
+        elif first in "[{":
             depth += 1
             dots = 0
             if depth > depth_cap:
                 raise _too_deep("metadata nests too deeply", depth, at + len(text[: m.start()].encode("utf-8")), chunk)
-        elif kind == "close":
+        elif first in "]}":
             depth = max(0, depth - 1)
             dots = 0
-        elif kind == "sep":
+        elif first in "=,\n":
             dots = 0
         elif m.end() - m.start() > num_cap:
             raise FormatError(
@@ -303,6 +331,18 @@ def _prescan(text: str, at: int, chunk: str | None) -> None:
                 expected=f"at most {num_cap} characters (finalfusion.limits.MAX_METADATA_NUMBER_LEN)",
                 found=m.end() - m.start(),
             )
+        if items > item_cap:
+            raise FormatError(
+                f"metadata has too many items ({_ITEMS})",
+                offset=at + len(text[: m.start()].encode("utf-8")),
+                chunk=chunk,
+                expected=f"at most {item_cap} items (finalfusion.limits.MAX_METADATA_ITEMS; raise it to read more)",
+                found=f"{items} by this offset",
+            )
+
+
+#: What counts as one item of a TOML document (for :data:`finalfusion.limits.MAX_METADATA_ITEMS`).
+_ITEMS: Final = "each bracket, brace, '=', ',', '.', line, number, string, comment and escape counts one"
 
 
 def _too_deep(message: str, found: int, offset: int, chunk: str | None) -> FormatError:
@@ -312,10 +352,16 @@ def _too_deep(message: str, found: int, offset: int, chunk: str | None) -> Forma
 
 
 def check_depth(value: Any) -> None:
-    """Raise :class:`ValueError` if ``value`` nests dicts and lists deeper than :data:`finalfusion.limits.MAX_METADATA_DEPTH`.
+    """Raise :class:`ValueError` if ``value`` is deeper or has more values than the :mod:`finalfusion.limits` allow.
 
-    Iterative (it cannot itself recurse too deeply), and it stops at the first
-    level past the limit, so cyclic values are refused too.
+    The limits are :data:`~finalfusion.limits.MAX_METADATA_DEPTH` and
+    :data:`~finalfusion.limits.MAX_METADATA_ITEMS`.
+
+    Every key and list element counts one value, once per path that reaches
+    it (writing writes each path: a list holding the same list twice, 60
+    times over, would be 2**61 values of TOML). Iterative (it cannot itself
+    recurse too deeply), each container is expanded once per level, and it
+    stops at the first level past a limit, so cyclic values are refused too.
 
     Examples
     --------
@@ -327,20 +373,28 @@ def check_depth(value: Any) -> None:
     Traceback (most recent call last):
     ...
     ValueError: metadata nests too deeply: expected at most 64 levels (finalfusion.limits.MAX_METADATA_DEPTH), found 65 or more
+    >>> check_depth({"x": list(range(100_000))})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: metadata has too many values: expected at most 65536 (finalfusion.limits.MAX_METADATA_ITEMS; raise it to write them), found 100001 or more
     """
-    cap = limits.MAX_METADATA_DEPTH
-    level: list[Any] = list(value.values()) if isinstance(value, dict) else [value]  # levels below the top-level table
-    depth = 0
-    while True:
-        seen: set[int] = set()  # each container once per level: shared sub-values cannot multiply the work
-        nxt: list[Any] = []
-        for v in level:
-            if isinstance(v, (dict, list, tuple)) and id(v) not in seen:
-                seen.add(id(v))
-                nxt.extend(v.values() if isinstance(v, dict) else v)
-        if not seen:
-            return
+    cap, item_cap = limits.MAX_METADATA_DEPTH, limits.MAX_METADATA_ITEMS
+    # The containers of one level, each with the number of paths that reach it.
+    level: dict[int, tuple[Any, int]] = {id(value): (value if isinstance(value, dict) else [value], 1)}
+    items, depth = 0, -1  # the top-level table is level 0
+    while level:
         depth += 1
         if depth > cap:
             raise ValueError(f"metadata nests too deeply: expected at most {cap} levels (finalfusion.limits.MAX_METADATA_DEPTH), found {depth} or more")
+        nxt: dict[int, tuple[Any, int]] = {}
+        for container, paths in level.values():
+            children = container.values() if isinstance(container, dict) else container
+            items += paths * len(children)
+            if items > item_cap:
+                limit = "finalfusion.limits.MAX_METADATA_ITEMS; raise it to write them"
+                raise ValueError(f"metadata has too many values: expected at most {item_cap} ({limit}), found {items} or more")
+            for v in children:
+                if isinstance(v, (dict, list, tuple)):
+                    known = nxt.get(id(v))
+                    nxt[id(v)] = (v, paths + (known[1] if known else 0))
         level = nxt
