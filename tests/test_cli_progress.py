@@ -186,7 +186,13 @@ def test_ctrl_c_leaves_no_partial_output(tmp_path: Path) -> None:
         target.write_bytes(b"old contents\n")
         before = set(os.listdir(work))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "finalfusion", "convert", str(src), str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env()
+            [sys.executable, "-m", "finalfusion", "convert", str(src), str(target)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env(),
+            # A suite started in the background (nohup, `&`) ignores SIGINT, and a child inherits that: Python then keeps
+            # ignoring it (as it should under nohup) and the conversion runs to its end. Give the child the default again.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         # Wait until the writer's temporary file exists (the text writer then formats for seconds), then interrupt.
         deadline = time.monotonic() + 120
