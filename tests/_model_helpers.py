@@ -124,3 +124,14 @@ def subword_rule(matrix: npt.NDArray[np.float32], ids: Sequence[int], skip: set[
     v = matrix[kept].astype(np.float64).sum(axis=0)
     norm = np.linalg.norm(v)
     return (v / norm if norm else v).astype(np.float32)
+
+
+def varint(v: int) -> bytes:
+    """``v`` as a protobuf base-128 varint."""
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)

@@ -26,6 +26,7 @@ import pytest
 import finalfusion
 import finalfusion.limits as limits
 from _bounded import bounded
+from _model_helpers import varint
 from conftest import load_fuzz
 from finalfusion import Embeddings, FinalfusionError, NdArray, SimpleVocab
 from test_hostile import bucket_vocab, build, ndarray, pad, quantized, simple_vocab
@@ -205,18 +206,8 @@ def test_safetensors_claiming_absurd_shapes(shape: list[int], tmp_path: Path) ->
 # -- LightSeq and sentencepiece: their shapes come from length-delimited protobuf fields ---------------
 
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
 def field(number: int, payload: bytes, claimed: int | None = None) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload) if claimed is None else claimed) + payload
+    return varint(number << 3 | 2) + varint(len(payload) if claimed is None else claimed) + payload
 
 
 @pytest.mark.parametrize("claimed", [*HUGE_ROWS, 2**64 - 1])

@@ -7,21 +7,10 @@ import struct
 import numpy as np
 import pytest
 
+from _model_helpers import varint
 from finalfusion import FormatError
 from finalfusion.compat._protowire import parse_message
 from finalfusion.errors import Truncated
-
-
-def varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def key(number: int, wire: int) -> bytes:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from _model_helpers import varint
 from finalfusion import FormatError, Truncated, load_lightseq
 from finalfusion.compat._model_vocab import read_fairseq_dict
 
@@ -202,17 +203,7 @@ def test_tokenizer_json_vocabulary(tmp_path: Path) -> None:
 
 
 def field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
 
 
 def gpt(table: bytes, norm: bytes = np.ones(2, "<f4").tobytes(), extra: bytes = b"") -> bytes:

@@ -36,6 +36,7 @@ import numpy as np
 import pytest
 
 from _bounded import bounded
+from _streams import ENDLESS, Endless, endless_gzip, member
 from finalfusion import Embeddings, FinalfusionError, FormatError
 from finalfusion._source import read_whole
 from finalfusion.compat import load, load_gguf, load_lightseq, load_safetensors, load_sentencepiece
@@ -43,7 +44,6 @@ from finalfusion.compat.gguf import read_gguf
 
 DATA = Path(__file__).resolve().parent / "data" / "models"
 #: Bytes an endless tail delivers (far beyond the address-space limit).
-ENDLESS = 3 << 30
 EXTRA_MB = 300
 FILLERS = {"a": b"a", "ff": b"\xff", "00": b"\x00"}
 
@@ -90,46 +90,6 @@ def fixture(fmt: str) -> bytes:
 
 
 # -- inputs of unknown size ------------------------------------------------------------------------
-
-
-class Endless(io.RawIOBase):
-    """A file object without a descriptor: ``prefix``, then ``filler`` for :data:`ENDLESS` bytes."""
-
-    def __init__(self, prefix: bytes, filler: bytes) -> None:
-        self.prefix = prefix
-        self.filler = filler
-        self.sent = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        view = memoryview(b).cast("B")
-        if self.prefix:
-            n = min(len(view), len(self.prefix))
-            view[:n] = self.prefix[:n]
-            self.prefix = self.prefix[n:]
-            return n
-        if self.sent >= ENDLESS or not self.filler:
-            return 0
-        n = min(len(view), 1 << 20)
-        view[:n] = self.filler * n
-        self.sent += n
-        return n
-
-
-_MEMBERS: dict[bytes, bytes] = {}
-
-
-def member(filler: bytes) -> bytes:
-    """A gzip member of 64 MiB of ``filler`` (about 65 KB); built in the parent, not in the child."""
-    if filler not in _MEMBERS:
-        _MEMBERS[filler] = gzip.compress(filler * (1 << 26), compresslevel=9, mtime=0)
-    return _MEMBERS[filler]
-
-
-def endless_gzip(prefix: bytes, filler: bytes) -> bytes:
-    return gzip.compress(prefix, mtime=0) + member(filler) * (ENDLESS >> 26)
 
 
 def feed(w: int, chunks: Callable[[], Any]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -10,18 +9,14 @@ from typing import Any
 import pytest
 
 import finalfusion
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "docs" / "tutorial.ipynb"
 
 
 def hook() -> Any:
-    spec = importlib.util.spec_from_file_location("notebook_hook", ROOT / "docs" / "_hooks" / "notebook.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "docs" / "_hooks" / "notebook.py", "notebook_hook")
 
 
 @pytest.fixture(scope="module")

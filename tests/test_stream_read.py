@@ -11,7 +11,6 @@ read exactly as the same bytes do.
 
 from __future__ import annotations
 
-import functools
 import gzip
 import io
 import os
@@ -26,6 +25,7 @@ import pytest
 
 import finalfusion
 from _bounded import bounded
+from _streams import ENDLESS, Endless, endless_gzip, member
 from conftest import GOLDEN_FILES, TINY_FILES
 from finalfusion import Embeddings, FinalfusionError, Metadata, NdArray, Norms, SimpleVocab, load_finalfusion
 from finalfusion.compat import load
@@ -34,7 +34,6 @@ from finalfusion.errors import ChunkOrder, Truncated
 from test_roundtrip import assert_same_chunks
 
 #: Bytes an endless tail delivers before the test gives up on the reader (far beyond the address-space limit).
-ENDLESS = 3 << 30
 EXTRA_MB = 300
 
 
@@ -56,43 +55,6 @@ def cut_points(data: bytes) -> dict[str, int]:
     header, chunks = read_chunks(data)
     (vocab_at, _), (storage_at, _) = chunks[1], chunks[2]
     return {"after-header": header.nbytes, "in-vocab": vocab_at + 30, "in-matrix": storage_at + 200, "after-last-chunk": len(data)}
-
-
-class Endless(io.RawIOBase):
-    """A file object without a descriptor: ``prefix``, then ``filler`` for ever (well, :data:`ENDLESS` bytes)."""
-
-    def __init__(self, prefix: bytes, filler: bytes) -> None:
-        self.prefix = prefix
-        self.filler = filler
-        self.sent = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        view = memoryview(b).cast("B")
-        if self.prefix:
-            n = min(len(view), len(self.prefix))
-            view[:n] = self.prefix[:n]
-            self.prefix = self.prefix[n:]
-            return n
-        if self.sent >= ENDLESS or not self.filler:
-            return 0
-        n = min(len(view), 1 << 20)
-        view[:n] = self.filler * n
-        self.sent += n
-        return n
-
-
-@functools.cache
-def member(filler: bytes) -> bytes:
-    """A gzip member of 64 MiB of ``filler`` (about 65 KB)."""
-    return gzip.compress(filler * (1 << 26), compresslevel=9, mtime=0)
-
-
-def endless_gzip(prefix: bytes, filler: bytes) -> bytes:
-    """``prefix`` then 3 GiB of ``filler``, as a gzip file of a few MB."""
-    return gzip.compress(prefix, mtime=0) + member(filler) * (ENDLESS >> 26)
 
 
 def feed_pipe(w: int, prefix: bytes, filler: bytes) -> threading.Thread:
