@@ -442,3 +442,17 @@ def test_fasttext_few_words_per_length_sum_word_by_word_with_the_same_bits(minn:
     assert isinstance(word_by_word, NdArray)
     assert isinstance(column_by_column, NdArray)
     np.testing.assert_array_equal(word_by_word.matrix, column_by_column.matrix)
+
+
+@pytest.mark.parametrize("length", [60, 400, 16_000])
+def test_floret_words_past_a_few_dozen_characters_hash_in_numpy(length: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scalar MurmurHash3 costs ~10 us per n-gram: a batch of 68 words of 16,000 characters took 37 s one n-gram at a time."""
+    word = ("haus€é𝄞" * length)[:length]
+    fresh = FloretIndexer(50_000, 4, 5, 2)
+    reference = fresh._ngram_indices(fresh._items(word, True))  # the scalar hash of every item
+    calls = []
+    scalar = indexers.murmur3_x64_128
+    monkeypatch.setattr(indexers, "murmur3_x64_128", lambda data, seed: calls.append(1) or scalar(data, seed))
+    got = FloretIndexer(50_000, 4, 5, 2).word_indices(word)
+    assert got.tolist() == reference
+    assert len(calls) == (1 if ngram_count(length + 2, 4, 5) + 1 > 128 else ngram_count(length + 2, 4, 5) + 1)  # the whole word only
