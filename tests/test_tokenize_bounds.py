@@ -65,6 +65,12 @@ def _hf_unigram() -> Embeddings:
     return _trained(HuggingFaceTokenizer(tok.to_str()))
 
 
+def _trainer(package: str, train: Callable[..., Any]) -> Callable[..., Any]:
+    """``train``, once ``package`` is known to be installed (skip otherwise: the floor run has no interop extra)."""
+    pytest.importorskip(package, reason=f"training needs {package} (the interop extra)")
+    return train
+
+
 #: Every kind of tokenizer-backed vocabulary, built from real files or real trained models.
 MODELS: dict[str, Callable[[], Embeddings]] = {
     "gguf-gpt2-bpe": lambda: load_gguf(DATA / "gguf_gpt2_bf16.gguf"),
@@ -72,8 +78,8 @@ MODELS: dict[str, Callable[[], Embeddings]] = {
     "sentencepiece-bpemb": lambda: load_sentencepiece(DATA / "sentencepiece_bpemb.model", DATA / "sentencepiece_bpemb.vec"),
     "safetensors-bpe": lambda: load_safetensors(DATA / "safetensors_tiny.safetensors", tokenizer=DATA / "safetensors_tokenizer.json"),
     "lightseq-spm": _lightseq,
-    "spm-unigram": lambda: _trained(SentencePieceTokenizer(train_sentencepiece("unigram", True))),
-    "hf-wordpiece": lambda: _trained(HuggingFaceTokenizer(train_wordpiece())),
+    "spm-unigram": lambda: _trained(SentencePieceTokenizer(_trainer("sentencepiece", train_sentencepiece)("unigram", True))),
+    "hf-wordpiece": lambda: _trained(HuggingFaceTokenizer(_trainer("tokenizers", train_wordpiece)())),
     "hf-unigram": _hf_unigram,
 }
 _BUILT: dict[str, Embeddings] = {}
