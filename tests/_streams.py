@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 #: Bytes of filler after the prefix: far more than any reader may buffer.
@@ -52,3 +56,17 @@ def member(filler: bytes) -> bytes:
 def endless_gzip(prefix: bytes, filler: bytes) -> bytes:
     """``prefix`` then :data:`ENDLESS` bytes of ``filler``, as a gzip file of a few MB."""
     return gzip.compress(prefix, mtime=0) + member(filler) * (ENDLESS >> 26)
+
+
+def fifo_writer(fifo: Path, write: Callable[[int], Any]) -> None:
+    """Make the FIFO ``fifo`` and, in a daemon thread, open it for writing and hand the descriptor to ``write``."""
+    os.mkfifo(fifo)
+
+    def run() -> None:
+        try:
+            fd = os.open(fifo, os.O_WRONLY)
+        except OSError:
+            return
+        write(fd)
+
+    threading.Thread(target=run, daemon=True).start()

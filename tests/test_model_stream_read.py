@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 
 from _bounded import bounded
-from _streams import ENDLESS, Endless, endless_gzip, member
+from _streams import ENDLESS, Endless, endless_gzip, fifo_writer, member
 from finalfusion import Embeddings, FinalfusionError, FormatError
 from finalfusion._source import read_whole
 from finalfusion.compat import load, load_gguf, load_lightseq, load_safetensors, load_sentencepiece
@@ -123,16 +123,7 @@ def via_pipe(load_fn: Callable[[Any], Any], prefix: bytes, filler: bytes, tmp: P
 
 def via_fifo(load_fn: Callable[[Any], Any], prefix: bytes, filler: bytes, tmp: Path) -> Any:
     fifo = tmp / "stream.model"
-    os.mkfifo(fifo)
-
-    def run() -> None:
-        try:
-            fd = os.open(fifo, os.O_WRONLY)
-        except OSError:
-            return
-        feed(fd, plain_chunks(prefix, filler))
-
-    threading.Thread(target=run, daemon=True).start()
+    fifo_writer(fifo, lambda fd: feed(fd, plain_chunks(prefix, filler)))
     return load_fn(fifo)
 
 

@@ -25,7 +25,7 @@ import pytest
 
 import finalfusion
 from _bounded import bounded
-from _streams import ENDLESS, Endless, endless_gzip, member
+from _streams import ENDLESS, Endless, endless_gzip, fifo_writer, member
 from conftest import GOLDEN_FILES, TINY_FILES
 from finalfusion import Embeddings, FinalfusionError, Metadata, NdArray, Norms, SimpleVocab, load_finalfusion
 from finalfusion.compat import load
@@ -84,16 +84,7 @@ def via_pipe_fd(prefix: bytes, filler: bytes, tmp: Path) -> Any:
 
 def via_fifo(prefix: bytes, filler: bytes, tmp: Path, mmap: bool = False) -> Any:
     fifo = tmp / "stream.fifu"
-    os.mkfifo(fifo)
-
-    def run() -> None:
-        try:
-            fd = os.open(fifo, os.O_WRONLY)
-        except OSError:
-            return
-        feed_pipe(fd, prefix, filler).join()
-
-    threading.Thread(target=run, daemon=True).start()
+    fifo_writer(fifo, lambda fd: feed_pipe(fd, prefix, filler).join())
     return load_finalfusion(fifo, mmap=mmap)
 
 
