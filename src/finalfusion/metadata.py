@@ -172,7 +172,9 @@ class Metadata(FileChunk, MutableMapping[str, Any]):
 
     def _payload(self) -> bytes:
         source = self._source
-        if source is not None and source[1] == self.data:
+        # repr, not ==: NaN (valid TOML) is unequal to itself once pickling has made a new float, and 1 == 1.0 would
+        # keep a document whose value changed type.
+        if source is not None and repr(source[1]) == repr(self.data):
             return source[0]
         return self.to_toml().encode("utf-8")
 
