@@ -27,3 +27,16 @@ def reset_peak() -> int:
 def peak_since_reset(before: int) -> int:
     """Bytes the peak RSS rose above ``before`` (the value :func:`reset_peak` returned)."""
     return status("VmHWM") - before
+
+
+def process_memory_mb(pid: int) -> tuple[dict[str, float], float]:
+    """Another process's ``/proc/<pid>/smaps_rollup`` fields (Rss, Pss, Private_Clean ...) and its peak RSS (``VmHWM``), in MiB."""
+    values: dict[str, float] = {}
+    with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3 and parts[2] == "kB":
+                values[parts[0].rstrip(":")] = int(parts[1]) / 1024
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        hwm = next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:"))
+    return values, hwm

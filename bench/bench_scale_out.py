@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _peak import process_memory_mb
 from bench_core import REPO, word
 
 SCRIPT = os.path.abspath(__file__)
@@ -108,14 +109,7 @@ def generate(tmp: str, a: argparse.Namespace) -> tuple[str, list[str]]:
 
 def memory_mb(pid: int, path: str) -> dict[str, float]:
     """RSS and PSS (smaps_rollup), peak RSS (VmHWM) and the PSS of the mapping of ``path``, in MiB."""
-    values: dict[str, float] = {}
-    with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 3 and parts[2] == "kB":
-                values[parts[0].rstrip(":")] = int(parts[1]) / 1024
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        hwm = next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:"))
+    values, hwm = process_memory_mb(pid)
     file_pss = 0.0
     inside = False
     with open(f"/proc/{pid}/smaps", encoding="utf-8", errors="replace") as f:

@@ -41,6 +41,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _peak import process_memory_mb
 from bench_core import REPO, lib_version, word
 
 SCRIPT = os.path.abspath(__file__)
@@ -113,14 +114,7 @@ def worker_pickle(path: str, mmap: bool) -> dict:
 
 def smaps_rollup_mb(pid: int) -> dict[str, float]:
     """Rss, Pss and Uss (private clean + dirty) of a process, in MiB, plus its peak RSS (VmHWM)."""
-    values: dict[str, float] = {}
-    with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 3 and parts[2] == "kB":
-                values[parts[0].rstrip(":")] = int(parts[1]) / 1024
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        hwm = next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:"))
+    values, hwm = process_memory_mb(pid)
     return {"rss": values["Rss"], "pss": values["Pss"], "uss": values["Private_Clean"] + values["Private_Dirty"], "hwm": hwm}
 
 
