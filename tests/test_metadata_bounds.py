@@ -53,24 +53,24 @@ HOSTILE = {
 }
 
 
+def read_message(doc: bytes, via: str) -> str:
+    """Read ``doc`` through ``via`` (from_toml, load_metadata or load_finalfusion): the FormatError's message, or "loaded"."""
+    try:
+        if via == "from_toml":
+            Metadata.from_toml(doc)
+        elif via == "load_metadata":
+            load_metadata(fifu(doc))
+        else:
+            load_finalfusion(io.BytesIO(fifu(doc)))
+    except FormatError as exc:
+        return str(exc)
+    return "loaded"
+
+
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 @pytest.mark.parametrize("via", ["load_metadata", "load_finalfusion", "from_toml"])
 def test_hostile_metadata_is_a_format_error(name: str, via: str) -> None:
-    doc = HOSTILE[name]
-
-    def run() -> str:
-        try:
-            if via == "from_toml":
-                Metadata.from_toml(doc)
-            elif via == "load_metadata":
-                load_metadata(fifu(doc))
-            else:
-                load_finalfusion(io.BytesIO(fifu(doc)))
-        except FormatError as exc:
-            return str(exc)
-        return "loaded"
-
-    msg = bounded(run, extra_mb=300)
+    msg = bounded(lambda: read_message(HOSTILE[name], via), extra_mb=300)
     assert msg != "loaded"
     assert "Metadata" in msg or via == "from_toml"
     assert "finalfusion.limits.MAX_METADATA" in msg or "TOML" in msg
@@ -202,15 +202,7 @@ class TestManyItems:
     @pytest.mark.parametrize("shape", sorted(WIDE))
     def test_a_wide_document_is_refused_in_bounded_memory(self, shape: str) -> None:
         doc = WIDE[shape](limits.MAX_METADATA_ITEMS + 1)
-
-        def run() -> str:
-            try:
-                load_finalfusion(io.BytesIO(fifu(doc)))
-            except FormatError as exc:
-                return str(exc)
-            return "loaded"
-
-        msg = bounded(run, extra_mb=200)
+        msg = bounded(lambda: read_message(doc, "load_finalfusion"), extra_mb=200)
         assert "Metadata: metadata has too many items" in msg
         assert f"expected at most {limits.MAX_METADATA_ITEMS} items (finalfusion.limits.MAX_METADATA_ITEMS; raise it to read more)" in msg
         found = int(re.findall(r"found (\d+) by this offset", msg)[0])  # a string's escapes count at once
