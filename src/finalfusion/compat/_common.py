@@ -694,7 +694,8 @@ def _refuse_overflowing_norm(rows: npt.NDArray[np.float32], words: Sequence[str]
     suspect = np.flatnonzero(~np.isfinite(squares))
     if not len(suspect):
         return
-    exact = np.sqrt(np.einsum("ij,ij->i", rows[suspect].astype(np.float64), rows[suspect].astype(np.float64)))
+    wide = rows[suspect].astype(np.float64)
+    exact = np.sqrt(np.einsum("ij,ij->i", wide, wide))
     over = np.flatnonzero(exact > float(np.finfo(np.float32).max))
     if not len(over):
         return
