@@ -279,6 +279,27 @@ def test_gpt2_vocabulary_tokenizes_like_tokenizers(tmp_path: Path) -> None:
     assert emb.embedding("<|endoftext|>x") is not None  # the special token's text is split like any other
 
 
+@pytest.mark.parametrize("bad", ["joined", "longest", "part", "no space", "three parts"])
+def test_gpt2_merges_the_bpe_model_cannot_hold_are_format_errors_at_load(tmp_path: Path, bad: str) -> None:
+    # tokenizers requires a, b and ab of every merge "a b" to be tokens; checked only when the tokenizer is built
+    # (the first unknown word), a joined token longer than every token made it panic (huggingface/tokenizers#2198).
+    pytest.importorskip("gguf")
+    doc = json.loads(train_byte_level_bpe())
+    vocab = doc["model"]["vocab"]
+    tokens = sorted(vocab, key=vocab.__getitem__)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in doc["model"]["merges"]]
+    longest = max(tokens, key=len)
+    a, b = next((x, y) for x in tokens[2:] for y in tokens[2:] if len(x) < 3 and len(y) < 3 and x + y not in vocab)
+    wrong = {"joined": f"{a} {b}", "longest": f"{longest} {longest}", "part": f"{a} not-a-token", "no space": a, "three parts": f"{a} {b} {a}"}[bad]
+    at = len(merges) // 2
+    merges.insert(at, wrong)
+    path = tmp_path / "gpt2.gguf"
+    write_with_gguf(path, _table(rows=len(tokens), dims=32), "F32", tokens, kv={"add_tokenizer_model": "gpt2", "add_token_merges": merges})
+    with pytest.raises(FormatError, match=rf"merge {at} of tokenizer\.ggml\.merges does not join two tokens into a third") as info:
+        load_gguf(path)
+    assert info.value.found == wrong
+
+
 # -- round trips ----------------------------------------------------------------------------------
 
 

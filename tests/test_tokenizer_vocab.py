@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import pickle
 import sys
 
@@ -186,6 +187,27 @@ def test_unusable_tokenizer_model_is_a_format_error_when_tokenizing() -> None:
     emb = Embeddings(NdArray(_matrix(2)), TokenizerVocab(["a", "b"], SentencePieceTokenizer(b"\x0a\x02not a model")))
     with pytest.raises(FormatError, match="sentencepiece"):
         emb.embedding("zz")
+
+
+@pytest.mark.parametrize(
+    ("vocab", "merges", "prefix"),
+    [
+        ({"a": 0}, ["a a"], None),  # the joined token is longer than every token
+        ({"aa": 0, "bb": 1}, [["aa", "bb"]], None),  # the same, merges as pairs
+        ({"a": 0, "b": 1, "ab": 2}, ["a b"], "##"),  # a right-hand token shorter than continuing_subword_prefix
+    ],
+)
+def test_a_tokenizer_json_on_which_tokenizers_panics_is_a_format_error(vocab: dict[str, int], merges: list[object], prefix: str | None) -> None:
+    # tokenizers panics on these (huggingface/tokenizers#2198); pyo3 raises a BaseException for a panic,
+    # which `except Exception` does not catch. The panic must come out as a FormatError, on every lookup path.
+    pytest.importorskip("tokenizers")
+    text = json.dumps({"model": {"type": "BPE", "vocab": vocab, "merges": merges, "continuing_subword_prefix": prefix}})
+    emb = Embeddings(NdArray(_matrix(len(vocab))), TokenizerVocab(list(vocab), HuggingFaceTokenizer(text)))
+    with pytest.raises(FormatError, match=r"the tokenizers library rejects the tokenizer\.json") as info:
+        emb.embedding("zz")
+    assert "index" in str(info.value)  # the panic's message, not another error
+    with pytest.raises(FormatError, match="rejects"):
+        emb.embedding_batch(["zz", "a"])
 
 
 def test_token_ids_without_rows_are_dropped() -> None:

@@ -652,6 +652,26 @@ def _typed_array(kv: dict[str, Any], key: str, n: int) -> npt.NDArray[Any] | Non
     return v
 
 
+def _check_merges(merges: list[str], tokens: list[str]) -> None:
+    """Refuse a merge the BPE model cannot hold: ``"a b"`` with ``a``, ``b`` and ``ab`` all tokens.
+
+    ``tokenizers`` requires this of every merge, and checked lazily it would
+    fail only at the first lookup of an unknown word -- as a Rust panic that
+    escapes ``except Exception`` where the merged token is longer than every
+    token (huggingface/tokenizers#2198). 50,000 merges take 30-50 ms.
+    """
+    known = set(tokens)
+    for i, merge in enumerate(merges):
+        a, space, b = merge.partition(" ")
+        if not space or " " in b or a not in known or b not in known or a + b not in known:
+            raise FormatError(
+                f"merge {i} of tokenizer.ggml.merges does not join two tokens into a third",
+                chunk=FORMAT,
+                expected="'a b' where a, b and ab are in tokenizer.ggml.tokens",
+                found=merge[:80],
+            )
+
+
 def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
     """The tokenizer a GGUF file describes, or ``None`` when it names none this library supports.
 
@@ -671,6 +691,7 @@ def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
         merges = kv.get("tokenizer.ggml.merges", [])
         if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
             raise FormatError("tokenizer.ggml.merges is not a list of strings", chunk=FORMAT, expected="an array of strings", found=type(merges).__name__)
+        _check_merges(merges, tokens)
         pre = kv.get("tokenizer.ggml.pre")
         return HuggingFaceTokenizer(byte_level_bpe_json(tokens, merges, types, pre if isinstance(pre, str) else None))
     if isinstance(hf, str):

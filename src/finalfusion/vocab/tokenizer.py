@@ -428,7 +428,9 @@ class HuggingFaceTokenizer(Tokenizer):
         try:
             text = self._data.decode("utf-8")
             tok = tokenizers.Tokenizer.from_str(text)
-        except Exception as exc:  # tokenizers raises a plain Exception for a malformed tokenizer.json
+        except BaseException as exc:  # a plain Exception for a malformed tokenizer.json, a Rust panic for some
+            if not isinstance(exc, Exception) and not is_rust_panic(exc):
+                raise
             raise FormatError(
                 "the tokenizers library rejects the tokenizer.json", chunk="tokenizer.json", expected="a valid tokenizer.json", found=str(exc)[:200]
             ) from None
@@ -451,6 +453,24 @@ class HuggingFaceTokenizer(Tokenizer):
 
     def _pieces(self, impl: Any, word: str) -> list[str]:
         return list(impl.encode(word, add_special_tokens=False).tokens)
+
+
+def is_rust_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a panic of a Rust extension (pyo3's ``PanicException``, a ``BaseException``).
+
+    ``tokenizers`` panics instead of raising on some malformed models: a BPE
+    merge whose joined token is longer than every vocabulary token, a token
+    shorter than ``continuing_subword_prefix`` (huggingface/tokenizers#2198).
+    pyo3 raises a ``BaseException`` for a panic, so ``except Exception``
+    lets it through.
+
+    Examples
+    --------
+    >>> is_rust_panic(ValueError("x")), is_rust_panic(KeyboardInterrupt())
+    (False, False)
+    """
+    kind = type(exc)
+    return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
 
 
 #: A toy WordPiece-free BPE tokenizer for the doctests: ids 0 [UNK], 1 [CLS], 2 ab, 3 a, 4 c, 5 b.
