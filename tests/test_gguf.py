@@ -171,6 +171,27 @@ def test_without_gguf_package_k_quants_name_the_type_and_the_extra(tmp_path: Pat
     np.testing.assert_array_equal(load_gguf(native, normalize=False).storage.matrix, reference)  # native types need nothing
 
 
+@pytest.mark.parametrize(
+    ("raised", "expected", "message"),
+    [
+        (NotImplementedError("dequantization is not implemented"), MissingExtraError, r"Q4_K.*not implemented.*finalfusion-py\[interop\]"),
+        (ValueError("cannot reshape array"), FormatError, r"gguf cannot decode tensor token_embd\.weight.*cannot reshape"),
+    ],
+)
+def test_gguf_decoding_errors_say_what_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raised: Exception, expected: type, message: str) -> None:
+    # Only a type the installed gguf cannot decode is a missing (or too old) extra; data it cannot decode is the file's fault.
+    quants = pytest.importorskip("gguf.quants")
+    path = tmp_path / "q4k.gguf"
+    write_with_gguf(path, _table(), "Q4_K", TOKENS)
+
+    def dequantize(data: np.ndarray, qtype: object) -> np.ndarray:
+        raise raised
+
+    monkeypatch.setattr(quants, "dequantize", dequantize)
+    with pytest.raises(expected, match=message):
+        load_gguf(path)
+
+
 # -- tokenizers ---------------------------------------------------------------------------------
 
 
@@ -440,6 +461,17 @@ def test_malformed_headers_are_format_errors(data: bytes, message: str) -> None:
         load_gguf(data)
     assert info.value.chunk == "GGUF"
     assert info.type.__module__ == "finalfusion.errors"
+
+
+@pytest.mark.parametrize("ggml_type", sorted(GGML_TYPES))
+def test_a_table_without_columns_loads_in_every_type(ggml_type: int) -> None:
+    # gguf's dequantize cannot reshape an empty block: a K-quant table of 2 x 0 raised MissingExtraError
+    # ("needs the gguf package") with the package installed. Nothing needs decoding; the table is empty.
+    if GGML_TYPES[ggml_type][0] not in ("F32", "F16", "BF16", "F64", "Q8_0", "Q4_0"):
+        pytest.importorskip("gguf")
+    emb = load_gguf(build(ne=(0, 2), ggml_type=ggml_type, data=b""), normalize=False)
+    assert emb.storage.matrix.shape == (2, 0)
+    assert emb.embedding("a").shape == (0,)
 
 
 def test_error_details() -> None:

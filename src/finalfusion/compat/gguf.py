@@ -467,9 +467,15 @@ def _decode_with_gguf(raw: npt.NDArray[np.uint8], out: npt.NDArray[np.float32], 
             blocks[:, at : at + 2] = blocks[:, at : at + 2][:, ::-1]
         rows = blocks.reshape(rows.shape)
     try:
-        out[...] = dequantize(rows, GGMLQuantizationType(tensor.ggml_type))
-    except (NotImplementedError, ValueError) as exc:
+        qtype = GGMLQuantizationType(tensor.ggml_type)
+    except ValueError:  # a type newer than the installed gguf package
+        raise MissingExtraError("gguf", f"decoding a {name} tensor (unknown to this version of gguf)") from None
+    try:
+        out[...] = dequantize(rows, qtype)
+    except NotImplementedError as exc:
         raise MissingExtraError("gguf", f"decoding a {name} tensor ({exc})") from None
+    except ValueError as exc:  # the package is there and knows the type: it is the data it cannot decode
+        raise FormatError(f"gguf cannot decode tensor {tensor.name}", chunk=FORMAT, expected=f"{name} blocks", found=str(exc)[:200]) from None
 
 
 def decode_tensor(head: GGUFFile, tensor: GGUFTensor, out: npt.NDArray[np.float32] | None = None) -> npt.NDArray[np.float32]:
@@ -484,7 +490,10 @@ def decode_tensor(head: GGUFFile, tensor: GGUFTensor, out: npt.NDArray[np.float3
     Raises
     ------
     MissingExtraError
-        For a type that needs the ``gguf`` package when it is not installed.
+        For a type that needs the ``gguf`` package when it is not installed,
+        or is too old to know the type.
+    FormatError
+        When ``gguf`` knows the type but cannot decode the data.
 
     Examples
     --------
@@ -499,6 +508,8 @@ def decode_tensor(head: GGUFFile, tensor: GGUFTensor, out: npt.NDArray[np.float3
     rows, dims = _matrix_shape(tensor)
     if out is None:
         out = np.empty((rows, dims), dtype=np.float32)
+    if out.size == 0:  # nothing to decode (gguf's dequantize cannot reshape an empty block)
+        return out
     _, block, bsize = GGML_TYPES[tensor.ggml_type]
     row_bytes = dims // block * bsize
     step = _rows_per_block(dims)
