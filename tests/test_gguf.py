@@ -451,6 +451,7 @@ def test_hand_built_file_is_valid() -> None:
         (build(tokens=[b"a", b"\xff"]), "UTF-8"),
         (build(n_tensors=2, extra_tensors=_s("token_embd.weight") + struct.pack("<IQQIQ", 2, 2, 2, 0, 0)), "duplicate tensor name"),
         (build(extra_kv=_s("general.alignment") + struct.pack("<II", 4, 3)), "power of two"),
+        (build(extra_kv=_s("general.alignment") + struct.pack("<IQ", 10, 32)), "general.alignment is not a uint32"),  # u64, refused by llama.cpp and gguf-py
         (build(extra_kv=_s("general.x") + struct.pack("<I", 77)), "unknown value type"),
         (build(extra_kv=_s("general.x") + struct.pack("<IIQ", 9, 8, 1 << 50)), "element count"),
         (build(ne=(2, 2, 2), data=bytes(32)), "not a matrix"),

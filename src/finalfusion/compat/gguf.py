@@ -11,7 +11,7 @@ offset         type                         field
 16             u64                          n_kv
 24             KV x n_kv                    key (string), u32 value type, value
 ...            tensor info x n_tensors      name (string), u32 n_dims, u64 ne[n_dims], u32 ggml type, u64 offset
-...            padding                      to ``general.alignment`` (default 32)
+...            padding                      to ``general.alignment`` (a u32; default 32)
 data start     tensor data                  each tensor at ``data start + offset`` (aligned)
 =============  ===========================  ==========================================
 
@@ -335,6 +335,8 @@ def _parse(data: Any, total: int | None) -> GGUFFile:
         if key in kv:
             raise FormatError("duplicate metadata key", offset=at, chunk=FORMAT, expected="distinct keys", found=key)
         vtype = cur.u32(f"value type of {key}")
+        if key == "general.alignment" and vtype != _U32:  # as llama.cpp (gguf_get_val_u32 asserts the type) and gguf-py
+            raise FormatError("general.alignment is not a uint32", offset=cur.pos - 4, chunk=FORMAT, expected=f"value type {_U32} (uint32)", found=vtype)
         kv[key] = cur.value(vtype, key)
     if n_tensors > (size - cur.pos) // 24:
         raise Truncated(
@@ -519,7 +521,8 @@ def decode_tensor(head: GGUFFile, tensor: GGUFTensor, out: npt.NDArray[np.float3
         hi = min(rows, lo + step)
         start = tensor.offset + lo * row_bytes
         raw = np.frombuffer(head.buffer, dtype=np.uint8, count=(hi - lo) * row_bytes, offset=start)
-        _decode_block(raw, target[lo:hi], tensor, head.byte_order)
+        with np.errstate(invalid="ignore", over="ignore"):  # non-finite scales decode to NaN/inf rows, which the loader refuses
+            _decode_block(raw, target[lo:hi], tensor, head.byte_order)
         del raw
         _release(head.buffer, start, start + (hi - lo) * row_bytes)
 
