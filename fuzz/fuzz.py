@@ -880,6 +880,201 @@ def slow_text_numbers(rng: random.Random, reader: str = "load") -> bytes:
     return (b"%d %d\n" % (count, dims) if dims_header else b"") + body
 
 
+#: GGUF metadata value type ids (gguf-py's ``GGUFValueType``) and the struct codes of the scalar ones.
+GGUF_STRING, GGUF_ARRAY = 8, 9
+GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+#: ggml tensor types the GGUF generator draws: id -> (elements per block, bytes per block). F32, F16, Q4_0,
+#: Q8_0, BF16 (decoded by the library) and Q4_K (decoded through gguf-py).
+GGUF_TENSOR_TYPES = {0: (1, 4), 1: (1, 2), 2: (32, 18), 8: (32, 34), 30: (1, 2), 12: (256, 144)}
+#: Tokenizer models of ``tokenizer.ggml.model``: the three the reader builds a tokenizer for, and others.
+GGUF_MODELS = ("gpt2", "gpt2", "llama", "llama", "t5", "none", "bert", "")
+
+
+def _gguf_value(order: str, vtype: int, value: Any) -> bytes:
+    """One GGUF metadata value of type ``vtype`` in byte order ``order`` (arrays: ``(element type, items)``)."""
+    if vtype == GGUF_STRING:
+        raw = value.encode("utf-8") if isinstance(value, str) else value
+        return struct.pack(order + "Q", len(raw)) + raw
+    if vtype == GGUF_ARRAY:
+        etype, items = value
+        head = struct.pack(order + "IQ", etype, len(items))
+        if etype in GGUF_SCALARS:
+            return head + b"".join(struct.pack(order + GGUF_SCALARS[etype], v) for v in items)
+        return head + b"".join(_gguf_value(order, etype, v) for v in items)
+    return struct.pack(order + GGUF_SCALARS[vtype], value)
+
+
+def _gguf_tokens(rng: random.Random, n: int, model: str) -> tuple[list[str | bytes], list[str]]:
+    """``n`` distinct tokens for ``model`` and, for ``gpt2``, the merges that made them; sometimes odd ones.
+
+    gpt2: single letters, then joins of two earlier tokens (each join is a
+    merge, in order). llama/t5: ``<unk>``, ``<s>``, ``</s>`` (in 80 % of the
+    files), the 256 byte tokens ``<0x00>`` .. ``<0xFF>`` (20 %: byte fallback)
+    and ``▁``-prefixed pieces. Odd tokens, in 15 % of the files: empty, a
+    duplicate, a long one or invalid UTF-8. The first ``n`` are kept.
+    """
+    merges: list[str] = []
+    if model == "gpt2":
+        tokens: list[str | bytes] = list("etaoinshrdlu"[: max(1, min(n, 12))])
+        known = set(tokens)
+        for _ in range(4 * n):
+            if len(tokens) >= n:
+                break
+            a, b = str(rng.choice(tokens)), str(rng.choice(tokens))
+            if a + b not in known and len(a + b) < 40:
+                tokens.append(a + b)
+                known.add(a + b)
+                merges.append(f"{a} {b}")
+    else:
+        tokens = [rng.choice(("", "\u2581")) + f"t{i}" for i in range(n)]
+        if model in ("llama", "t5") and rng.random() < 0.2:
+            tokens = [f"<0x{i:02X}>" for i in range(256)] + tokens
+        if model in ("llama", "t5") and rng.random() < 0.8:  # sentencepiece needs an unknown piece
+            tokens = ["<unk>", "<s>", "</s>", *tokens]
+    tokens = tokens[:n] if n else []
+    if tokens and rng.random() < 0.15:
+        for _ in range(rng.choice((1, 3))):
+            odd = ("", tokens[0], long_word(rng, rng.choice((300, 5000))), b"\xff\xfe")[rng.randrange(4)]
+            tokens[rng.randrange(len(tokens))] = odd
+    return tokens, merges
+
+
+def _gguf_tokenizer_kv(rng: random.Random, model: str, tokens: list[str | bytes], merges: list[str]) -> list[tuple[str, int, Any]]:
+    """The ``tokenizer.ggml.*`` keys of ``model``; each is mis-sized, mistyped or out of range in a few % of the files."""
+    n = len(tokens)
+    kv: list[tuple[str, int, Any]] = []
+    if rng.random() < 0.97:
+        kv.append(("tokenizer.ggml.model", GGUF_STRING, model) if rng.random() < 0.97 else ("tokenizer.ggml.model", 4, 2))
+    if rng.random() < 0.97:
+        etype, items = (GGUF_STRING, tokens) if rng.random() < 0.97 else (4, list(range(n)))  # or a u32 array
+        kv.append(("tokenizer.ggml.tokens", GGUF_ARRAY, (etype, items)))
+
+    def sized() -> int:  # the length of a per-token array: n, or in 10 % one off or empty
+        return n if rng.random() < 0.9 else max(0, n + rng.choice((-1, 1, -n)))
+
+    if model == "gpt2":
+        merges = list(merges)
+        if rng.random() < 0.1:  # one merge tokenizers cannot hold (huggingface/tokenizers#2198 panics on some)
+            words = [t for t in tokens if isinstance(t, str)] or ["a"]
+            junk = rng.choice((f"{rng.choice(words)} {rng.choice(words)}", "nospace", " ", "a  b", "x y z", f"{max(words, key=len)} {max(words, key=len)}"))
+            merges.insert(rng.randrange(len(merges) + 1), junk)
+        kv.append(("tokenizer.ggml.merges", GGUF_ARRAY, (GGUF_STRING, merges)) if rng.random() < 0.97 else ("tokenizer.ggml.merges", GGUF_ARRAY, (4, [1, 2])))
+        if rng.random() < 0.5:
+            kv.append(("tokenizer.ggml.pre", GGUF_STRING, rng.choice(("default", "llama-bpe", "qwen2", "gpt-4o", "no-such-pre", ""))))
+    elif model in ("llama", "t5"):
+        if rng.random() < 0.95:
+            etype = rng.choice((6, 6, 6, 6, 12, 4, GGUF_STRING))  # f32, f64, u32, string
+            scores = [rng.choice((0.0, 1e30, float("nan"), float("-inf"))) if rng.random() < 0.05 else -float(i) for i in range(sized())]
+            items: list[Any] = [str(s) for s in scores] if etype == GGUF_STRING else list(range(len(scores))) if etype == 4 else scores
+            kv.append(("tokenizer.ggml.scores", GGUF_ARRAY, (etype, items)))
+        if rng.random() < 0.8:
+            kinds = {"<unk>": 2, "<s>": 3, "</s>": 3}  # unknown, control; byte pieces 6, others normal (1)
+            types = [rng.choice((0, -1, 99)) if rng.random() < 0.03 else kinds.get(str(t), 6 if str(t).startswith("<0x") else 1) for t in tokens]
+            types = types[: sized()]
+            kv.append(("tokenizer.ggml.token_type", GGUF_ARRAY, (5, types)))
+        for key in ("add_space_prefix", "remove_extra_whitespaces"):
+            if rng.random() < 0.5:
+                kv.append((f"tokenizer.ggml.{key}", 7, rng.random() < 0.5) if rng.random() < 0.95 else (f"tokenizer.ggml.{key}", 4, 7))
+        if model == "t5" and rng.random() < 0.5:  # a normalizer: a trie size, then random trie and text bytes (handed to sentencepiece)
+            trie = rng.choice((0, 4, 64, 1024, 2**31, 2**32 - 1))
+            blob = struct.pack("<I", trie) + rng.randbytes(rng.choice((0, 3, 64, 2000)))
+            kv.append(("tokenizer.ggml.precompiled_charsmap", GGUF_ARRAY, (0, list(blob))))
+    for name in ("bos", "eos", "unknown", "padding", "seperator"):
+        if rng.random() < 0.3:
+            kv.append((f"tokenizer.ggml.{name}_token_id", rng.choice((4, 4, 5, 10)), rng.choice((0, 1, max(n - 1, 0), n, 2**31 - 1))))
+    return kv
+
+
+def _gguf_tensor_data(rng: random.Random, ggml_type: int, n_bytes: int, order: str) -> bytes:
+    """``n_bytes`` of tensor data of ``ggml_type`` holding values in [-1, 1], a few of them non-finite.
+
+    Random bytes would make most F16/BF16 tables and quantized blocks hold
+    NaN or infinity (refused at load), so floats are drawn and encoded, and
+    the f16 scales of quantized blocks (Q4_0, Q8_0: 1; Q4_K: 2) are set.
+    """
+    import numpy as np
+
+    special = 0.002
+    if ggml_type in (0, 1, 30):  # F32, F16, BF16
+        n = n_bytes // (4 if ggml_type == 0 else 2)
+        values = np.array([rng.choice(SPECIAL_FLOATS) if rng.random() < special else rng.uniform(-1, 1) for _ in range(n)], dtype=np.float32)
+        if ggml_type == 0:
+            return values.astype(order + "f4").tobytes()
+        if ggml_type == 1:
+            with np.errstate(over="ignore"):
+                return values.astype(order + "f2").tobytes()
+        return (values.view(np.uint32) >> 16).astype(order + "u2").tobytes()
+    data = bytearray(rng.randbytes(n_bytes))
+    if ggml_type not in GGUF_TENSOR_TYPES:  # an unknown type: refused before its data is read
+        return bytes(data)
+    _, block_bytes = GGUF_TENSOR_TYPES[ggml_type]
+    scales = 2 if ggml_type == 12 else 1
+    for at in range(0, n_bytes - block_bytes + 1, block_bytes):
+        for k in range(scales):
+            scale = rng.choice(SPECIAL_FLOATS) if rng.random() < special else rng.uniform(0, 0.1)
+            with np.errstate(over="ignore"):  # the largest float32 is inf in f16, on purpose
+                data[at + 2 * k : at + 2 * k + 2] = np.array(scale, dtype=order + "f2").tobytes()
+    return bytes(data)
+
+
+def gguf_structured(rng: random.Random, reader: str = "gguf") -> bytes:
+    """A well-framed GGUF file whose values are drawn: byte order, version, alignment, tensor shape, type and offset, and tokenizer keys.
+
+    Mutated seeds rarely get past GGUF's typed header (0.4 % of them read in
+    campaign C4); about half of these read, and take the reader into the
+    tokenizer builders (gpt2 byte-level BPE with real joins as merges,
+    llama/t5 SentencePiece, sometimes with byte fallback or a random
+    normalizer), the block decoders and the alignment and bounds checks.
+    Each defect (a wrong version, shape, type, offset, alignment, count or
+    key) is drawn in a few % of the files.
+    """
+    order = ">" if rng.random() < 0.15 else "<"
+    model = rng.choice(GGUF_MODELS)
+    tokens, merges = _gguf_tokens(rng, rng.choice((1, 2, 5, 50, 300)), model)
+    rows = len(tokens) if rng.random() < 0.95 else max(0, len(tokens) + rng.choice((-1, 1)))
+    ggml_type = rng.choice(list(GGUF_TENSOR_TYPES)) if rng.random() < 0.97 else 99  # 99: no reader knows it
+    block, block_bytes = GGUF_TENSOR_TYPES.get(ggml_type, (1, 4))
+    dims = block * rng.choice((1, 1, 2)) if rng.random() < 0.95 else rng.choice((0, 1, 3, 33, 2**20 + 256, 2**32 - 256, 2**63))
+    ne = (dims, rows) if rng.random() < 0.9 else rng.choice(((dims,), (), (dims, rows, 2), (rows, dims)))
+    n_bytes = 0
+    if all(d < 2**20 for d in ne):
+        elements = 1
+        for d in ne:
+            elements *= d
+        n_bytes = -(-elements // block) * block_bytes
+    kv = _gguf_tokenizer_kv(rng, model, tokens, merges)
+    alignment = 32
+    if rng.random() < 0.15:
+        alignment = rng.choice((1, 8, 64, 4096, 1, 8, 64, 0, 3, 2**31))
+        vtype = rng.choice((4, 4, 10, 5 if alignment < 2**31 else 10))  # u32, u64, i32
+        kv.append(("general.alignment", vtype, alignment) if rng.random() < 0.95 else ("general.alignment", GGUF_STRING, "32"))
+    if rng.random() < 0.1:  # nested arrays, one more level each time
+        nested: Any = (4, [1, 2])
+        for _ in range(rng.choice((1, 3, 10))):
+            nested = (GGUF_ARRAY, [nested])
+        kv.append(("general.nested", GGUF_ARRAY, nested))
+    rng.shuffle(kv)
+    if kv and rng.random() < 0.03:
+        kv.append(kv[0])  # a duplicate key
+    names = ["token_embd.weight"] + [rng.choice(("output.weight", "token_embd.weight"))] * (rng.random() < 0.1)
+    version = rng.choice((3, 3, 3, 3, 3, 3, 2, 2, 2)) if rng.random() < 0.97 else rng.choice((1, 4))
+    out = bytearray(b"GGUF" + struct.pack(order + "IQQ", version, len(names), len(kv)))
+    for key, vtype, value in kv:
+        out += _gguf_value(order, GGUF_STRING, key) + struct.pack(order + "I", vtype) + _gguf_value(order, vtype, value)
+    step = alignment if alignment > 0 and alignment & (alignment - 1) == 0 and alignment <= 4096 else 32
+    rel = 0
+    for name in names:
+        offset = rel if rng.random() < 0.95 else rng.choice((rel + 1, rel + step, 2**40, 2**64 - step))
+        out += _gguf_value(order, GGUF_STRING, name) + struct.pack(order + "I", len(ne)) + b"".join(struct.pack(order + "Q", d) for d in ne)
+        out += struct.pack(order + "IQ", ggml_type, offset)
+        rel += -(-n_bytes // step) * step
+    out += bytes(-len(out) % step)
+    for _ in names:
+        out += _gguf_tensor_data(rng, ggml_type, n_bytes, order) + bytes(-n_bytes % step)
+    cut = rng.choice((1, 7, block_bytes)) if rng.random() < 0.05 else 0
+    return bytes(out[: len(out) - cut] if cut else out)
+
+
 #: Readers of the finalfusion format (and the sniffer, which reads it too).
 FIFU_READERS = ("finalfusion", "finalfusion-mmap", "finalfusion-file-mmap", "load")
 
@@ -898,6 +1093,7 @@ GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[random.Random, str], byte
     "huge_text_header": (("word2vec", "text_dims", "load"), huge_text_header),
     "repeated_chunks": (FIFU_READERS, lambda rng, reader: repeated_chunks(rng)),
     "slow_text_numbers": (("text", "text_dims", "load"), slow_text_numbers),
+    "gguf_structured": (("gguf", "load"), gguf_structured),
 }
 #: Share of a reader's inputs that come from a structure-aware generator (when it has any).
 GENERATED_RATE = 0.05

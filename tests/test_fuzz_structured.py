@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from conftest import load_fuzz
-from finalfusion import Embeddings, load_metadata
+from finalfusion import Embeddings, FinalfusionError, load_gguf, load_metadata
+from finalfusion.compat.gguf import read_gguf
 from finalfusion.metadata import Metadata
 from finalfusion.storage import NdArray
 from finalfusion.vocab import SimpleVocab
@@ -325,6 +326,64 @@ def test_huge_text_headers_are_refused_or_read(seed: int, reader: str) -> None:
     if reader != "load":
         assert (b"0.25" in data) == (reader == "text_dims")
     check(reader, data)
+
+
+# -- GGUF: well-framed files with drawn values -----------------------------------------------
+
+
+def _needs_gguf_extras() -> None:
+    # K-quants decode through gguf; exercise() tokenizes unknown words with tokenizers / sentencepiece
+    for module in ("gguf", "tokenizers", "sentencepiece"):
+        pytest.importorskip(module)
+
+
+@pytest.mark.parametrize("reader", ["gguf", "load"])
+@pytest.mark.parametrize("seed", range(40))
+def test_gguf_structured_files_are_answered_or_refused(seed: int, reader: str) -> None:
+    _needs_gguf_extras()
+    data = fuzz.gguf_structured(random.Random(seed), reader)
+    assert data.startswith(b"GGUF")
+    check(reader, data)
+
+
+def test_gguf_structured_files_read_the_same_in_gguf_py(tmp_path: Path) -> None:
+    # gguf-py's own reader is the second opinion on what the generator framed: the same keys, tensors, shapes and types
+    gguf = pytest.importorskip("gguf")
+    compared = 0
+    for seed in range(150):
+        data = fuzz.gguf_structured(random.Random(seed))
+        try:
+            ours = read_gguf(data)
+        except FinalfusionError:
+            continue
+        path = tmp_path / f"{seed}.gguf"
+        path.write_bytes(data)
+        theirs = gguf.GGUFReader(path)
+        assert set(ours.kv) == {k for k in theirs.fields if not k.startswith("GGUF.")}, seed
+        assert {t.name: (tuple(int(d) for d in t.shape), int(t.tensor_type)) for t in theirs.tensors} == {
+            name: (t.ne, t.ggml_type) for name, t in ours.tensors.items()
+        }, seed
+        assert theirs.alignment == ours.alignment, seed
+        compared += 1
+    assert compared >= 60
+
+
+def test_gguf_structured_reaches_every_tokenizer_tensor_type_and_byte_order() -> None:
+    _needs_gguf_extras()
+    seen: set[tuple[str, object]] = set()
+    for seed in range(300):
+        data = fuzz.gguf_structured(random.Random(seed))
+        try:
+            emb = load_gguf(data, normalize=False)
+        except FinalfusionError:
+            continue
+        head = read_gguf(data)
+        seen |= {("type", head.tensors["token_embd.weight"].ggml_type), ("order", head.byte_order)}
+        tokenizer = getattr(emb.vocab, "tokenizer", None)
+        seen.add(("tokenizer", tokenizer.kind if tokenizer is not None else None))
+    expected = {("type", t) for t in fuzz.GGUF_TENSOR_TYPES} | {("order", "<"), ("order", ">")}
+    expected |= {("tokenizer", "huggingface"), ("tokenizer", "sentencepiece"), ("tokenizer", None)}
+    assert expected <= seen, expected - seen
 
 
 @pytest.mark.parametrize("reader", ["text", "text_dims"])
