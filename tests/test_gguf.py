@@ -49,8 +49,20 @@ def _raw_tensor(gguf: Any, table: np.ndarray, qtype: str) -> np.ndarray:
     return raw.reshape(table.shape[0], -1)
 
 
-def write_with_gguf(path: Path, table: np.ndarray, qtype: str, tokens: list[str], *, kv: dict[str, Any] | None = None, alignment: int | None = None) -> Any:
-    """A GGUF file written by gguf-py's GGUFWriter; returns the reference table (dequantized by gguf-py's reader)."""
+def write_with_gguf(
+    path: Path,
+    table: np.ndarray,
+    qtype: str,
+    tokens: list[str],
+    *,
+    kv: dict[str, Any] | None = None,
+    alignment: int | None = None,
+    typed_kv: list[tuple[Any, ...]] | None = None,
+) -> Any:
+    """A GGUF file written by gguf-py's GGUFWriter; returns the reference table (dequantized by gguf-py's reader).
+
+    ``kv`` maps writer methods to their value; ``typed_kv`` holds the arguments of ``add_key_value`` calls.
+    """
     gguf = pytest.importorskip("gguf")
     writer = gguf.GGUFWriter(str(path), "llama")
     if alignment:
@@ -59,6 +71,8 @@ def write_with_gguf(path: Path, table: np.ndarray, qtype: str, tokens: list[str]
     writer.add_token_list(tokens)
     for key, value in (kv or {}).items():
         getattr(writer, key)(value)
+    for args in typed_kv or []:
+        writer.add_key_value(*args)
     if not kv or "add_tokenizer_model" not in kv:
         writer.add_tokenizer_model("none")
     raw = _raw_tensor(gguf, table, qtype)
@@ -219,6 +233,26 @@ def _llama_kv(sp: Any) -> tuple[list[str], dict[str, Any]]:
         "add_eos_token_id": sp.eos_id(),
     }
     return tokens, kv
+
+
+@pytest.mark.parametrize(
+    ("scores", "sub_type", "found"),
+    [
+        ([0.0, 1e300, -1.0], "FLOAT64", "1e+300 (token 1)"),  # stored as f64, past float32: struct.pack('<f') overflowed
+        ([0.0, -1.0, float("nan")], "FLOAT32", "nan (token 2)"),
+        ([float("-inf"), 0.0, -1.0], "FLOAT32", "-inf (token 0)"),
+    ],
+)
+def test_sentencepiece_scores_must_be_finite_float32(tmp_path: Path, scores: list[float], sub_type: str, found: str) -> None:
+    gguf = pytest.importorskip("gguf")
+    path = tmp_path / "llama.gguf"
+    kind = gguf.GGUFValueType
+    typed = [("tokenizer.ggml.scores", scores, kind.ARRAY, kind[sub_type])]
+    kv = {"add_tokenizer_model": "llama", "add_token_types": [2, 1, 1]}
+    write_with_gguf(path, _table(rows=3, dims=32), "F32", ["<unk>", "\u2581a", "\u2581b"], kv=kv, typed_kv=typed)
+    with pytest.raises(FormatError, match=r"tokenizer\.ggml\.scores holds a value that is not a finite float32") as info:
+        load_gguf(path)
+    assert info.value.found == found
 
 
 def _check_unknown_words(emb: Embeddings, encode: Any, skip: set[int], matrix: np.ndarray, minimum: int) -> None:

@@ -642,10 +642,21 @@ def _sentencepiece_model(kv: dict[str, Any], tokens: list[str], types: npt.NDArr
     """The SentencePiece model llama.cpp tokenizes with: ``llama`` (BPE by scores, no normaliser) or ``t5`` (unigram, precompiled charsmap)."""
     n = len(tokens)
     scores = _typed_array(kv, "tokenizer.ggml.scores", n)
+    if scores is not None:
+        scores = scores.astype(np.float64)
+        bad = ~(np.abs(scores) <= np.finfo(np.float32).max)  # NaN, infinities and f64 values past float32
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise FormatError(
+                "tokenizer.ggml.scores holds a value that is not a finite float32",
+                chunk=FORMAT,
+                expected="finite float32 scores (a SentencePiece model stores float32; sentencepiece refuses NaN and infinity)",
+                found=f"{float(scores[i])!r} (token {i})",
+            )
     charsmap = kv.get("tokenizer.ggml.precompiled_charsmap") if model_type == UNIGRAM_MODEL else None
     return SentencePieceModel(
         tokens,
-        scores.astype(float).tolist() if scores is not None else [0.0] * n,
+        scores.tolist() if scores is not None else [0.0] * n,
         types.astype(int).tolist() if types is not None else [NORMAL] * n,
         _special_ids(kv, types),
         model_type=model_type,
