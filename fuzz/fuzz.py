@@ -1021,7 +1021,7 @@ def gguf_structured(rng: random.Random, reader: str = "gguf") -> bytes:
     """A well-framed GGUF file whose values are drawn: byte order, version, alignment, tensor shape, type and offset, and tokenizer keys.
 
     Mutated seeds rarely get past GGUF's typed header (0.4 % of them read in
-    campaign C4); about half of these read, and take the reader into the
+    campaign C4); about a third of these read, and take the reader into the
     tokenizer builders (gpt2 byte-level BPE with real joins as merges,
     llama/t5 SentencePiece, sometimes with byte fallback or a random
     normalizer), the block decoders and the alignment and bounds checks.
