@@ -309,7 +309,7 @@ def exercise(result: Any) -> Any:
     semantics. Anything else is a finding.
     """
     from finalfusion import Embeddings, load_finalfusion
-    from finalfusion.vocab.tokenizer import MissingExtraError
+    from finalfusion.errors import MissingExtraError
 
     if not isinstance(result, Embeddings):
         return result

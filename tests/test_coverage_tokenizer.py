@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from finalfusion import FormatError
+from finalfusion.errors import MissingExtraError
 from finalfusion.metadata import Metadata
 from finalfusion.vocab import SimpleVocab
 from finalfusion.vocab import tokenizer as tokmod
 from finalfusion.vocab.tokenizer import (
     HuggingFaceTokenizer,
-    MissingExtraError,
     SentencePieceTokenizer,
     Tokenizer,
     TokenizerVocab,

@@ -20,10 +20,9 @@ import finalfusion
 from _model_helpers import hf_skip, random_words, sentencepiece_skip, subword_rule, train_byte_level_bpe, train_sentencepiece
 from finalfusion import Embeddings, FormatError, load_finalfusion, load_gguf, write_gguf
 from finalfusion.compat.gguf import GGML_TYPES, read_gguf
-from finalfusion.errors import Truncated, UnsupportedVersion
+from finalfusion.errors import MissingExtraError, Truncated, UnsupportedVersion
 from finalfusion.storage import NdArray
 from finalfusion.vocab import SimpleVocab, TokenizerVocab
-from finalfusion.vocab.tokenizer import MissingExtraError
 
 DATA = Path(__file__).resolve().parent / "data" / "models"
 WORDS = random_words(300, seed=11)

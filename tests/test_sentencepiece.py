@@ -14,9 +14,9 @@ from _model_helpers import random_words, sentencepiece_skip, subword_rule, train
 from finalfusion import Embeddings, FormatError, load_sentencepiece
 from finalfusion.compat import write_word2vec
 from finalfusion.compat.sentencepiece import SentencePieceModel
+from finalfusion.errors import MissingExtraError
 from finalfusion.storage import NdArray
 from finalfusion.vocab import SimpleVocab, TokenizerVocab
-from finalfusion.vocab.tokenizer import MissingExtraError
 
 DATA = Path(__file__).resolve().parent / "data" / "models"
 MODEL = DATA / "sentencepiece_bpemb.model"

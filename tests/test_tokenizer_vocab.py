@@ -20,9 +20,10 @@ from _model_helpers import (
     train_wordpiece,
 )
 from finalfusion import Embeddings, FormatError, Metadata, load_finalfusion
+from finalfusion.errors import MissingExtraError
 from finalfusion.storage import NdArray
 from finalfusion.vocab import HuggingFaceTokenizer, SentencePieceTokenizer, SimpleVocab, Tokenizer, TokenizerVocab, load_vocab
-from finalfusion.vocab.tokenizer import MissingExtraError, tokenizer_table
+from finalfusion.vocab.tokenizer import tokenizer_table
 
 WORDS = random_words(400, seed=7)
 SPM_CASES = [("unigram", False), ("unigram", True), ("bpe", False), ("bpe", True)]

@@ -155,7 +155,7 @@ def test_every_prefix_of_a_sentencepiece_model() -> None:
     import numpy as np
 
     from finalfusion.compat.sentencepiece import SentencePieceModel
-    from finalfusion.vocab.tokenizer import MissingExtraError
+    from finalfusion.errors import MissingExtraError
 
     data = (MODELS / "sentencepiece_bpemb.model").read_bytes()
     loaded = 0

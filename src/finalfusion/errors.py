@@ -15,10 +15,15 @@ absolute byte offset and the chunk in which it happened::
         ├── ChunkOrder
         └── Truncated
 
+    MissingExtraError (a ModuleNotFoundError): an optional package is not installed
+
 I/O problems (a missing file, a full disk) stay :class:`OSError`.
 """
 
 from __future__ import annotations
+
+import importlib
+from types import ModuleType
 
 __all__ = [
     "BadMagic",
@@ -28,10 +33,12 @@ __all__ = [
     "FormatError",
     "LegacyFormatWarning",
     "LimitExceeded",
+    "MissingExtraError",
     "NonFiniteError",
     "Truncated",
     "UnknownChunk",
     "UnsupportedVersion",
+    "import_extra",
 ]
 
 
@@ -293,3 +300,65 @@ class LegacyFormatWarning(UserWarning):
     >>> caught[0].category.__name__, float(emb.norms[0])
     ('LegacyFormatWarning', 2.0)
     """
+
+
+class MissingExtraError(ModuleNotFoundError):
+    """A call needs an optional package that is not installed; the message names the extra that installs it.
+
+    The one error for every optional package (gguf, sentencepiece,
+    tokenizers, h5py, gensim, matplotlib, tqdm ...). A
+    :class:`ModuleNotFoundError`, so ``except ImportError`` still catches it.
+
+    Parameters
+    ----------
+    package
+        The missing import name (``err.name``).
+    what
+        What needed it, for the message.
+    extra
+        The ``finalfusion-py`` extra that installs it (``err.extra``).
+
+    Examples
+    --------
+    >>> err = MissingExtraError("sentencepiece", "tokenizing an unknown word")
+    >>> print(err)
+    tokenizing an unknown word needs the sentencepiece package: pip install 'finalfusion-py[interop]'
+    >>> isinstance(err, ImportError), err.name, err.extra
+    (True, 'sentencepiece', 'interop')
+    """
+
+    def __init__(self, package: str, what: str = "tokenizing an unknown word", extra: str = "interop") -> None:
+        super().__init__(f"{what} needs the {package} package: pip install 'finalfusion-py[{extra}]'", name=package)
+        self.extra = extra
+
+    def __reduce__(self) -> tuple[type[MissingExtraError], tuple[str, str, str]]:
+        what, _, _ = str(self).partition(f" needs the {self.name} package")
+        return (type(self), (str(self.name), what, self.extra))
+
+
+def import_extra(module: str, what: str, extra: str = "interop") -> ModuleType:
+    """Import an optional package, or raise :class:`MissingExtraError` naming the extra that installs it.
+
+    Parameters
+    ----------
+    module
+        The module to import (``"gguf.quants"``); the error names its top-level package.
+    what
+        What needs it, for the message (``"decoding a Q4_K tensor"``).
+    extra
+        The ``finalfusion-py`` extra that installs it.
+
+    Examples
+    --------
+    >>> import_extra("json", "reading JSON").__name__
+    'json'
+    >>> try:
+    ...     import_extra("no_such_package_here", "plotting", extra="plot")
+    ... except MissingExtraError as err:
+    ...     print(err)
+    plotting needs the no_such_package_here package: pip install 'finalfusion-py[plot]'
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(module.partition(".")[0], what, extra) from None

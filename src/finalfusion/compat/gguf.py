@@ -53,11 +53,11 @@ from finalfusion.compat._common import check_rows_writable, checked_norms, dense
 from finalfusion.compat._registry import register_format
 from finalfusion.compat._spmodel import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
-from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVersion
+from finalfusion.errors import BadMagic, FormatError, MissingExtraError, Truncated, UnsupportedVersion
 from finalfusion.metadata import Metadata
 from finalfusion.storage import NdArray
 from finalfusion.vocab import SimpleVocab, Vocab
-from finalfusion.vocab.tokenizer import HuggingFaceTokenizer, MissingExtraError, SentencePieceTokenizer, Tokenizer, TokenizerVocab
+from finalfusion.vocab.tokenizer import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer, TokenizerVocab
 
 __all__ = ["GGML_TYPES", "GGUFFile", "GGUFTensor", "load_gguf", "read_gguf", "write_gguf"]
 

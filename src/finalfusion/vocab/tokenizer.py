@@ -47,7 +47,7 @@ import numpy.typing as npt
 from finalfusion import limits
 from finalfusion._binary import ByteReader, ByteWriter
 from finalfusion.chunks import ChunkIdentifier
-from finalfusion.errors import FormatError, LimitExceeded
+from finalfusion.errors import FormatError, LimitExceeded, MissingExtraError
 from finalfusion.metadata import Metadata
 from finalfusion.vocab.base import SubwordVocab, Vocab
 
@@ -66,8 +66,6 @@ __all__ = [
     "with_tokenizer_table",
 ]
 
-#: What to install for tokenizing.
-EXTRA: str = "pip install 'finalfusion-py[interop]'"
 #: Metadata key of the table that stores the tokenizer in a ``.fifu`` file.
 METADATA_KEY: str = "tokenizer"
 #: Largest decompressed serialised tokenizer accepted from a file (bytes).
@@ -111,20 +109,6 @@ def check_tokenize_length(word: str) -> int:
             "that a model's tokenizer is given; raise the limit to look up longer words"
         )
     return n
-
-
-class MissingExtraError(ModuleNotFoundError):
-    """Tokenizing needs an optional package that is not installed.
-
-    Examples
-    --------
-    >>> err = MissingExtraError("sentencepiece")
-    >>> isinstance(err, ImportError), "finalfusion-py[interop]" in str(err)
-    (True, True)
-    """
-
-    def __init__(self, package: str, what: str = "tokenizing an unknown word") -> None:
-        super().__init__(f"{what} needs the {package} package: {EXTRA}", name=package)
 
 
 class Tokenizer:
