@@ -1,4 +1,4 @@
-"""A/B of two source trees on the conversion paths: word2vec and text-dims loads, a finalfusion load and write.
+"""A/B of two source trees on the conversion paths: word2vec, text-dims, fastText, GGUF and safetensors loads, a finalfusion load and write.
 
 For refactors that must not change speed (issue 12's check of ``bench_convert``
 paths without the 0.7.1/gensim peer environment): one ``n x dims`` file per
@@ -11,6 +11,8 @@ Usage::
 
     git archive <old commit> src | tar -x -C /tmp/base
     .venv/bin/python bench/ab_convert.py --a /tmp/base --b . --rounds 5
+
+The safetensors case needs the interop extra (safetensors); it is left out without it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,18 @@ rng = np.random.default_rng(0)
 n, d = {n}, {dims}
 emb = finalfusion.Embeddings(NdArray(rng.standard_normal((n, d)).astype(np.float32)), SimpleVocab([f"w{{i}}" for i in range(n)]))
 write_word2vec("{tmp}/v.bin", emb); write_text_dims("{tmp}/v.vec", emb); emb.write("{tmp}/v.fifu")
+from finalfusion.compat import write_fasttext, write_gguf
+write_gguf("{tmp}/v.gguf", emb)
+write_fasttext("{tmp}/v.ft.bin", emb)  # a fastText model without subwords: its dictionary and its matrix
+try:
+    import json
+    from safetensors.numpy import save_file
+except ImportError:  # the interop extra: without it the safetensors case is left out
+    pass
+else:
+    save_file({{"embed_tokens.weight": np.asarray(emb.storage)}}, "{tmp}/v.safetensors")
+    with open("{tmp}/tokens.json", "w") as f:
+        json.dump([f"w{{i}}" for i in range(n)], f)
 """
 
 
@@ -50,13 +64,18 @@ def main() -> None:
             "load_word2vec": f"finalfusion.load_word2vec('{tmp}/v.bin')",
             "load_text_dims": f"finalfusion.load_text_dims('{tmp}/v.vec')",
             "load_finalfusion": f"finalfusion.load_finalfusion('{tmp}/v.fifu')",
+            "load_fasttext": f"finalfusion.load_fasttext('{tmp}/v.ft.bin')",
+            "load_gguf": f"finalfusion.load_gguf('{tmp}/v.gguf')",
+            "load_gguf_mmap": f"finalfusion.load_gguf('{tmp}/v.gguf', mmap=True, normalize=False)",
             "write_finalfusion": f"finalfusion.load_finalfusion('{tmp}/v.fifu', mmap=True).write('{tmp}/out.fifu')",
         }
+        if os.path.exists(f"{tmp}/v.safetensors"):
+            cases["load_safetensors"] = f"finalfusion.load_safetensors('{tmp}/v.safetensors', tokenizer=json.load(open('{tmp}/tokens.json')))"
         times: dict[tuple[str, str], list[float]] = {(c, t): [] for c in cases for t in trees}
         for r in range(a.rounds):
             for case, stmt in cases.items():
                 for tree in sorted(trees, reverse=bool(r % 2)):
-                    timed = f"import time, finalfusion; t0 = time.perf_counter(); {stmt}; print(time.perf_counter() - t0)"
+                    timed = f"import json, time, finalfusion; t0 = time.perf_counter(); {stmt}; print(time.perf_counter() - t0)"
                     env = dict(os.environ, PYTHONPATH=trees[tree])
                     out = subprocess.run([sys.executable, "-c", timed], check=True, capture_output=True, text=True, env=env).stdout
                     times[(case, tree)].append(float(out.strip().splitlines()[-1]))
