@@ -28,7 +28,7 @@ LOWER_LAYERS = {
     "finalfusion.errors": set(),
     "finalfusion.limits": set(),
     "finalfusion._threads": set(),
-    "finalfusion._progress": set(),
+    "finalfusion._progress": {"finalfusion.errors"},
     "finalfusion._binary": {"finalfusion.errors", "finalfusion.limits"},
     "finalfusion._source": {"finalfusion._binary", "finalfusion._progress", "finalfusion.errors"},
     "finalfusion._atomic": {"finalfusion._threads"},
