@@ -29,6 +29,7 @@ LOWER_LAYERS = {
     "finalfusion.limits": set(),
     "finalfusion._threads": set(),
     "finalfusion._progress": {"finalfusion.errors"},
+    "finalfusion._tokenizers": {"finalfusion.errors", "finalfusion.limits"},
     "finalfusion._binary": {"finalfusion.errors", "finalfusion.limits"},
     "finalfusion._source": {"finalfusion._binary", "finalfusion._progress", "finalfusion.errors"},
     "finalfusion._atomic": {"finalfusion._threads"},

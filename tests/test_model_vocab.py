@@ -17,7 +17,7 @@ from finalfusion.compat._model_vocab import (
     read_fairseq_dict,
     sentencepiece_tokens,
 )
-from finalfusion.vocab.tokenizer import HuggingFaceTokenizer, SentencePieceTokenizer, TokenizerVocab
+from finalfusion.vocab import HuggingFaceTokenizer, SentencePieceTokenizer, TokenizerVocab
 
 
 def _piece(s: bytes) -> bytes:
