@@ -14,8 +14,7 @@ from finalfusion import Embeddings, FormatError, load_gguf, write_gguf
 from finalfusion.compat.gguf import read_gguf
 from finalfusion.errors import Truncated
 from finalfusion.storage import NdArray
-from finalfusion.vocab import SimpleVocab
-from finalfusion.vocab.tokenizer import HuggingFaceTokenizer, TokenizerVocab
+from finalfusion.vocab import HuggingFaceTokenizer, SimpleVocab, TokenizerVocab
 
 U32, STRING, ARRAY = 4, 8, 9
 

@@ -26,9 +26,9 @@ import finalfusion.limits as limits
 from _bounded import ChildError, bounded
 from _model_helpers import subword_rule, train_sentencepiece, train_wordpiece
 from finalfusion import Embeddings, LimitExceeded, load_gguf, load_lightseq, load_safetensors, load_sentencepiece
+from finalfusion import _tokenizers as tokenizer_module
 from finalfusion.storage import NdArray
 from finalfusion.vocab import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer, TokenizerVocab
-from finalfusion.vocab import tokenizer as tokenizer_module
 
 DATA = Path(__file__).resolve().parent / "data" / "models"
 

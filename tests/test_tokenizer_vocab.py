@@ -1,4 +1,4 @@
-"""TokenizerVocab: unknown words through the real tokenizer, the subword rule, .fifu round trips, no extras."""
+"""TokenizerVocab: unknown words through the real tokenizer, the subword rule, token rows, .fifu round trips, no extras."""
 
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ from _model_helpers import (
     train_wordpiece,
 )
 from finalfusion import Embeddings, FormatError, Metadata, load_finalfusion
+from finalfusion._tokenizers import _TOY_JSON as TOY
 from finalfusion.errors import MissingExtraError
 from finalfusion.storage import NdArray
 from finalfusion.vocab import HuggingFaceTokenizer, SentencePieceTokenizer, SimpleVocab, Tokenizer, TokenizerVocab, load_vocab
-from finalfusion.vocab.tokenizer import tokenizer_table
+from finalfusion.vocab._tokenizer_table import tokenizer_table
 
 WORDS = random_words(400, seed=7)
 SPM_CASES = [("unigram", False), ("unigram", True), ("bpe", False), ("bpe", True)]
@@ -219,3 +220,47 @@ def test_token_ids_without_rows_are_dropped() -> None:
     np.testing.assert_allclose(emb.embedding("abc"), subword_rule(matrix, [0, 1], set()), atol=2e-6)
     assert emb.embedding("c") is None
     assert emb.vocab.upper_bound == 2
+
+
+# --- the toy tokenizer: construction and the token rows ------------------------------------------
+
+TOY_WORDS = ["[UNK]", "[CLS]", "ab", "a", "c", "b"]
+
+
+def test_tokenizer_vocab_needs_a_tokenizer() -> None:
+    with pytest.raises(TypeError, match="tokenizer must be a Tokenizer, got str"):
+        TokenizerVocab(["a"], "not a tokenizer")
+
+
+def test_tokenizer_vocab_has_no_ngram_lengths() -> None:
+    vocab = TokenizerVocab(["a"], HuggingFaceTokenizer("{}"))
+    with pytest.raises(AttributeError, match="a TokenizerVocab has no n-gram lengths"):
+        _ = vocab.min_n
+    with pytest.raises(AttributeError, match="a TokenizerVocab has no n-gram lengths"):
+        _ = vocab.max_n
+
+
+def test_tokenizer_vocab_is_not_read_as_a_chunk_of_its_own() -> None:
+    with pytest.raises(TypeError, match="read as a SimpleVocab chunk plus the \\[tokenizer\\] metadata table"):
+        TokenizerVocab.read_payload(None)  # type: ignore[arg-type]
+
+
+def test_batch_subword_rows_of_no_words_yields_nothing() -> None:
+    vocab = TokenizerVocab(["a"], HuggingFaceTokenizer("{}"))
+    assert list(vocab.batch_subword_rows([])) == []
+
+
+def test_subword_rows_and_batches_drop_ids_without_rows() -> None:
+    pytest.importorskip("tokenizers")
+    vocab = TokenizerVocab(TOY_WORDS[:5], HuggingFaceTokenizer(TOY))  # no row for "b" (id 5)
+    assert vocab.subword_rows("cb").tolist() == [4]
+    groups = [(p.tolist(), r.tolist()) for p, r in vocab.batch_subword_rows(["b", "cab", "c"])]
+    assert groups == [([2], [[4]]), ([1], [[4, 2]])]
+
+
+def test_an_unknown_word_is_the_normalised_sum_of_its_token_rows() -> None:
+    pytest.importorskip("tokenizers")
+    storage = NdArray(np.eye(6, dtype=np.float32))
+    emb = Embeddings(storage, TokenizerVocab(TOY_WORDS, HuggingFaceTokenizer(TOY)))
+    expected = (storage[2] + storage[4]) / np.sqrt(2)
+    np.testing.assert_allclose(emb["abc"], expected, rtol=1e-6)

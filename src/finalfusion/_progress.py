@@ -31,6 +31,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from finalfusion.errors import MissingExtraError, import_extra
+
 __all__ = ["Progress", "ProgressArg", "TqdmBars", "counting", "progress_callback", "reporter"]
 
 #: ``progress(stage, done, total)``; ``total`` is ``None`` when unknown.
@@ -92,12 +94,12 @@ class TqdmBars:
 
 
 def _tqdm() -> Any:
-    """``tqdm.auto.tqdm``, or ``None`` when tqdm is not installed."""
+    """``tqdm.auto.tqdm``, or ``None`` when tqdm (the ``cli`` extra) is not installed: then no bars, silently."""
     try:
-        import tqdm.auto  # type: ignore[import-untyped,import-not-found,unused-ignore]
-    except ImportError:
+        auto = import_extra("tqdm.auto", "progress bars", extra="cli")
+    except MissingExtraError:
         return None
-    return tqdm.auto.tqdm
+    return auto.tqdm
 
 
 def progress_callback(progress: ProgressArg) -> Progress | None:

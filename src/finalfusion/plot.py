@@ -1,8 +1,9 @@
 """Pictures of embeddings with matplotlib: a 2-D projection, a similarity heat map, the norms.
 
 matplotlib is optional: it is imported when a function is called, and a
-missing installation raises an :class:`ImportError` that names the ``docs``
-extra (``pip install 'finalfusion-py[docs]'``). Every function draws on the
+missing installation raises :class:`~finalfusion.errors.MissingExtraError`
+(an :class:`ImportError`) that names the ``docs`` extra
+(``pip install 'finalfusion-py[docs]'``). Every function draws on the
 given matplotlib ``Axes`` (a new figure when ``ax`` is ``None``) and returns it,
 so the picture can be adjusted, combined with others or saved.
 
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion.errors import import_extra
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
@@ -35,14 +38,11 @@ __all__ = ["norms", "pca", "projection", "similarity_matrix"]
 
 
 def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
-    """``ax``, or the axes of a new figure; the ImportError names the extra."""
+    """``ax``, or the axes of a new figure; without matplotlib a MissingExtraError names the ``docs`` extra."""
     if ax is not None:
         return ax
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("finalfusion.plot needs matplotlib: pip install 'finalfusion-py[docs]'") from exc
-    _, new = plt.subplots(figsize=size, layout="constrained")
+    plt = import_extra("matplotlib.pyplot", "finalfusion.plot", extra="docs")
+    new: Axes = plt.subplots(figsize=size, layout="constrained")[1]
     return new
 
 

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from finalfusion.errors import MissingExtraError, import_extra
+
 __all__ = ["bars", "progress_wanted"]
 
 
@@ -37,8 +39,8 @@ def bars(args: argparse.Namespace) -> Iterator[Any]:
     from finalfusion._progress import TqdmBars
 
     try:
-        from tqdm import tqdm  # type: ignore[import-untyped,import-not-found,unused-ignore]
-    except ImportError:
+        tqdm = import_extra("tqdm", "progress bars", extra="cli").tqdm
+    except MissingExtraError:  # the command works without the cli extra, silently without bars
         yield None
         return
     # A terminal that reports no size (a bare pseudo-terminal) would get empty bars: assume 80 x 24 there.

@@ -15,6 +15,7 @@ from finalfusion._threads import set_threads
 from finalfusion.cli._common import CliError, bars, one_line, positive_int, subparser
 from finalfusion.cli.convert import WriteOptions, add_input_options, load_input, output_format_names, write_as
 from finalfusion.embeddings import Embeddings
+from finalfusion.errors import MissingExtraError, import_extra
 
 __all__ = ["register"]
 
@@ -87,11 +88,11 @@ def _limited_threads(n: int | None) -> Iterator[None]:
     set_threads(n)
     try:
         try:
-            from threadpoolctl import threadpool_limits  # type: ignore[import-untyped,import-not-found,unused-ignore]
-        except ImportError:
+            threadpoolctl = import_extra("threadpoolctl", "limiting BLAS threads", extra="cli")
+        except MissingExtraError:  # tolerated: then only our scans are limited
             yield
         else:
-            with threadpool_limits(n):
+            with threadpoolctl.threadpool_limits(n):
                 yield
     finally:
         set_threads(old)

@@ -73,7 +73,7 @@ def read_fairseq_dict(data: bytes, where: str = "fairseq dict.txt") -> list[str]
 
 
 def _tokenizer_module() -> Any:
-    from finalfusion.vocab import tokenizer
+    from finalfusion import vocab as tokenizer  # Tokenizer, HuggingFaceTokenizer, SentencePieceTokenizer, TokenizerVocab
 
     return tokenizer
 
@@ -215,7 +215,7 @@ def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str) -
     tokenizer
         ``None`` (look for ``tokenizer.json``, then ``tokenizer.model`` in
         ``directory``), a path to either (or to a directory holding one), a
-        tokenizer object of :mod:`finalfusion.vocab.tokenizer`, or a
+        :class:`~finalfusion.vocab.Tokenizer` object, or a
         sequence of token strings.
     directory
         Where the weights are, if they come from a file.

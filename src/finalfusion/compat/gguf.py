@@ -49,6 +49,7 @@ import numpy.typing as npt
 from finalfusion._binary import check_dims
 from finalfusion._source import fill, parse_prefix, size_bound, sized_or_stream, skip
 from finalfusion._threads import CPUS, run_tasks
+from finalfusion._tokenizers import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer
 from finalfusion.compat._common import check_rows_writable, checked_norms, dense_matrix_with_norms
 from finalfusion.compat._registry import register_format
 from finalfusion.compat._spmodel import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
@@ -57,7 +58,7 @@ from finalfusion.errors import BadMagic, FormatError, MissingExtraError, Truncat
 from finalfusion.metadata import Metadata
 from finalfusion.storage import NdArray
 from finalfusion.vocab import SimpleVocab, Vocab
-from finalfusion.vocab.tokenizer import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer, TokenizerVocab
+from finalfusion.vocab.tokenizer import TokenizerVocab
 
 __all__ = ["GGML_TYPES", "GGUFFile", "GGUFTensor", "load_gguf", "read_gguf", "write_gguf"]
 

@@ -25,13 +25,14 @@ import numpy.typing as npt
 
 from finalfusion import limits
 from finalfusion._source import fill, sized_or_stream
+from finalfusion._tokenizers import SentencePieceTokenizer
 from finalfusion.compat._common import checked_norms
 from finalfusion.compat._spmodel import CONTROL, UNKNOWN, UNUSED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
 from finalfusion.metadata import Metadata
 from finalfusion.storage import NdArray
-from finalfusion.vocab.tokenizer import SentencePieceTokenizer, TokenizerVocab
+from finalfusion.vocab.tokenizer import TokenizerVocab
 
 __all__ = ["SentencePieceModel", "load_sentencepiece"]
 

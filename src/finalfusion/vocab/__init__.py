@@ -10,12 +10,13 @@ Examples
 from __future__ import annotations
 
 from finalfusion._source import Source
+from finalfusion._tokenizers import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer
 from finalfusion.container import load_chunk
 from finalfusion.vocab._index import WordIndex
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.simple import SimpleVocab
 from finalfusion.vocab.subword import ExplicitVocab, FastTextVocab, FinalfusionBucketVocab, FloretVocab
-from finalfusion.vocab.tokenizer import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer, TokenizerVocab
+from finalfusion.vocab.tokenizer import TokenizerVocab
 
 __all__ = [
     "ExplicitVocab",

@@ -1,4 +1,4 @@
-"""Error paths and options of the model-vocabulary helpers shared by the safetensors and LightSeq loaders."""
+"""A model's token table vocabulary (compat._model_vocab, safetensors and LightSeq): tokenizer.json, SentencePiece, fairseq, token lists."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from finalfusion.compat._model_vocab import (
     read_fairseq_dict,
     sentencepiece_tokens,
 )
-from finalfusion.vocab.tokenizer import HuggingFaceTokenizer, SentencePieceTokenizer, TokenizerVocab
+from finalfusion.vocab import HuggingFaceTokenizer, SentencePieceTokenizer, TokenizerVocab
 
 
 def _piece(s: bytes) -> bytes:
@@ -60,7 +60,7 @@ def test_fairseq_dict_overwrite_keeps_first_id() -> None:
 
 
 @pytest.mark.parametrize("data", [b"\xff\xfe", b"{not json", b"[" * 100000])
-def test_hf_tokens_invalid_json(data: bytes) -> None:
+def test_hf_tokens_refuse_invalid_json(data: bytes) -> None:
     with pytest.raises(FormatError, match=r"not a valid tokenizer\.json"):
         hf_tokens(data)
 
@@ -71,7 +71,7 @@ def test_hf_tokens_rejects_bad_ids(bad: object) -> None:
         hf_tokens(_hf({"a": bad}))
 
 
-def test_hf_tokens_unigram_list() -> None:
+def test_hf_tokens_read_a_unigram_vocabulary_list() -> None:
     assert hf_tokens(_hf([["<unk>", 0.0], ["a", -1.5]])) == ["<unk>", "a"]
 
 
@@ -82,24 +82,24 @@ def test_hf_tokens_rejects_bad_unigram_entries(entry: object) -> None:
 
 
 @pytest.mark.parametrize("doc", [b"[]", b'{"model": 3}', b'{"model": {"vocab": "abc"}}'])
-def test_hf_tokens_without_model_vocab(doc: bytes) -> None:
+def test_hf_tokens_refuse_a_document_without_model_vocab(doc: bytes) -> None:
     with pytest.raises(FormatError, match=r"the tokenizer has no model\.vocab"):
         hf_tokens(doc)
 
 
-def test_hf_tokens_added_tokens_not_a_list() -> None:
+def test_hf_tokens_refuse_added_tokens_that_are_not_a_list() -> None:
     with pytest.raises(FormatError, match="added_tokens is not a list") as err:
         hf_tokens(_hf({"a": 0}, added={"id": 1}))
     assert err.value.found == "dict"
 
 
 @pytest.mark.parametrize("entry", ["x", {"id": 1}, {"content": "x"}, {"id": -1, "content": "x"}, {"id": False, "content": "x"}])
-def test_hf_tokens_bad_added_token(entry: object) -> None:
+def test_hf_tokens_refuse_an_added_token_without_id_or_content(entry: object) -> None:
     with pytest.raises(FormatError, match="an added token lacks its id or content"):
         hf_tokens(_hf({"a": 0}, added=[entry]))
 
 
-def test_hf_tokens_implausible_id() -> None:
+def test_hf_tokens_refuse_an_implausibly_large_id() -> None:
     with pytest.raises(FormatError, match="a token id is implausibly large"):
         hf_tokens(_hf({"a": 1 << 24}))
 
@@ -109,14 +109,14 @@ def test_hf_tokens_duplicate_string_and_holes_get_placeholders() -> None:
     assert hf_tokens(_hf({"a": 0}, added=[{"id": 2, "content": "a"}])) == ["a", PLACEHOLDER.format(1), PLACEHOLDER.format(2)]
 
 
-def test_hf_tokens_empty_vocab() -> None:
+def test_hf_tokens_of_an_empty_vocabulary_are_empty() -> None:
     assert hf_tokens(_hf({})) == []
 
 
 # --- sentencepiece_tokens --------------------------------------------------------------
 
 
-def test_sentencepiece_tokens_bad_utf8() -> None:
+def test_sentencepiece_tokens_refuse_a_piece_that_is_not_utf8() -> None:
     with pytest.raises(FormatError, match="piece 1 is not UTF-8") as err:
         sentencepiece_tokens(_piece(b"a") + _piece(b"\xff"))
     assert err.value.offset == 2 + len(_piece(b"a"))
@@ -129,14 +129,14 @@ def test_sentencepiece_tokens_repeated_piece_is_placeholder() -> None:
 # --- detection ---------------------------------------------------------------------------
 
 
-def test_looks_like_fairseq_dict() -> None:
+def test_a_fairseq_dictionary_is_recognised_by_its_lines() -> None:
     assert _looks_like_fairseq_dict(b"a 1\nb 2\n")
     assert not _looks_like_fairseq_dict(b"\xff\xfe 1\n")
     assert not _looks_like_fairseq_dict(b"")
     assert not _looks_like_fairseq_dict(b"a b\n")
 
 
-def test_tokenizer_from_bytes_dispatch() -> None:
+def test_vocabulary_bytes_are_told_apart_json_fairseq_sentencepiece() -> None:
     tok, what = _tokenizer_from_bytes(_hf({"a": 0}), "", "<bytes>")
     assert isinstance(tok, HuggingFaceTokenizer)
     assert what == "tokenizer.json (<bytes>)"
@@ -151,12 +151,12 @@ def test_tokenizer_from_bytes_dispatch() -> None:
 # --- model_vocab -------------------------------------------------------------------------
 
 
-def test_model_vocab_needs_a_directory_without_tokenizer() -> None:
+def test_model_vocab_without_tokenizer_needs_a_directory() -> None:
     with pytest.raises(ValueError, match="safetensors: the weights do not come from a directory"):
         model_vocab(None, None, 4, "safetensors")
 
 
-def test_model_vocab_directory_without_tokenizer(tmp_path: Path) -> None:
+def test_model_vocab_names_the_files_a_directory_lacks(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"no tokenizer\.json or tokenizer\.model"):
         model_vocab(None, tmp_path, 4, "safetensors")
 
@@ -173,7 +173,7 @@ def test_model_vocab_finds_tokenizer_json_in_directory(tmp_path: Path) -> None:
     assert model_vocab(tmp_path / "tokenizer.json", None, 3, "x")[1] == 2
 
 
-def test_model_vocab_fairseq_dict_path(tmp_path: Path) -> None:
+def test_model_vocab_reads_a_fairseq_dictionary_path(tmp_path: Path) -> None:
     path = tmp_path / "dict.txt"
     path.write_bytes(b"a 1\nb 1\n")
     vocab, used, what = model_vocab(path, None, 8, "LightSeq")
@@ -182,33 +182,33 @@ def test_model_vocab_fairseq_dict_path(tmp_path: Path) -> None:
     assert what == "fairseq dictionary (dict.txt)"
 
 
-def test_model_vocab_from_bytes() -> None:
+def test_model_vocab_reads_tokenizer_json_bytes() -> None:
     vocab, used, what = model_vocab(bytearray(_hf({"a": 0})), None, 1, "x")
     assert list(vocab.words) == ["a"]
     assert used == 1
     assert what == "tokenizer.json (<bytes>)"
 
 
-def test_model_vocab_tokenizer_object_too_many_tokens() -> None:
+def test_model_vocab_refuses_more_tokens_than_rows() -> None:
     with pytest.raises(FormatError, match="the table has fewer rows than the vocabulary has tokens") as err:
         model_vocab(HuggingFaceTokenizer(_hf({"a": 0, "b": 1, "c": 2})), None, 2, "safetensors")
     assert err.value.found == "2 rows"
     assert err.value.chunk == "safetensors"
 
 
-def test_model_vocab_sentencepiece_object() -> None:
+def test_model_vocab_takes_a_sentencepiece_tokenizer_object() -> None:
     vocab, used, what = model_vocab(SentencePieceTokenizer(_piece(b"<unk>") + _piece(b"a")), None, 2, "x")
     assert list(vocab.words) == ["<unk>", "a"]
     assert used == 2
     assert what == "SentencePieceTokenizer"
 
 
-def test_model_vocab_empty_token_list() -> None:
+def test_model_vocab_refuses_an_empty_token_list() -> None:
     with pytest.raises(FormatError, match="the vocabulary is empty"):
         model_vocab([], None, 2, "x")
 
 
-def test_model_vocab_repeated_token() -> None:
+def test_model_vocab_refuses_a_repeated_token() -> None:
     with pytest.raises(FormatError, match="token 2 repeats token 0"):
         model_vocab(["a", "b", "a"], None, 3, "x")
 

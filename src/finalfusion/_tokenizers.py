@@ -1,0 +1,466 @@
+"""The tokenizer back-ends of model vocabularies, wrapped once.
+
+A :class:`Tokenizer` splits any word into token ids with the real library --
+``sentencepiece`` for SentencePiece models (:class:`SentencePieceTokenizer`),
+``tokenizers`` for Hugging Face ``tokenizer.json`` files
+(:class:`HuggingFaceTokenizer`) -- never with a re-implementation of their
+normalisation. It keeps the serialised model and builds the library's
+tokenizer on first use, so that objects can be created, compared, pickled
+and written without the optional package; tokenizing without it raises
+:class:`~finalfusion.errors.MissingExtraError` naming the ``interop`` extra.
+
+Every failure of either library while it builds a tokenizer from a model --
+an exception, or a Rust panic (pyo3's ``PanicException``, a
+``BaseException``) -- becomes a :class:`~finalfusion.errors.FormatError` in
+one place, :func:`rejected_by`.
+
+The tokenizer's work is bounded per word and per batch (issue 13, class 5):
+a word longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of
+UTF-8 (256 KiB) raises :class:`~finalfusion.errors.LimitExceeded` before
+anything is tokenized, and a batch is handed to the library in blocks of at
+most :data:`BLOCK_BYTES` bytes and :data:`BLOCK_WORDS` words, so its memory
+stays bounded whatever the batch. Words within the limit get exactly the
+library's tokens.
+
+The vocabulary that uses a tokenizer is
+:class:`finalfusion.vocab.TokenizerVocab`; this module sits below ``vocab/``
+and imports nothing above the leaves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+from finalfusion import limits
+from finalfusion.errors import FormatError, LimitExceeded, import_extra
+
+__all__ = [
+    "BLOCK_BYTES",
+    "BLOCK_WORDS",
+    "HuggingFaceTokenizer",
+    "SentencePieceTokenizer",
+    "Tokenizer",
+    "check_tokenize_length",
+    "is_rust_panic",
+    "rejected_by",
+]
+
+#: Most bytes of UTF-8 handed to the tokenizer in one call when many words are
+#: tokenized (a word longer than this is a block of its own). The libraries
+#: hold ~100-250 bytes per input byte while they tokenize (``tokenizers``;
+#: ``sentencepiece`` ~25-60), so a block peaks at ~15 MB whatever the batch.
+BLOCK_BYTES: int = 1 << 16
+#: Most words handed to the tokenizer in one call (each costs a few hundred
+#: bytes of bookkeeping in the library besides its characters).
+BLOCK_WORDS: int = 1 << 12
+
+
+def check_tokenize_length(word: str) -> int:
+    """The length of ``word`` in bytes of UTF-8, checked against :data:`finalfusion.limits.MAX_TOKENIZE_BYTES`.
+
+    Raises
+    ------
+    finalfusion.errors.LimitExceeded
+        If the word is longer than the limit (read at call time).
+    TypeError
+        If ``word`` is not a ``str``.
+
+    Examples
+    --------
+    >>> check_tokenize_length("naïve")
+    6
+    >>> try:
+    ...     check_tokenize_length("ab" * 200_000)
+    ... except LimitExceeded as err:
+    ...     print(err)  # doctest: +ELLIPSIS
+    the word has 400000 bytes of UTF-8, more than finalfusion.limits.MAX_TOKENIZE_BYTES = 262144 that a model's tokenizer is given; ...
+    """
+    if not isinstance(word, str):
+        raise TypeError(f"a word to tokenize must be a str, got {type(word).__name__}")
+    n = len(word) if word.isascii() else len(word.encode("utf-8", "surrogatepass"))
+    if n > limits.MAX_TOKENIZE_BYTES:
+        raise LimitExceeded(
+            f"the word has {n} bytes of UTF-8, more than finalfusion.limits.MAX_TOKENIZE_BYTES = {limits.MAX_TOKENIZE_BYTES} "
+            "that a model's tokenizer is given; raise the limit to look up longer words"
+        )
+    return n
+
+
+class Tokenizer:
+    """A model's tokenizer: splits a word into the token ids the model uses.
+
+    Subclasses keep the serialised model (:meth:`to_bytes`) and build the
+    real library's tokenizer lazily, on the first call that needs it, so
+    that objects can be created, compared, pickled and written without the
+    optional package.
+
+    Examples
+    --------
+    >>> Tokenizer.kinds()
+    ['huggingface', 'sentencepiece']
+    """
+
+    #: Name of the serialised form (the ``kind`` in the metadata table).
+    kind: ClassVar[str] = ""
+    _KINDS: ClassVar[dict[str, type[Tokenizer]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.kind:
+            if cls.kind in Tokenizer._KINDS:
+                raise RuntimeError(f"tokenizer kind {cls.kind!r} is registered twice")
+            Tokenizer._KINDS[cls.kind] = cls
+
+    def __init__(self, data: bytes) -> None:
+        self._data = bytes(data)
+        self._lock = threading.Lock()
+        self._impl: Any = None
+        self._skip: frozenset[int] = frozenset()
+
+    @classmethod
+    def kinds(cls) -> list[str]:
+        """The registered kinds, sorted.
+
+        Examples
+        --------
+        >>> "sentencepiece" in Tokenizer.kinds()
+        True
+        """
+        return sorted(cls._KINDS)
+
+    # -- serialised form ---------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """The serialised model (a SentencePiece ``ModelProto``, a ``tokenizer.json``).
+
+        Examples
+        --------
+        >>> HuggingFaceTokenizer('{"model": {}}').to_bytes()
+        b'{"model": {}}'
+        """
+        return self._data
+
+    @staticmethod
+    def from_bytes(kind: str, data: bytes) -> Tokenizer:
+        """Rebuild a tokenizer from :attr:`kind` and :meth:`to_bytes`.
+
+        Raises
+        ------
+        ValueError
+            If ``kind`` is not a known tokenizer kind.
+
+        Examples
+        --------
+        >>> tok = Tokenizer.from_bytes("huggingface", b'{"model": {}}')
+        >>> type(tok).__name__, tok.kind
+        ('HuggingFaceTokenizer', 'huggingface')
+        """
+        cls = Tokenizer._KINDS.get(kind)
+        if cls is None:
+            raise ValueError(f"unknown tokenizer kind {kind!r}: expected one of {Tokenizer.kinds()}")
+        return cls._from_data(data)
+
+    @classmethod
+    def _from_data(cls, data: bytes) -> Tokenizer:
+        return cls(data)
+
+    # -- tokenizing ----------------------------------------------------------------
+    def _load(self) -> Any:
+        """Build the real tokenizer; sets ``_skip``. Raises :class:`~finalfusion.errors.MissingExtraError`, :class:`~finalfusion.errors.FormatError`."""
+        raise NotImplementedError
+
+    def _ensure(self) -> Any:
+        impl = self._impl
+        if impl is None:
+            with self._lock:
+                if self._impl is None:
+                    self._impl = self._load()
+                impl = self._impl
+        return impl
+
+    @property
+    def skip_ids(self) -> frozenset[int]:
+        """Ids dropped when embedding a word: control, unknown and unused tokens.
+
+        Examples
+        --------
+        >>> import pytest; _ = pytest.importorskip("tokenizers")
+        >>> sorted(HuggingFaceTokenizer(_TOY_JSON).skip_ids)  # [UNK] and the special [CLS]
+        [0, 1]
+        """
+        self._ensure()
+        return self._skip
+
+    def encode(self, word: str) -> list[int]:
+        """The token ids the real tokenizer returns for ``word`` (no special tokens added).
+
+        Raises
+        ------
+        finalfusion.errors.MissingExtraError
+            If the tokenizer's package is not installed.
+        finalfusion.errors.LimitExceeded
+            If ``word`` is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of UTF-8.
+
+        Examples
+        --------
+        >>> import pytest; _ = pytest.importorskip("tokenizers")
+        >>> HuggingFaceTokenizer(_TOY_JSON).encode("abc")
+        [2, 4]
+        """
+        return self.encode_batch([word])[0]
+
+    def encode_batch(self, words: Sequence[str]) -> list[list[int]]:
+        """:meth:`encode` for many words at once (the libraries batch it natively).
+
+        The words go to the library in blocks of at most :data:`BLOCK_BYTES`
+        bytes and :data:`BLOCK_WORDS` words, so the library's memory stays
+        bounded whatever the batch (the ids returned are the caller's).
+
+        Raises
+        ------
+        finalfusion.errors.LimitExceeded
+            If a word is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES`
+            bytes of UTF-8 (checked before any word is tokenized).
+
+        Examples
+        --------
+        >>> import pytest; _ = pytest.importorskip("tokenizers")
+        >>> HuggingFaceTokenizer(_TOY_JSON).encode_batch(["ab", "c"])
+        [[2], [4]]
+        """
+        out: list[list[int]] = []
+        for _start, block in self._encode_blocks(words):
+            out += block
+        return out
+
+    def _encode_blocks(self, words: Sequence[str]) -> Iterator[tuple[int, list[list[int]]]]:
+        """``(start, ids of words[start : start + len(ids)])`` for consecutive blocks of bounded bytes and words.
+
+        Every word's length is checked before the first block is tokenized.
+        """
+        words = list(words)
+        sizes = [check_tokenize_length(w) for w in words]
+        if not words:
+            return
+        impl = self._ensure()
+        start = total = 0
+        for i, size in enumerate(sizes):
+            if i > start and (total + size > BLOCK_BYTES or i - start >= BLOCK_WORDS):
+                yield start, self._encode_block(impl, words[start:i])
+                start, total = i, 0
+            total += size
+        yield start, self._encode_block(impl, words[start:])
+
+    def _encode_block(self, impl: Any, words: list[str]) -> list[list[int]]:
+        """The ids of ``words`` (lengths already checked) from the real tokenizer ``impl``."""
+        raise NotImplementedError
+
+    def pieces(self, word: str) -> list[str]:
+        """The token strings ``word`` is split into (before any token is dropped).
+
+        Raises
+        ------
+        finalfusion.errors.LimitExceeded
+            If ``word`` is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of UTF-8.
+
+        Examples
+        --------
+        >>> import pytest; _ = pytest.importorskip("tokenizers")
+        >>> HuggingFaceTokenizer(_TOY_JSON).pieces("abc")
+        ['ab', 'c']
+        """
+        check_tokenize_length(word)
+        return self._pieces(self._ensure(), word)
+
+    def _pieces(self, impl: Any, word: str) -> list[str]:
+        """The token strings of ``word`` (length already checked) from the real tokenizer ``impl``."""
+        raise NotImplementedError
+
+    # -- value semantics -----------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Tokenizer):
+            return NotImplemented
+        return self.kind == other.kind and self._data == other._data
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self._data))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"data": self._data}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        Tokenizer.__init__(self, state["data"])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(<{len(self._data)} bytes>)"
+
+
+def is_rust_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a panic of a Rust extension (pyo3's ``PanicException``, a ``BaseException``).
+
+    ``tokenizers`` panics instead of raising on some malformed models: a BPE
+    merge whose joined token is longer than every vocabulary token, a token
+    shorter than ``continuing_subword_prefix`` (huggingface/tokenizers#2198).
+    pyo3 raises a ``BaseException`` for a panic, so ``except Exception``
+    lets it through.
+
+    Examples
+    --------
+    >>> is_rust_panic(ValueError("x")), is_rust_panic(KeyboardInterrupt())
+    (False, False)
+    """
+    kind = type(exc)
+    return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
+
+
+@contextlib.contextmanager
+def rejected_by(library: str, what: str, chunk: str, expected: str) -> Iterator[None]:
+    """Turn any failure of ``library`` inside the block into a :class:`~finalfusion.errors.FormatError`.
+
+    The one wrapper around the tokenizer libraries: an ``Exception`` or a
+    Rust panic (:func:`is_rust_panic`) becomes ``FormatError("the <library>
+    library rejects the <what>")`` with the library's message (at most 200
+    characters) as ``found``; ``KeyboardInterrupt``, ``SystemExit`` and other
+    ``BaseException`` pass through.
+
+    Raises
+    ------
+    FormatError
+        If the block raises an ``Exception`` or a Rust panic.
+
+    Examples
+    --------
+    >>> with rejected_by("toy", "model", "toy model", "a valid model"):
+    ...     raise RuntimeError("bad magic")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: toy model: the toy library rejects the model: expected a valid model, found bad magic
+    """
+    try:
+        yield
+    except BaseException as exc:  # a plain Exception for a malformed model, a Rust panic for some
+        if not isinstance(exc, Exception) and not is_rust_panic(exc):
+            raise
+        raise FormatError(f"the {library} library rejects the {what}", chunk=chunk, expected=expected, found=str(exc)[:200]) from None
+
+
+def _read_model(model: bytes | str | os.PathLike[str]) -> bytes:
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model)
+    with open(model, "rb") as f:
+        return f.read()
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """A SentencePiece model (unigram or BPE), tokenized by the ``sentencepiece`` package.
+
+    Parameters
+    ----------
+    model
+        The serialised ``ModelProto`` (the bytes of a ``.model`` file) or the path of a ``.model`` file.
+
+    Examples
+    --------
+    >>> import pytest; spm = pytest.importorskip("sentencepiece")
+    >>> import io
+    >>> buf = io.BytesIO()
+    >>> spm.SentencePieceTrainer.train(sentence_iterator=iter(["hello world"] * 50), model_writer=buf, vocab_size=12, minloglevel=2)
+    >>> tok = SentencePieceTokenizer(buf.getvalue())
+    >>> "".join(tok.pieces("hello")).replace("\\u2581", "")
+    'hello'
+    """
+
+    kind: ClassVar[str] = "sentencepiece"
+
+    def __init__(self, model: bytes | str | os.PathLike[str]) -> None:
+        super().__init__(_read_model(model))
+
+    def _load(self) -> Any:
+        sentencepiece = import_extra("sentencepiece", "tokenizing an unknown word")
+        sp = sentencepiece.SentencePieceProcessor()
+        with rejected_by("sentencepiece", "model", chunk="SentencePiece model", expected="a valid ModelProto"):
+            sp.LoadFromSerializedProto(self._data)
+        n = sp.GetPieceSize()
+        self._skip = frozenset(i for i in range(n) if sp.IsControl(i) or sp.IsUnknown(i) or sp.IsUnused(i))
+        return sp
+
+    def _encode_block(self, impl: Any, words: list[str]) -> list[list[int]]:
+        return list(impl.EncodeAsIds(words))
+
+    def _pieces(self, impl: Any, word: str) -> list[str]:
+        return list(impl.EncodeAsPieces(word))
+
+
+class HuggingFaceTokenizer(Tokenizer):
+    """A Hugging Face ``tokenizer.json``, tokenized by the ``tokenizers`` package.
+
+    Special added tokens (``"special": true``) and the model's unknown token
+    are dropped when embedding a word; no special tokens (BOS, CLS, ...)
+    are added.
+
+    Parameters
+    ----------
+    tokenizer_json
+        The JSON text, or the path of a ``tokenizer.json`` file.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("tokenizers")
+    >>> tok = HuggingFaceTokenizer(_TOY_JSON)
+    >>> tok.pieces("abcab"), tok.encode("abcab")
+    (['ab', 'c', 'ab'], [2, 4, 2])
+    """
+
+    kind: ClassVar[str] = "huggingface"
+
+    def __init__(self, tokenizer_json: str | bytes | os.PathLike[str]) -> None:
+        if isinstance(tokenizer_json, str) and tokenizer_json.lstrip().startswith("{"):
+            data = tokenizer_json.encode("utf-8")
+        elif isinstance(tokenizer_json, (bytes, bytearray)):
+            data = bytes(tokenizer_json)
+        else:
+            data = _read_model(tokenizer_json)
+        super().__init__(data)
+
+    def _load(self) -> Any:
+        tokenizers = import_extra("tokenizers", "tokenizing an unknown word")
+        with rejected_by("tokenizers", "tokenizer.json", chunk="tokenizer.json", expected="a valid tokenizer.json"):
+            text = self._data.decode("utf-8")
+            tok = tokenizers.Tokenizer.from_str(text)
+        skip = {i for i, tok_ in tok.get_added_tokens_decoder().items() if tok_.special}
+        try:
+            unk = json.loads(text).get("model", {}).get("unk_token")
+        except (ValueError, AttributeError):
+            unk = None
+        if isinstance(unk, str):
+            unk_id = tok.token_to_id(unk)
+            if unk_id is not None:
+                skip.add(unk_id)
+        self._skip = frozenset(skip)
+        return tok
+
+    def _encode_block(self, impl: Any, words: list[str]) -> list[list[int]]:
+        # encode_batch_fast (tokenizers >= 0.20) skips the offsets: the same ids, ~25 % less memory and ~40 % less time.
+        encode = getattr(impl, "encode_batch_fast", None) or impl.encode_batch
+        return [e.ids for e in encode(words, add_special_tokens=False)]
+
+    def _pieces(self, impl: Any, word: str) -> list[str]:
+        return list(impl.encode(word, add_special_tokens=False).tokens)
+
+
+#: A toy WordPiece-free BPE tokenizer for the doctests: ids 0 [UNK], 1 [CLS], 2 ab, 3 a, 4 c, 5 b.
+_TOY_JSON = json.dumps(
+    {
+        "version": "1.0",
+        "added_tokens": [
+            {"id": 0, "content": "[UNK]", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True},
+            {"id": 1, "content": "[CLS]", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True},
+        ],
+        "pre_tokenizer": {"type": "Whitespace"},
+        "model": {"type": "BPE", "unk_token": "[UNK]", "vocab": {"[UNK]": 0, "[CLS]": 1, "ab": 2, "a": 3, "c": 4, "b": 5}, "merges": [["a", "b"]]},
+    }
+)
