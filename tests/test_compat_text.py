@@ -20,7 +20,7 @@ import finalfusion.limits
 from conftest import check_lookups
 from finalfusion import FormatError, Truncated, load_finalfusion
 from finalfusion.compat import load_floret, load_text, load_text_dims, write_text, write_text_dims
-from finalfusion.compat._common import embeddings_from
+from finalfusion.compat._build import embeddings_from
 from finalfusion.compat.text import format_f32, format_rows
 
 
@@ -262,16 +262,16 @@ def test_dims_the_lines_cannot_hold_fail_before_allocating(tmp_path: Path, dims:
 
 def test_honest_header_still_preallocates_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # The fast path for honest headers: one matrix of exactly the announced rows, never grown or copied.
-    from finalfusion.compat import _common
+    from finalfusion.compat import _rows
 
     sizes = []
-    real = _common.RowSink.reserve
+    real = _rows.RowSink.reserve
 
-    def spy(self: _common.RowSink, k: int) -> np.ndarray:
+    def spy(self: _rows.RowSink, k: int) -> np.ndarray:
         sizes.append(self.matrix.shape[0])
         return real(self, k)
 
-    monkeypatch.setattr(_common.RowSink, "reserve", spy)
+    monkeypatch.setattr(_rows.RowSink, "reserve", spy)
     data = b"3 2\na 1 2\nb 3 4\nc 5 6\n"
     emb = load_text_dims(data, normalize=False)
     assert sizes == [3]

@@ -18,7 +18,7 @@ import finalfusion.limits
 from conftest import check_lookups
 from finalfusion import FormatError, Truncated, load_finalfusion
 from finalfusion.compat import load_word2vec, write_word2vec
-from finalfusion.compat._common import embeddings_from
+from finalfusion.compat._build import embeddings_from
 
 
 def w2v_bytes(words: list[str], matrix: Any, header: bytes | None = None, newline: bool = True) -> bytes:

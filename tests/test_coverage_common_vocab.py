@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from finalfusion import SimpleVocab
-from finalfusion.compat._common import check_writable_word, exact_float32, normalize_rows
+from finalfusion.compat._floats import exact_float32
+from finalfusion.compat._words import check_writable_word
+from finalfusion.norms import normalize_rows
 from finalfusion.vocab.base import serialize_strings
 
 

@@ -22,8 +22,11 @@ from finalfusion import limits
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
-from finalfusion.compat._common import check_header_int, check_rows_writable, decode_word, input_size, open_input, reuse_freed_memory
+from finalfusion._source import Source, input_size, open_stream
+from finalfusion.compat._dims_line import check_header_int
 from finalfusion.compat._registry import register_format
+from finalfusion.compat._rows import check_rows_writable, reuse_freed_memory
+from finalfusion.compat._words import decode_word
 from finalfusion.compat.text import read_text_rows
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
@@ -38,7 +41,7 @@ _WHERE: Final = "floret header"
 _WRITE_ROWS: Final = 4096
 
 
-def load_floret(file: Any, *, lossy: bool = False, progress: ProgressArg = None) -> Embeddings:
+def load_floret(file: Source, *, lossy: bool = False, progress: ProgressArg = None) -> Embeddings:
     """Read floret text vectors into a :class:`~finalfusion.vocab.FloretVocab`.
 
     Parameters
@@ -76,7 +79,7 @@ def load_floret(file: Any, *, lossy: bool = False, progress: ProgressArg = None)
     >>> emb.storage.matrix.tolist()
     [[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
     """
-    with reporter(progress) as report, open_input(file, report) as f:
+    with reporter(progress) as report, open_stream(file, report) as f:
         cap = limits.MAX_HEADER_LINE_BYTES  # read at call time: a program may raise it
         head = f.readline(cap + 1)
         if len(head) > cap:

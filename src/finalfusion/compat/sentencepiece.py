@@ -25,7 +25,8 @@ import numpy.typing as npt
 
 from finalfusion import limits
 from finalfusion._source import fill, sized_or_stream
-from finalfusion.compat._common import checked_norms
+from finalfusion.compat._build import checked_norms
+from finalfusion.compat._rows import dense_matrix_with_norms
 from finalfusion.compat._spmodel import CONTROL, UNKNOWN, UNUSED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
@@ -144,8 +145,6 @@ def _keyed_rows(vectors: Any, pieces: list[str], types: list[int]) -> npt.NDArra
             expected="keys that are pieces",
             found=", ".join(repr(w) for w in extra[:5]),
         )
-    from finalfusion.compat._common import dense_matrix_with_norms
-
     source = dense_matrix_with_norms(keyed)
     matrix = np.zeros((len(pieces), keyed.dims), dtype=np.float32)
     have = rows >= 0

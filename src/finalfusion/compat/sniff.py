@@ -25,7 +25,7 @@ import os
 from typing import Any
 
 from finalfusion._progress import ProgressArg, reporter
-from finalfusion.compat._common import GZIP_MAGIC, open_input, peek
+from finalfusion._source import GZIP_MAGIC, open_stream, peek
 from finalfusion.compat._registry import Format, formats
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
@@ -160,6 +160,6 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
                 # An uncompressed regular file: the loader gets the path (and mmap, where it maps files).
                 return _read_with(_detect(head, path), path, {**options, "mmap": mmap})
         # A stream (gzip, a pipe, bytes): its (compressed) bytes are counted here, so the loader does not count them again.
-        with open_input(file, report) as f:
+        with open_stream(file, report) as f:
             sample, stream = peek(f, _SAMPLE)
             return _read_with(_detect(sample, path), stream, {**options, "progress": None})
