@@ -47,8 +47,10 @@ def load_floret(file: Source, *, lossy: bool = False, progress: ProgressArg = No
     Parameters
     ----------
     file
-        Path, the file's bytes, or a binary file object; gzip input is
-        recognised by its magic bytes.
+        Any :data:`~finalfusion.Source`: a path (``str``, ``os.PathLike`` or
+        a ``bytes`` path), the file's contents (``bytes``, ``bytearray``,
+        ``memoryview``), a file descriptor or a binary file object.
+        Gzip input is recognised by its magic bytes.
     lossy
         Replace invalid UTF-8 in the begin/end-of-word markers with U+FFFD
         instead of raising.

@@ -50,7 +50,9 @@ def load_word2vec(file: Source, *, normalize: bool = True, lossy: bool = False, 
     Parameters
     ----------
     file
-        A path, the file's contents as ``bytes``, or a binary file object.
+        Any :data:`~finalfusion.Source`: a path (``str``, ``os.PathLike`` or
+        a ``bytes`` path), the file's contents (``bytes``, ``bytearray``,
+        ``memoryview``), a file descriptor or a binary file object.
         Gzip-compressed input is decompressed transparently.
     normalize
         l2-normalise the rows and keep the original norms in an ``NdNorms``
