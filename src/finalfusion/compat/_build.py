@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion.compat._words import first_repeat
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
 from finalfusion.metadata import Metadata
@@ -43,17 +44,16 @@ def simple_vocab(words: list[str], where: str, first: int = 1) -> SimpleVocab:
     try:
         index = build_index(words)
     except ValueError:
-        seen: dict[str, int] = {}
-        for i, w in enumerate(words):
-            if w in seen:
-                raise FormatError(
-                    f"{where} {first + i} repeats the word {w!r} of {where.split()[-1]} {first + seen[w]}",
-                    chunk=where.split()[0],
-                    expected="unique words",
-                    found=w,
-                ) from None
-            seen[w] = i
-        raise
+        repeat = first_repeat(words)
+        if repeat is None:
+            raise
+        i, j = repeat
+        raise FormatError(
+            f"{where} {first + i} repeats the word {words[i]!r} of {where.split()[-1]} {first + j}",
+            chunk=where.split()[0],
+            expected="unique words",
+            found=words[i],
+        ) from None
     return SimpleVocab(words, index)
 
 

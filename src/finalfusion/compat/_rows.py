@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion.errors import FormatError, NonFiniteError
-from finalfusion.storage.ndarray import NdArray
+from finalfusion.storage.ndarray import NdArray, Storage
 
 if TYPE_CHECKING:
     from finalfusion.embeddings import Embeddings
@@ -32,6 +32,7 @@ __all__ = [
     "dense_matrix_with_norms",
     "refuse_nonfinite",
     "reuse_freed_memory",
+    "stored_rows",
 ]
 
 
@@ -143,6 +144,23 @@ def check_limit(limit: int | None) -> None:
         raise ValueError(f"limit must be a non-negative int or None, got {limit!r}")
 
 
+def stored_rows(storage: Storage, lo: int, hi: int) -> npt.NDArray[np.float32]:
+    """Rows ``lo:hi`` of any storage as ``float32``: a view of a dense matrix, the reconstructed rows of a quantized one.
+
+    Writers go block by block through this, so a quantized table is never
+    reconstructed whole.
+
+    Examples
+    --------
+    >>> m = NdArray(np.arange(6, dtype=np.float32).reshape(3, 2))
+    >>> stored_rows(m, 1, 3).tolist(), np.shares_memory(stored_rows(m, 1, 3), m.matrix)
+    ([[2.0, 3.0], [4.0, 5.0]], True)
+    """
+    if isinstance(storage, NdArray):
+        return storage.matrix[lo:hi]
+    return np.asarray(storage.rows(np.arange(lo, hi)), dtype=np.float32)
+
+
 #: Rows checked at a time by :func:`check_rows_writable`.
 _CHECK_ROWS = 1 << 14
 
@@ -179,7 +197,7 @@ def check_rows_writable(
     norms = embeddings.norms.norms if unnormalize and words_only and embeddings.norms is not None else None
     for lo in range(0, n, _CHECK_ROWS):
         hi = min(n, lo + _CHECK_ROWS)
-        block = storage.matrix[lo:hi] if isinstance(storage, NdArray) else np.asarray(storage.rows(np.arange(lo, hi)), dtype=np.float32)
+        block = stored_rows(storage, lo, hi)
         if norms is not None:
             with np.errstate(over="ignore", invalid="ignore"):
                 block = block * norms[lo:hi, None]
@@ -275,11 +293,9 @@ def dense_matrix_with_norms(emb: Embeddings, unnormalize: bool = True, start: in
     """
     n = len(emb.vocab)
     stop = n if stop is None else min(stop, n)
-    storage = emb.storage
-    if isinstance(storage, NdArray):
-        matrix = np.array(storage.matrix[start:stop], dtype=np.float32, order="C")
-    else:
-        matrix = np.ascontiguousarray(storage.rows(np.arange(start, stop)), dtype=np.float32)
+    block = stored_rows(emb.storage, start, stop)
+    # A dense matrix's rows are a view: copied (the result is scaled in place); reconstructed rows are new already.
+    matrix = np.array(block, order="C") if isinstance(emb.storage, NdArray) else np.ascontiguousarray(block)
     if unnormalize and emb.norms is not None:
         matrix *= emb.norms.norms[start:stop, None]
     return matrix

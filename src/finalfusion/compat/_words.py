@@ -4,7 +4,8 @@
 offset on failure); :func:`decode_words` decodes a block of them at once
 and falls back to :func:`decode_word` only to name a bad one.
 :func:`check_writable_word` / :func:`check_writable_words` refuse, before a
-write, words the word2vec and text formats cannot represent.
+write, words the word2vec and text formats cannot represent;
+:func:`first_repeat` finds the repeated word a reader refuses.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from finalfusion.errors import FormatError
 
-__all__ = ["check_writable_word", "check_writable_words", "decode_word", "decode_words"]
+__all__ = ["check_writable_word", "check_writable_words", "decode_word", "decode_words", "first_repeat"]
 
 
 def decode_word(raw: bytes, lossy: bool, where: str, offset: int | None = None) -> str:
@@ -136,3 +137,21 @@ def check_writable_words(words: Sequence[str], fmt: str) -> None:
         return
     for w in words:
         check_writable_word(w, fmt)
+
+
+def first_repeat(words: Sequence[str]) -> tuple[int, int] | None:
+    """``(i, j)`` for the first word ``words[i]`` that repeats an earlier ``words[j]``; ``None`` if all differ.
+
+    The readers that refuse a repeated word name both places with it.
+
+    Examples
+    --------
+    >>> first_repeat(["a", "b", "c", "b", "a"]), first_repeat(["a", "b"])
+    ((3, 1), None)
+    """
+    seen: dict[str, int] = {}
+    for i, w in enumerate(words):
+        j = seen.setdefault(w, i)
+        if j != i:
+            return i, j
+    return None

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import numpy as np
-
 from finalfusion import limits
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
@@ -25,7 +23,7 @@ from finalfusion._progress import ProgressArg, reporter
 from finalfusion._source import Source, input_size, open_stream
 from finalfusion.compat._dims_line import check_header_int
 from finalfusion.compat._registry import register_format
-from finalfusion.compat._rows import check_rows_writable, reuse_freed_memory
+from finalfusion.compat._rows import check_rows_writable, reuse_freed_memory, stored_rows
 from finalfusion.compat._words import decode_word
 from finalfusion.compat.text import read_text_rows
 from finalfusion.embeddings import Embeddings
@@ -211,14 +209,13 @@ def write_floret(file: Any, embeddings: Embeddings, *, fsync: bool = False) -> N
     check_rows_writable(embeddings, "floret", words_only=False, norm_bound=False)  # floret rows are read as they are, never normalised
     dims = embeddings.dims
     rows = embeddings.storage.shape[0]
-    storage = embeddings.storage
     fmt = "%d " + " ".join(["%.9g"] * dims) + "\n"
     with atomic_output(file, fsync=fsync) as f:
         f.write(f"{idx.n_buckets} {dims} {idx.min_n} {idx.max_n} {idx.n_hashes} {idx.seed} {idx.bow} {idx.eow}\n".encode())
         for start in range(0, rows, _WRITE_ROWS):
             stop = min(rows, start + _WRITE_ROWS)
-            block = storage.matrix[start:stop] if isinstance(storage, NdArray) else storage.rows(np.arange(start, stop))
-            text = "".join([fmt % (start + i, *row) for i, row in enumerate(np.asarray(block, dtype=np.float32).tolist())])
+            block = stored_rows(embeddings.storage, start, stop)
+            text = "".join([fmt % (start + i, *row) for i, row in enumerate(block.tolist())])
             f.write(text.encode("ascii"))
 
 
