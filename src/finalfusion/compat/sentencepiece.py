@@ -18,7 +18,7 @@ needs ``sentencepiece``.
 from __future__ import annotations
 
 import os
-from typing import Any, Final, cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +27,7 @@ from finalfusion import limits
 from finalfusion._source import Source, fill, sized_or_stream
 from finalfusion.compat._build import checked_norms
 from finalfusion.compat._rows import dense_matrix_with_norms
-from finalfusion.compat._spmodel import CONTROL, UNKNOWN, UNUSED, SentencePieceModel
+from finalfusion.compat._spmodel import CONTROL, FORMAT, UNKNOWN, UNUSED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
 from finalfusion.metadata import Metadata
@@ -35,8 +35,6 @@ from finalfusion.storage import NdArray
 from finalfusion.vocab.tokenizer import SentencePieceTokenizer, TokenizerVocab
 
 __all__ = ["SentencePieceModel", "load_sentencepiece"]
-
-FORMAT: Final = "SentencePiece model"
 
 
 def _model_bytes(model: Source) -> bytes:
