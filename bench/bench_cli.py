@@ -91,7 +91,7 @@ def _make_input(path: str, rows: int, dims: int) -> None:
     code = (
         "import sys, numpy as np, finalfusion\n"
         "from finalfusion.compat import write_word2vec\n"
-        "from finalfusion.compat._common import embeddings_from\n"
+        "from finalfusion.compat._build import embeddings_from\n"
         f"m = np.random.default_rng(0).standard_normal(({rows}, {dims}), dtype=np.float32)\n"
         f"write_word2vec(sys.argv[1], embeddings_from([f'w{{i}}' for i in range({rows})], m, normalize=False))\n"
     )

@@ -85,7 +85,7 @@ def worker_gen(a: argparse.Namespace) -> dict:
     import numpy as np
 
     from finalfusion.compat import write_word2vec
-    from finalfusion.compat._common import embeddings_from
+    from finalfusion.compat._build import embeddings_from
 
     rng = np.random.default_rng(7)
     words = [word(i) for i in range(a.n_words)]

@@ -151,10 +151,10 @@ def test_new_files_get_the_umask_and_existing_files_keep_their_mode(tmp_path: Pa
 
 def test_every_input_kind_goes_through_one_dispatch(tmp_path: Path) -> None:
     from finalfusion import _source
-    from finalfusion.compat import _common
+    from finalfusion.compat import sniff, text
 
-    assert _common.open_input is _source.open_stream
-    assert _common.peek is _source.peek
+    assert sniff.open_stream is text.open_stream is _source.open_stream
+    assert sniff.peek is _source.peek
     path = tmp_path / "data.bin"
     path.write_bytes(b"FiFu-contents")
     fd = os.open(path, os.O_RDONLY)

@@ -20,7 +20,9 @@ import finalfusion.limits
 from conftest import check_lookups
 from finalfusion import FormatError, Truncated, load_finalfusion
 from finalfusion.compat import load_floret, load_text, load_text_dims, write_text, write_text_dims
-from finalfusion.compat._common import embeddings_from
+from finalfusion.compat import text as text_module
+from finalfusion.compat._build import embeddings_from
+from finalfusion.compat.sniff import sniff_format
 from finalfusion.compat.text import format_f32, format_rows
 
 
@@ -262,16 +264,16 @@ def test_dims_the_lines_cannot_hold_fail_before_allocating(tmp_path: Path, dims:
 
 def test_honest_header_still_preallocates_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # The fast path for honest headers: one matrix of exactly the announced rows, never grown or copied.
-    from finalfusion.compat import _common
+    from finalfusion.compat import _rows
 
     sizes = []
-    real = _common.RowSink.reserve
+    real = _rows.RowSink.reserve
 
-    def spy(self: _common.RowSink, k: int) -> np.ndarray:
+    def spy(self: _rows.RowSink, k: int) -> np.ndarray:
         sizes.append(self.matrix.shape[0])
         return real(self, k)
 
-    monkeypatch.setattr(_common.RowSink, "reserve", spy)
+    monkeypatch.setattr(_rows.RowSink, "reserve", spy)
     data = b"3 2\na 1 2\nb 3 4\nc 5 6\n"
     emb = load_text_dims(data, normalize=False)
     assert sizes == [3]
@@ -346,3 +348,18 @@ def test_parse_ties_with_thousands_of_digits() -> None:
     assert emb.storage.matrix[0].tolist() == [16777216.0, 16777218.0, 16777216.0]
     floret = load_floret(b"1 3 3 6 2 2166136261 < >\n0 " + b" ".join([tie, above, long_exponent]) + b"\n")
     assert floret.storage.matrix[0].tolist() == [16777216.0, 16777218.0, 16777216.0]
+
+
+def test_line_too_long_arriving_in_pieces_names_its_line_and_offset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(finalfusion.limits, "MAX_LINE_BYTES", 64)
+    monkeypatch.setattr(text_module, "_BLOCK", 16)  # the line arrives in pieces, none with its end
+    data = b"a 1.0 2.0\n" + b"b" + b" 1.0" * 40 + b"\n"
+    with pytest.raises(FormatError, match="line too long") as err:
+        finalfusion.load_text(data)
+    assert err.value.offset == 10
+    assert err.value.chunk == "text line 2"
+
+
+@pytest.mark.parametrize("sample", [b"2 3\nword", b"2 0\nw 1\n"], ids=["no-vector-yet", "zero-dims"])
+def test_dims_line_without_binary_vector_sniffs_as_text_dims(sample: bytes) -> None:
+    assert sniff_format(sample) == "text-dims"

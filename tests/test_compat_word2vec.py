@@ -18,7 +18,8 @@ import finalfusion.limits
 from conftest import check_lookups
 from finalfusion import FormatError, Truncated, load_finalfusion
 from finalfusion.compat import load_word2vec, write_word2vec
-from finalfusion.compat._common import embeddings_from
+from finalfusion.compat._build import embeddings_from
+from finalfusion.compat._words import check_writable_word
 
 
 def w2v_bytes(words: list[str], matrix: Any, header: bytes | None = None, newline: bool = True) -> bytes:
@@ -325,3 +326,18 @@ def test_unwritable_words_leave_target_untouched(tmp_path: Path, word: str) -> N
     with pytest.raises(ValueError, match="cannot represent"):
         write_word2vec(buf, emb)
     assert buf.getvalue() == b""  # nothing written before the check
+
+
+def test_word_without_space_within_the_word_cap_names_the_record_and_offset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(finalfusion.limits, "MAX_WORD_BYTES", 64)
+    data = b"1 2\n" + b"w" * 200
+    with pytest.raises(FormatError, match="no space after a word in its first 64 bytes") as err:
+        finalfusion.load_word2vec(data)
+    assert err.value.offset == 4
+    assert err.value.chunk is not None
+    assert err.value.chunk.endswith(" 1")
+
+
+def test_writable_word_check_refuses_non_strings() -> None:
+    with pytest.raises(TypeError, match="words must be str, got bytes: b'ab'"):
+        check_writable_word(b"ab", "word2vec")  # type: ignore[arg-type]

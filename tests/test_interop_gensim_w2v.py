@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from finalfusion.compat import load_text_dims, load_word2vec, write_text_dims, write_word2vec
-from finalfusion.compat._common import embeddings_from
+from finalfusion.compat._build import embeddings_from
 
 gensim_models = pytest.importorskip("gensim.models")
 

@@ -20,11 +20,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import finalfusion.compat._common as common
+import finalfusion.compat._floats as floats
 import finalfusion.compat.text as text
 from finalfusion import FormatError, limits
 from finalfusion.compat import load_text_dims
-from finalfusion.compat._common import exact_float32, near_float32_tie, round_float32_ties, round_short_ties
+from finalfusion.compat._floats import exact_float32, near_float32_tie, round_float32_ties, round_short_ties
 
 getcontext().prec = 400
 
@@ -68,7 +68,7 @@ def _count(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bytes], list[bytes]]:
     """The tokens handed to the per-token tie path and to the ``Fraction`` fallback, as the reader runs."""
     per_token: list[bytes] = []
     exact: list[bytes] = []
-    real, real_exact = text.round_float32_ties, common.exact_float32
+    real, real_exact = text.round_float32_ties, floats.exact_float32
 
     def counting(tokens: list[bytes], values: np.ndarray) -> np.ndarray:
         per_token.extend(tokens)
@@ -79,7 +79,7 @@ def _count(monkeypatch: pytest.MonkeyPatch) -> tuple[list[bytes], list[bytes]]:
         return real_exact(token)
 
     monkeypatch.setattr(text, "round_float32_ties", counting)
-    monkeypatch.setattr(common, "exact_float32", counting_exact)
+    monkeypatch.setattr(floats, "exact_float32", counting_exact)
     return per_token, exact
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from finalfusion import load_text, load_text_dims, load_word2vec
 from finalfusion.compat import write_text, write_text_dims, write_word2vec
-from finalfusion.compat._common import embeddings_from
+from finalfusion.compat._build import embeddings_from
 
 INSIDE = ["New\u00a0York", "ideographic\u3000space", "em\u2003dash", "file\x1cseparator"]
 EDGES = ["\u00a0lead", "trail\u3000", "\u2003"]

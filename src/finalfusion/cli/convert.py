@@ -144,8 +144,9 @@ def output_format_names() -> list[str]:
 
 def detect(path: str) -> str:
     """The format of the file at ``path``, from its content (:func:`finalfusion.compat.sniff_format`)."""
+    from finalfusion._source import open_stream as open_input
+    from finalfusion._source import peek
     from finalfusion.compat import sniff_format
-    from finalfusion.compat._common import open_input, peek
 
     with open_input(path) as f:
         sample, _ = peek(f, 1 << 16)

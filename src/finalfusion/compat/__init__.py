@@ -4,8 +4,9 @@ One module per format: :mod:`~finalfusion.compat.word2vec`,
 :mod:`~finalfusion.compat.text`, :mod:`~finalfusion.compat.fasttext`,
 :mod:`~finalfusion.compat.floret`; :func:`load` recognises the format from
 the file's first bytes, asking the formats of one registry
-(:func:`formats` lists them, with what each can do). Every loader accepts a path, ``bytes`` or a binary
-file object, decompresses gzip transparently, and returns
+(:func:`formats` lists them, with what each can do). Every loader takes any
+:data:`~finalfusion.Source` (a path, the file's bytes, a file descriptor or a
+binary file object), decompresses gzip transparently, and returns
 :class:`~finalfusion.embeddings.Embeddings`; like finalfusion-python 0.7.1
 the word rows are l2-normalised and their norms kept (``normalize=False``
 keeps them as stored), and writers multiply the norms back.

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from finalfusion.compat._words import first_repeat
 from finalfusion.errors import FormatError
 from finalfusion.vocab.base import Vocab
 from finalfusion.vocab.simple import SimpleVocab
@@ -272,11 +273,10 @@ def _check_count(n_tokens: int, n_rows: int, fmt: str) -> None:
 
 
 def _unique_vocab(tokens: list[str], fmt: str) -> SimpleVocab:
-    seen: dict[str, int] = {}
-    for i, t in enumerate(tokens):
-        if t in seen:
-            raise FormatError(f"token {i} repeats token {seen[t]}", chunk=fmt, expected="unique tokens", found=t)
-        seen[t] = i
+    repeat = first_repeat(tokens)
+    if repeat is not None:
+        i, j = repeat
+        raise FormatError(f"token {i} repeats token {j}", chunk=fmt, expected="unique tokens", found=tokens[i])
     return SimpleVocab(tokens)
 
 

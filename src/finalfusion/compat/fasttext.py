@@ -34,17 +34,12 @@ from finalfusion import _batch, limits
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
-from finalfusion.compat._common import (
-    check_limit,
-    decode_word,
-    dense_matrix_with_norms,
-    embeddings_from,
-    input_size,
-    open_input,
-    refuse_nonfinite,
-    simple_vocab,
-)
+from finalfusion._source import input_size
+from finalfusion._source import open_stream as open_input
+from finalfusion.compat._build import embeddings_from, simple_vocab
 from finalfusion.compat._registry import register_format
+from finalfusion.compat._rows import check_limit, dense_matrix_with_norms, refuse_nonfinite
+from finalfusion.compat._words import decode_word
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, LegacyFormatWarning, Truncated, UnsupportedVersion
 from finalfusion.metadata import Metadata

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import numpy as np
-
 from finalfusion import limits
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
-from finalfusion.compat._common import check_header_int, check_rows_writable, decode_word, input_size, open_input, reuse_freed_memory
+from finalfusion._source import Source, input_size, open_stream
+from finalfusion.compat._dims_line import check_header_int
 from finalfusion.compat._registry import register_format
+from finalfusion.compat._rows import check_rows_writable, reuse_freed_memory, stored_rows
+from finalfusion.compat._words import decode_word
 from finalfusion.compat.text import read_text_rows
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
@@ -38,14 +39,16 @@ _WHERE: Final = "floret header"
 _WRITE_ROWS: Final = 4096
 
 
-def load_floret(file: Any, *, lossy: bool = False, progress: ProgressArg = None) -> Embeddings:
+def load_floret(file: Source, *, lossy: bool = False, progress: ProgressArg = None) -> Embeddings:
     """Read floret text vectors into a :class:`~finalfusion.vocab.FloretVocab`.
 
     Parameters
     ----------
     file
-        Path, the file's bytes, or a binary file object; gzip input is
-        recognised by its magic bytes.
+        Any :data:`~finalfusion.Source`: a path (``str``, ``os.PathLike`` or
+        a ``bytes`` path), the file's contents (``bytes``, ``bytearray``,
+        ``memoryview``), a file descriptor or a binary file object.
+        Gzip input is recognised by its magic bytes.
     lossy
         Replace invalid UTF-8 in the begin/end-of-word markers with U+FFFD
         instead of raising.
@@ -76,7 +79,7 @@ def load_floret(file: Any, *, lossy: bool = False, progress: ProgressArg = None)
     >>> emb.storage.matrix.tolist()
     [[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]]
     """
-    with reporter(progress) as report, open_input(file, report) as f:
+    with reporter(progress) as report, open_stream(file, report) as f:
         cap = limits.MAX_HEADER_LINE_BYTES  # read at call time: a program may raise it
         head = f.readline(cap + 1)
         if len(head) > cap:
@@ -206,14 +209,13 @@ def write_floret(file: Any, embeddings: Embeddings, *, fsync: bool = False) -> N
     check_rows_writable(embeddings, "floret", words_only=False, norm_bound=False)  # floret rows are read as they are, never normalised
     dims = embeddings.dims
     rows = embeddings.storage.shape[0]
-    storage = embeddings.storage
     fmt = "%d " + " ".join(["%.9g"] * dims) + "\n"
     with atomic_output(file, fsync=fsync) as f:
         f.write(f"{idx.n_buckets} {dims} {idx.min_n} {idx.max_n} {idx.n_hashes} {idx.seed} {idx.bow} {idx.eow}\n".encode())
         for start in range(0, rows, _WRITE_ROWS):
             stop = min(rows, start + _WRITE_ROWS)
-            block = storage.matrix[start:stop] if isinstance(storage, NdArray) else storage.rows(np.arange(start, stop))
-            text = "".join([fmt % (start + i, *row) for i, row in enumerate(np.asarray(block, dtype=np.float32).tolist())])
+            block = stored_rows(embeddings.storage, start, stop)
+            text = "".join([fmt % (start + i, *row) for i, row in enumerate(block.tolist())])
             f.write(text.encode("ascii"))
 
 

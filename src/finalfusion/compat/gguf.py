@@ -50,8 +50,9 @@ from finalfusion._binary import check_dims
 from finalfusion._source import fill, parse_prefix, size_bound, sized_or_stream, skip
 from finalfusion._threads import CPUS, run_tasks
 from finalfusion._tokenizers import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer
-from finalfusion.compat._common import check_rows_writable, checked_norms, dense_matrix_with_norms
+from finalfusion.compat._build import checked_norms
 from finalfusion.compat._registry import register_format
+from finalfusion.compat._rows import check_rows_writable, dense_matrix_with_norms
 from finalfusion.compat._spmodel import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import BadMagic, FormatError, MissingExtraError, Truncated, UnsupportedVersion

@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._source import GZIP_MAGIC, fill, input_size, peek, regular_file, size_bound, sized_or_stream, skip
-from finalfusion.compat._common import embeddings_from
+from finalfusion.compat._build import embeddings_from
 from finalfusion.compat._model_vocab import model_vocab
 from finalfusion.compat._protowire import Message, parse_message
 from finalfusion.compat._registry import register_format

@@ -42,7 +42,7 @@ import numpy.typing as npt
 
 from finalfusion._binary import check_dims
 from finalfusion._source import GZIP_MAGIC, fill, peek, regular_file, size_bound, sized_or_stream, skip
-from finalfusion.compat._common import embeddings_from
+from finalfusion.compat._build import embeddings_from
 from finalfusion.compat._model_vocab import model_vocab
 from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings

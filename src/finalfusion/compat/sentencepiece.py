@@ -18,16 +18,17 @@ needs ``sentencepiece``.
 from __future__ import annotations
 
 import os
-from typing import Any, Final, cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from finalfusion import limits
-from finalfusion._source import fill, sized_or_stream
+from finalfusion._source import Source, fill, sized_or_stream
 from finalfusion._tokenizers import SentencePieceTokenizer
-from finalfusion.compat._common import checked_norms
-from finalfusion.compat._spmodel import CONTROL, UNKNOWN, UNUSED, SentencePieceModel
+from finalfusion.compat._build import checked_norms
+from finalfusion.compat._rows import dense_matrix_with_norms
+from finalfusion.compat._spmodel import CONTROL, FORMAT, UNKNOWN, UNUSED, SentencePieceModel
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
 from finalfusion.metadata import Metadata
@@ -36,13 +37,11 @@ from finalfusion.vocab.tokenizer import TokenizerVocab
 
 __all__ = ["SentencePieceModel", "load_sentencepiece"]
 
-FORMAT: Final = "SentencePiece model"
 
-
-def _model_bytes(model: Any) -> bytes:
+def _model_bytes(model: Source) -> bytes:
     """The ``ModelProto``'s bytes: an input of known size whole; gzip (decompressed) or another stream up to ``limits.MAX_MODEL_HEADER_BYTES``."""
-    if not isinstance(model, (bytes, bytearray, memoryview, str, os.PathLike)) and not hasattr(model, "read"):
-        raise TypeError(f"model must be a path, bytes or a binary file object, got {type(model).__name__}")
+    if isinstance(model, bool) or not (isinstance(model, (bytes, bytearray, memoryview, str, os.PathLike, int)) or hasattr(model, "read")):
+        raise TypeError(f"model must be a path, bytes, a file descriptor or a binary file object, got {type(model).__name__}")
     with sized_or_stream(model, mmap=False) as (name, buf, f):
         if f is None:
             return bytes(cast(Any, buf))
@@ -60,13 +59,15 @@ def _model_bytes(model: Any) -> bytes:
         return bytes(data)
 
 
-def load_sentencepiece(model: Any, vectors: Any, *, normalize: bool = True) -> Embeddings:
+def load_sentencepiece(model: Source, vectors: npt.NDArray[Any] | Embeddings | Source, *, normalize: bool = True) -> Embeddings:
     """Embeddings from a SentencePiece model and its piece vectors (BPEmb-style).
 
     Parameters
     ----------
     model
-        A SentencePiece ``.model`` file: path, ``bytes`` or binary file object.
+        A SentencePiece ``.model`` file, as any :data:`~finalfusion.Source`
+        (path, ``bytes``-like contents, file descriptor or binary file
+        object); gzip input is decompressed.
     vectors
         Either an array with one row per piece id (``(n_pieces, dims)``), or
         embeddings keyed by piece: :class:`~finalfusion.embeddings.Embeddings`
@@ -120,7 +121,7 @@ def load_sentencepiece(model: Any, vectors: Any, *, normalize: bool = True) -> E
     return Embeddings(NdArray(matrix), vocab, norms=norms, metadata=Metadata({"sentencepiece": {"pieces": n, "vectors": source}}))
 
 
-def _keyed_rows(vectors: Any, pieces: list[str], types: list[int]) -> npt.NDArray[np.float32]:
+def _keyed_rows(vectors: Embeddings | Source, pieces: list[str], types: list[int]) -> npt.NDArray[np.float32]:
     if not isinstance(vectors, Embeddings):
         from finalfusion.compat.sniff import load
 
@@ -145,8 +146,6 @@ def _keyed_rows(vectors: Any, pieces: list[str], types: list[int]) -> npt.NDArra
             expected="keys that are pieces",
             found=", ".join(repr(w) for w in extra[:5]),
         )
-    from finalfusion.compat._common import dense_matrix_with_norms
-
     source = dense_matrix_with_norms(keyed)
     matrix = np.zeros((len(pieces), keyed.dims), dtype=np.float32)
     have = rows >= 0

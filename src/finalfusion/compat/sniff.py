@@ -25,7 +25,7 @@ import os
 from typing import Any
 
 from finalfusion._progress import ProgressArg, reporter
-from finalfusion.compat._common import GZIP_MAGIC, open_input, peek
+from finalfusion._source import GZIP_MAGIC, Source, open_stream, peek
 from finalfusion.compat._registry import Format, formats
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
@@ -114,7 +114,9 @@ def _read_with(fmt: Format, source: Any, options: dict[str, Any]) -> Embeddings:
     return fmt.loader(source, **{k: v for k, v in options.items() if k in fmt.options})
 
 
-def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, mmap: bool = False, progress: ProgressArg = None) -> Embeddings:
+def load(
+    file: Source, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, mmap: bool = False, progress: ProgressArg = None
+) -> Embeddings:
     """Load embeddings in any supported format, recognised from the file's first bytes.
 
     Gzip-compressed input is decompressed transparently. The options apply
@@ -128,7 +130,10 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
     Parameters
     ----------
     file
-        A path, the file's contents as ``bytes``, or a binary file object.
+        Any :data:`~finalfusion.Source`: a path (``str``, ``os.PathLike`` or
+        a ``bytes`` path), the file's contents (``bytes``, ``bytearray``,
+        ``memoryview``), a file descriptor or a binary file object.
+        A ``str`` or ``os.PathLike`` path may also name a directory (formats stored as one).
 
     Returns
     -------
@@ -160,6 +165,6 @@ def load(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int |
                 # An uncompressed regular file: the loader gets the path (and mmap, where it maps files).
                 return _read_with(_detect(head, path), path, {**options, "mmap": mmap})
         # A stream (gzip, a pipe, bytes): its (compressed) bytes are counted here, so the loader does not count them again.
-        with open_input(file, report) as f:
+        with open_stream(file, report) as f:
             sample, stream = peek(f, _SAMPLE)
             return _read_with(_detect(sample, path), stream, {**options, "progress": None})

@@ -33,28 +33,14 @@ from finalfusion import limits
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
+from finalfusion._source import Source, input_size, open_stream
 from finalfusion._threads import InOrder, check_threads
-from finalfusion.compat._common import (
-    RUST_F32,
-    RowSink,
-    check_finite,
-    check_limit,
-    check_rows_writable,
-    check_trailing,
-    check_writable_words,
-    decode_word,
-    dense_matrix_with_norms,
-    embeddings_from,
-    input_size,
-    near_float32_tie,
-    open_input,
-    read_dims_header,
-    reuse_freed_memory,
-    round_float32_ties,
-    round_short_ties,
-)
+from finalfusion.compat._build import embeddings_from
+from finalfusion.compat._dims_line import DIMS_MISMATCH, check_trailing, dims_file_format, read_dims_header
+from finalfusion.compat._floats import RUST_F32, near_float32_tie, round_float32_ties, round_short_ties
 from finalfusion.compat._registry import register_format
-from finalfusion.compat.word2vec import DIMS_MISMATCH, dims_file_format
+from finalfusion.compat._rows import RowSink, check_finite, check_limit, check_rows_writable, dense_matrix_with_norms, reuse_freed_memory
+from finalfusion.compat._words import check_writable_words, decode_words
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
 
@@ -104,14 +90,16 @@ _NEXT_PAIR = _pair_tables(False)
 
 
 def load_text_dims(
-    file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None, threads: int | None = None
+    file: Source, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None, threads: int | None = None
 ) -> Embeddings:
     """Read embeddings in text format with a ``"<rows> <dims>"`` first line (word2vec text, fastText ``.vec``).
 
     Parameters
     ----------
     file
-        A path, the file's contents as ``bytes``, or a binary file object.
+        Any :data:`~finalfusion.Source`: a path (``str``, ``os.PathLike`` or
+        a ``bytes`` path), the file's contents (``bytes``, ``bytearray``,
+        ``memoryview``), a file descriptor or a binary file object.
         Gzip-compressed input is decompressed transparently.
     normalize
         l2-normalise the rows and keep the original norms in an ``NdNorms``
@@ -157,14 +145,14 @@ def load_text_dims(
     check_limit(limit)
     check_threads(threads)
     reuse_freed_memory()
-    with reporter(progress) as report, open_input(file, report) as f:
+    with reporter(progress) as report, open_stream(file, report) as f:
         n, dims, pos = read_dims_header(f, "text-dims")
         words, matrix = read_text_rows(f, "text-dims", n, dims, pos, lossy, limit, threads)
     return embeddings_from(words, matrix, normalize, where="text-dims line", first=2)
 
 
 def load_text(
-    file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None, threads: int | None = None
+    file: Source, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None, threads: int | None = None
 ) -> Embeddings:
     """Read embeddings in text format without a header (GloVe).
 
@@ -194,7 +182,7 @@ def load_text(
     check_limit(limit)
     check_threads(threads)
     reuse_freed_memory()
-    with reporter(progress) as report, open_input(file, report) as f:
+    with reporter(progress) as report, open_stream(file, report) as f:
         words, matrix = read_text_rows(f, "text", None, None, 0, lossy, limit, threads)
     return embeddings_from(words, matrix, normalize, where="text line", first=1)
 
@@ -365,14 +353,7 @@ def _parse_block(block: bytes, base: int, fmt: str, line0: int, dims: int, rows:
     check_finite(rows, line0, f"{fmt} line")
     w_starts, w_ends = starts[word_tok].tolist(), ends[word_tok].tolist()
     raw = [block[s:e] for s, e in zip(w_starts, w_ends, strict=True)]
-    joined = b"\n".join(raw)
-    try:
-        text = joined.decode("utf-8")
-    except UnicodeDecodeError:
-        if not lossy:
-            for j, w in enumerate(raw):
-                decode_word(w, False, f"{fmt} line {line0 + j}", base + w_starts[j])
-        text = joined.decode("utf-8", errors="replace")
+    text = decode_words(b"\n".join(raw), lossy, lambda: ((w, f"{fmt} line {line0 + j}", base + w_starts[j]) for j, w in enumerate(raw)))
     return text.split("\n") if len(word_tok) else []
 
 
@@ -511,7 +492,7 @@ def write_text_dims(file: Any, embeddings: Embeddings, sep: str = " ", *, unnorm
     Examples
     --------
     >>> import io, numpy as np
-    >>> from finalfusion.compat._common import embeddings_from
+    >>> from finalfusion.compat._build import embeddings_from
     >>> emb = embeddings_from(["foo"], np.array([[3, 4e-10]], dtype=np.float32), normalize=False)
     >>> buf = io.BytesIO(); write_text_dims(buf, emb)
     >>> buf.getvalue()
@@ -526,7 +507,7 @@ def write_text(file: Any, embeddings: Embeddings, sep: str = " ", *, unnormalize
     Examples
     --------
     >>> import io, numpy as np
-    >>> from finalfusion.compat._common import embeddings_from
+    >>> from finalfusion.compat._build import embeddings_from
     >>> emb = embeddings_from(["foo", "bar"], np.array([[1, -0.5], [0, 0]], dtype=np.float32), normalize=False)
     >>> buf = io.BytesIO(); write_text(buf, emb)
     >>> buf.getvalue()
@@ -593,10 +574,6 @@ def format_rows(matrix: npt.NDArray[np.float32]) -> list[str]:
     return _POINT_ZERO.sub("", "\n".join(rows)).split("\n")
 
 
-#: A number in a text file's first line (what the format sniffer accepts; the reader is stricter).
-_NUMBER = re.compile(rb"\A[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z|\A[-+]?(nan|inf|infinity)\Z", re.IGNORECASE)
-
-
 def _detect_text_dims(sample: bytes, path: str | None) -> bool:
     return dims_file_format(sample) == "text-dims"
 
@@ -605,7 +582,7 @@ def _detect_text(sample: bytes, path: str | None) -> bool:
     """A word followed by numbers on the first line (tried last: a "<rows> <dims>" line looks like that too)."""
     first = sample.split(b"\n", 1)[0]
     fields = first.split()
-    return len(fields) >= 2 and all(_NUMBER.match(f) for f in fields[1:]) and b"\x00" not in first
+    return len(fields) >= 2 and all(RUST_F32.fullmatch(f) for f in fields[1:]) and b"\x00" not in first
 
 
 register_format(

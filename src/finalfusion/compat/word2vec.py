@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import IO, Any, Final
+from collections.abc import Iterator
+from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -25,22 +26,12 @@ import numpy.typing as npt
 from finalfusion import limits
 from finalfusion._atomic import atomic_output
 from finalfusion._progress import ProgressArg, reporter
-from finalfusion.compat._common import (
-    RowSink,
-    check_finite,
-    check_limit,
-    check_rows_writable,
-    check_trailing,
-    check_writable_words,
-    decode_word,
-    dense_matrix_with_norms,
-    embeddings_from,
-    input_size,
-    open_input,
-    read_dims_header,
-    reuse_freed_memory,
-)
+from finalfusion._source import Source, input_size, open_stream
+from finalfusion.compat._build import embeddings_from
+from finalfusion.compat._dims_line import DIMS_MISMATCH, check_trailing, dims_file_format, read_dims_header
 from finalfusion.compat._registry import register_format
+from finalfusion.compat._rows import RowSink, check_finite, check_limit, check_rows_writable, dense_matrix_with_norms, reuse_freed_memory
+from finalfusion.compat._words import check_writable_words, decode_words
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
 
@@ -53,13 +44,15 @@ _WRITE_ROWS = 1 << 14
 _WHERE = "word2vec record"
 
 
-def load_word2vec(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
+def load_word2vec(file: Source, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
     """Read embeddings in the word2vec binary format.
 
     Parameters
     ----------
     file
-        A path, the file's contents as ``bytes``, or a binary file object.
+        Any :data:`~finalfusion.Source`: a path (``str``, ``os.PathLike`` or
+        a ``bytes`` path), the file's contents (``bytes``, ``bytearray``,
+        ``memoryview``), a file descriptor or a binary file object.
         Gzip-compressed input is decompressed transparently.
     normalize
         l2-normalise the rows and keep the original norms in an ``NdNorms``
@@ -100,7 +93,7 @@ def load_word2vec(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     """
     check_limit(limit)
     reuse_freed_memory()
-    with reporter(progress) as report, open_input(file, report) as f:
+    with reporter(progress) as report, open_stream(file, report) as f:
         words, matrix = _read(f, lossy, limit)
     return embeddings_from(words, matrix, normalize, where=_WHERE)
 
@@ -258,14 +251,12 @@ def _decode_words(a: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], seps:
     lengths = seps - starts + 1
     total = int(lengths.sum())
     index = np.arange(total, dtype=np.int64) + np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-    joined: bytes = a[index].tobytes()
-    try:
-        text = joined.decode("utf-8")
-    except UnicodeDecodeError:
-        if not lossy:
-            for j, (s, e) in enumerate(zip(starts.tolist(), seps.tolist(), strict=True)):
-                decode_word(a[s:e].tobytes(), False, f"{_WHERE} {first + j}", base + s)
-        text = joined.decode("utf-8", errors="replace")
+
+    def each() -> Iterator[tuple[bytes, str, int]]:  # called only to name a bad word
+        for j, (s, e) in enumerate(zip(starts.tolist(), seps.tolist(), strict=True)):
+            yield a[s:e].tobytes(), f"{_WHERE} {first + j}", base + s
+
+    text = decode_words(a[index].tobytes(), lossy, each)
     text = text[:-1]  # the last separator
     if _UNTRIMMED.search(text):
         return [w.strip() for w in text.split(" ")]
@@ -313,7 +304,7 @@ def write_word2vec(file: Any, embeddings: Embeddings, *, unnormalize: bool = Tru
     Examples
     --------
     >>> import io, numpy as np
-    >>> from finalfusion.compat._common import embeddings_from
+    >>> from finalfusion.compat._build import embeddings_from
     >>> emb = embeddings_from(["foo"], np.array([[3, 4]], dtype=np.float32), normalize=True)
     >>> buf = io.BytesIO(); write_word2vec(buf, emb)
     >>> buf.getvalue()[:8], load_word2vec(buf.getvalue(), normalize=False)["foo"].tolist()
@@ -333,39 +324,6 @@ def write_word2vec(file: Any, embeddings: Embeddings, *, unnormalize: bool = Tru
             for j, w in enumerate(block):
                 parts += (w.encode("utf-8"), b" ", data[j * vec : (j + 1) * vec], b"\n")
             f.write(b"".join(parts))
-
-
-#: The ``"<rows> <dims>"`` line that starts word2vec and text-dims files.
-_DIMS_LINE = re.compile(rb"\A(\d+)[ \t]+(\d+)[ \t\r]*\n")
-#: Bytes a text-dims body may consist of (after the words).
-_TEXTUAL = re.compile(rb"\A[-+0-9.eEnaifNAIF \t\r\n]*\Z")
-#: Why a sample is neither word2vec nor text-dims (one reason for both, named together).
-DIMS_MISMATCH: Final = 'no "<rows> <dims>" first line'
-
-
-def dims_file_format(sample: bytes) -> str | None:
-    """``"word2vec"`` or ``"text-dims"`` for a sample that starts with a ``"<rows> <dims>"`` line, else ``None``.
-
-    After the line, the first word is followed by binary floats (word2vec) or
-    by decimal numbers (text-dims); binary floats almost never look like text.
-
-    Examples
-    --------
-    >>> dims_file_format(b"2 3\\nBerlin 1 2 3\\n"), dims_file_format(b"2 3\\nBerlin \\x00\\x00\\x80?"), dims_file_format(b"Berlin 1 2 3\\n")
-    ('text-dims', 'word2vec', None)
-    """
-    header = _DIMS_LINE.match(sample)
-    if header is None:
-        return None
-    body, dims = sample[header.end() :], int(header.group(2))
-    sep = body.find(b" ")
-    if sep < 0 or dims == 0:
-        return "text-dims"
-    vector = body[sep + 1 : sep + 1 + 4 * dims]
-    line = body.split(b"\n", 1)[0]
-    if _TEXTUAL.match(vector.split(b"\n", 1)[0]) and (len(line.split()) == dims + 1 or b"\n" not in body):
-        return "text-dims"
-    return "word2vec"
 
 
 def _detect(sample: bytes, path: str | None) -> bool:
