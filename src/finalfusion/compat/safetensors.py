@@ -379,7 +379,7 @@ def _check_ranges(tensors: dict[str, TensorInfo], data_len: int | None, data_sta
 
 @dataclass(frozen=True)
 class _Located:
-    file: Any  # path of the shard holding the table, or the file's bytes / file object
+    file: Any  # path of the file or shard holding the table, its whole buffer, or the stream read as declared
     name: str  # for messages and metadata
     directory: Path | None  # where to look for the tokenizer
     header: SafetensorsHeader
