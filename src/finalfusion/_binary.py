@@ -293,6 +293,13 @@ class ByteReader:
         self.pos += nbytes
         return arr
 
+    def unpack(self, fmt: struct.Struct, what: str = "fields") -> tuple[Any, ...]:
+        """Read the fields of ``fmt``, a :class:`struct.Struct` that names its own byte order (fixed-size headers of foreign formats)."""
+        self.require(fmt.size, what)
+        values = fmt.unpack_from(self.buf, self.pos)
+        self.pos += fmt.size
+        return values
+
 
 def check_array_size(reader: ByteReader, count: int, itemsize: int, what: str) -> None:
     """Fail before allocating when ``count`` items of ``itemsize`` bytes cannot fit in what ``reader`` has left.

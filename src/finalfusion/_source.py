@@ -24,7 +24,9 @@ that tells them apart; everything else here builds on it:
   :func:`sized_or_stream`, :func:`parse_prefix` and :func:`skip` do the
   same for the model formats (GGUF, safetensors, protobuf).
 
-This module knows nothing about chunks: it sits at the bottom of the
+:func:`local_path` and :func:`sibling` are the one rule for paths: which
+inputs name a file (or a model directory), and which file a name read from
+a file may open. This module knows nothing about chunks: it sits at the bottom of the
 package, next to the errors and the byte cursor.
 """
 
@@ -60,6 +62,7 @@ __all__ = [
     "fill",
     "input_size",
     "is_bytes_path",
+    "local_path",
     "map_path",
     "open_buffer",
     "open_stream",
@@ -70,6 +73,7 @@ __all__ = [
     "read_into",
     "read_whole",
     "regular_file",
+    "sibling",
     "size_bound",
     "sized_or_stream",
     "skip",
@@ -87,15 +91,38 @@ MIN_SIZE: Final = 1 << 20
 
 
 def is_bytes_path(data: bytes) -> bool:
-    """Heuristic for finalfusion-python 0.7 code that passes a path as ``bytes``.
+    """Whether a ``bytes`` input is a path (finalfusion-python 0.7 code passes paths as ``bytes``), not the file's contents.
+
+    The one rule of every reader: a ``bytes`` value is a path when it is
+    short (below 4096 bytes), holds no NUL, does not start with
+    finalfusion's magic and names something that exists (a file, a
+    directory such as a model directory, a FIFO or a device). Anything
+    else is the file's contents.
 
     Examples
     --------
     >>> import os, tempfile
-    >>> is_bytes_path(os.fsencode(tempfile.mkdtemp())), is_bytes_path(b"FiFu\\x00\\x00\\x00\\x00")
-    (False, False)
+    >>> directory = tempfile.mkdtemp()
+    >>> is_bytes_path(os.fsencode(directory)), is_bytes_path(os.fsencode(directory) + b"/missing"), is_bytes_path(b"FiFu\\x00\\x00\\x00\\x00")
+    (True, False, False)
     """
-    return not data.startswith(_FIFU_MAGIC) and len(data) < 4096 and b"\x00" not in data and os.path.isfile(data)
+    return not data.startswith(_FIFU_MAGIC) and len(data) < 4096 and b"\x00" not in data and os.path.exists(data)
+
+
+def local_path(file: Source) -> str | None:
+    """The path ``file`` names, as given (``str``, ``os.PathLike`` or a ``bytes`` path, see :func:`is_bytes_path`), else ``None``.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> local_path(Path("x.bin")), local_path(b"FiFu"), local_path(0)
+    ('x.bin', None, None)
+    """
+    if isinstance(file, bytes):
+        return os.fsdecode(file) if is_bytes_path(file) else None
+    if isinstance(file, (str, os.PathLike)):
+        return os.fsdecode(file)
+    return None
 
 
 def path_of(file: Source) -> str | None:
@@ -106,11 +133,36 @@ def path_of(file: Source) -> str | None:
     >>> path_of(b"FiFu"), path_of(0), os.path.isabs(path_of("x.fifu"))
     (None, None, True)
     """
-    if isinstance(file, bytes) and is_bytes_path(file):
-        return os.path.abspath(os.fsdecode(file))
-    if isinstance(file, (str, os.PathLike)):
-        return os.path.abspath(os.fsdecode(file))
-    return None
+    path = local_path(file)
+    return None if path is None else os.path.abspath(path)
+
+
+def sibling(directory: str | os.PathLike[str], name: str, *, chunk: str, message: str = "a file named in the data must be next to it") -> str:
+    """The path of the file ``name`` in ``directory``: the one rule for opening a file that a file names (a shard, a tokenizer).
+
+    A name read from a file is data, never a path of its own (DESIGN.md,
+    convention 16): it must be a plain file name -- not absolute, no
+    directory part (so no ``..``), not empty, ``.`` or ``..``, and no NUL.
+
+    Raises
+    ------
+    FormatError
+        For any other name, saying what was found (``chunk`` and
+        ``message`` name the format and the field).
+
+    Examples
+    --------
+    >>> sibling("models", "shard-1.safetensors", chunk="x")
+    'models/shard-1.safetensors'
+    >>> sibling("models", "../etc/passwd", chunk="x")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: x: a file named in the data must be next to it: expected a plain file name, found ../etc/passwd
+    """
+    plain = name not in ("", ".", "..") and "\x00" not in name and os.path.basename(name) == name and not os.path.isabs(name)
+    if not plain or (os.altsep is not None and os.altsep in name):
+        raise FormatError(message, chunk=chunk, expected="a plain file name", found=name)
+    return os.path.join(os.fsdecode(directory), name)
 
 
 class Opened(NamedTuple):
@@ -164,10 +216,21 @@ def opened(source: Source) -> Iterator[Opened]:
 
 
 def read_into(f: IO[bytes], view: memoryview) -> int:
-    """Fill ``view`` from ``f`` (several ``readinto`` calls if needed); the number of bytes read (fewer at the end of the file)."""
+    """Fill ``view`` from ``f`` (several ``readinto`` calls if needed); the number of bytes read (fewer at the end of the file).
+
+    Zero-copy into ``view``; a file object without ``readinto`` is read with ``read``.
+    """
     got = 0
+    readinto = getattr(f, "readinto", None)
     while got < len(view):
-        n = f.readinto(view[got:])  # type: ignore[attr-defined]
+        if readinto is not None:
+            n = readinto(view[got:])
+        else:
+            data = f.read(len(view) - got)
+            if not isinstance(data, (bytes, bytearray)):
+                raise TypeError("the file object must be opened in binary mode")
+            n = len(data)
+            view[got : got + n] = data
         if not n:
             break
         got += n

@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._stream import StreamReader
 from finalfusion.errors import FormatError, Truncated
 
-__all__ = ["Entries", "Message", "parse_message"]
+__all__ = ["Entries", "Message", "parse_message", "stream_varint"]
 
 
 class Entries:
@@ -191,13 +192,14 @@ class Message:
         return e.first_offset if e is not None else self.start
 
 
-def _varint(buf: Any, pos: int, end: int, where: str) -> tuple[int, int]:
+def _varint(buf: Any, pos: int, end: int, where: str, base: int = 0) -> tuple[int, int]:
+    """The varint at ``pos`` and the position after it; errors name the offset ``base + pos`` (``base``: where ``buf`` starts in a stream)."""
     result = 0
     shift = 0
     start = pos
     while True:
         if pos >= end:
-            raise Truncated("the data ends inside a varint", offset=start, chunk=where, expected="a complete varint", found=f"{pos - start} bytes")
+            raise Truncated("the data ends inside a varint", offset=base + start, chunk=where, expected="a complete varint", found=f"{pos - start} bytes")
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
@@ -205,9 +207,9 @@ def _varint(buf: Any, pos: int, end: int, where: str) -> tuple[int, int]:
             break
         shift += 7
         if shift >= 70:
-            raise FormatError("a varint is longer than 10 bytes", offset=start, chunk=where, expected="at most 10 bytes", found="more")
+            raise FormatError("a varint is longer than 10 bytes", offset=base + start, chunk=where, expected="at most 10 bytes", found="more")
     if result >= 1 << 64:
-        raise FormatError("a varint overflows 64 bits", offset=start, chunk=where, expected="a value below 2**64", found=result)
+        raise FormatError("a varint overflows 64 bits", offset=base + start, chunk=where, expected="a value below 2**64", found=result)
     return result, pos
 
 
@@ -280,3 +282,22 @@ def parse_message(buf: Any, where: str, start: int = 0, end: int | None = None, 
         else:
             entries.ints.append(value)
     return Message(buf, start, end, fields, where)
+
+
+def stream_varint(stream: StreamReader, where: str, eof_ok: bool = False) -> tuple[int, bytes] | None:
+    """The varint at a stream's position, decoded as in a buffer: its value and its bytes (``None`` at the stream's end with ``eof_ok``).
+
+    Examples
+    --------
+    >>> import io
+    >>> s = StreamReader(io.BytesIO(b"\\xac\\x02\\x01"))
+    >>> stream_varint(s, "demo"), s.pos, stream_varint(s, "demo"), stream_varint(s, "demo", eof_ok=True)
+    ((300, b'\\xac\\x02'), 2, (1, b'\\x01'), None)
+    """
+    at = stream.pos
+    raw = stream.read_upto(10)
+    if not raw and eof_ok:
+        return None
+    value, end = _varint(raw, 0, len(raw), where, base=at)
+    stream.unread(raw[end:])
+    return value, raw[:end]

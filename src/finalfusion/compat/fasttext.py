@@ -34,8 +34,9 @@ from finalfusion import _batch, limits
 from finalfusion._atomic import atomic_output
 from finalfusion._binary import check_dims
 from finalfusion._progress import ProgressArg, reporter
-from finalfusion._source import input_size
+from finalfusion._source import Source
 from finalfusion._source import open_stream as open_input
+from finalfusion._stream import StreamReader
 from finalfusion.compat._build import embeddings_from, simple_vocab
 from finalfusion.compat._registry import register_format
 from finalfusion.compat._rows import check_limit, dense_matrix_with_norms, refuse_nonfinite
@@ -106,62 +107,7 @@ def _raw_bytes(arr: npt.NDArray[Any]) -> memoryview:
     return arr.data.cast("B") if arr.size else memoryview(b"")
 
 
-class _Stream:
-    """Exact reads from a binary stream with the absolute (decompressed) offset and put-back bytes."""
-
-    def __init__(self, f: IO[bytes]) -> None:
-        self.f = f
-        self.pos = 0
-        self.pending = b""
-        self.size = input_size(f)
-
-    def remaining(self) -> int | None:
-        return None if self.size is None else self.size - self.pos
-
-    def read_some(self, n: int) -> bytes:
-        if self.pending:
-            data, self.pending = self.pending[:n], self.pending[n:]
-        else:
-            data = self.f.read(n)
-        self.pos += len(data)
-        return data
-
-    def exact(self, n: int, what: str, where: str) -> bytes:
-        start = self.pos
-        parts = []
-        got = 0
-        while got < n:
-            part = self.read_some(n - got)
-            if not part:
-                raise Truncated(f"data ends inside {what}", offset=start, chunk=where, expected=f"{n} bytes", found=f"{got} bytes")
-            parts.append(part)
-            got += len(part)
-        return b"".join(parts)
-
-    def into(self, out: npt.NDArray[Any], what: str, where: str) -> None:
-        view = _raw_bytes(out)
-        start = self.pos
-        got = 0
-        if self.pending:
-            k = min(len(self.pending), len(view))
-            view[:k] = self.pending[:k]
-            self.pending = self.pending[k:]
-            got = k
-        readinto = getattr(self.f, "readinto", None)
-        while got < len(view):
-            if readinto is not None:
-                k = readinto(view[got:])
-            else:
-                data = self.f.read(len(view) - got)
-                k = len(data)
-                view[got : got + k] = data
-            if not k:
-                raise Truncated(f"data ends inside {what}", offset=start, chunk=where, expected=f"{len(view)} bytes", found=f"{got} bytes")
-            got += k
-        self.pos = start + len(view)
-
-
-def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
+def load_fasttext(file: Source, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, progress: ProgressArg = None) -> Embeddings:
     """Read the word and subword vectors of a fastText ``.bin`` model (version 12).
 
     Every word row becomes what fastText's ``get_word_vector`` returns for
@@ -185,9 +131,11 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     Parameters
     ----------
     file
-        Path, the file's bytes, or a binary file object (read from its
-        current position). Gzip-compressed input is recognised by its magic
-        bytes.
+        A :data:`~finalfusion._source.Source`: a path (``str``,
+        ``os.PathLike``, or ``bytes`` naming an existing file), a file
+        descriptor, the file's bytes, or a binary file object (read from
+        its current position). Gzip-compressed input is recognised by its
+        magic bytes.
     normalize
         l2-normalise the word rows and keep their norms (default), or keep
         fastText's vectors as they are, without a norms chunk.
@@ -237,7 +185,7 @@ def load_fasttext(file: Any, *, normalize: bool = True, lossy: bool = False, lim
     """
     check_limit(limit)
     with reporter(progress) as report, open_input(file, report) as f:
-        stream = _Stream(f)
+        stream = StreamReader(f)
         args = _read_args(stream)
         words, nwords = _read_dictionary(stream, lossy, _ngram_range(args), limit)
         matrix = _read_input_matrix(stream, nwords, args)
@@ -290,13 +238,13 @@ def _row_sum(take: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float32]], r
     return acc
 
 
-def _read_args(stream: _Stream) -> tuple[Any, ...]:
-    magic, version = _HEADER.unpack(stream.exact(8, "magic and version", "fastText header"))
+def _read_args(stream: StreamReader) -> tuple[Any, ...]:
+    magic, version = stream.fields(_HEADER, "magic and version", "fastText header")
     if magic != MAGIC:
         raise BadMagic("not a fastText model", offset=0, chunk="fastText header", expected=MAGIC, found=magic)
     if version != VERSION:
         raise UnsupportedVersion("unsupported fastText model version", offset=4, chunk="fastText header", expected=VERSION, found=version)
-    args = _ARGS.unpack(stream.exact(_ARGS.size, "training arguments", "fastText args"))
+    args = stream.fields(_ARGS, "training arguments", "fastText args")
     names = ("dim", "ws", "epoch", "minCount", "neg", "wordNgrams", "loss", "model", "bucket", "minn", "maxn", "lrUpdateRate")
 
     def bad(i: int, message: str, expected: str) -> FormatError:
@@ -331,10 +279,10 @@ def _ngram_range(args: tuple[Any, ...]) -> tuple[int, int] | None:
     return None if maxn == 0 or minn > maxn else (max(minn, 1), maxn)
 
 
-def _read_dictionary(stream: _Stream, lossy: bool, ngram_range: tuple[int, int] | None, limit: int | None) -> tuple[list[str], int]:
+def _read_dictionary(stream: StreamReader, lossy: bool, ngram_range: tuple[int, int] | None, limit: int | None) -> tuple[list[str], int]:
     """The dictionary's words and word count; with n-grams, every kept word's n-gram count is checked (before any is built)."""
     at = stream.pos
-    size, nwords, nlabels, _ntokens, pruneidx_size = _DICT.unpack(stream.exact(_DICT.size, "dictionary header", "fastText dictionary"))
+    size, nwords, nlabels, _ntokens, pruneidx_size = stream.fields(_DICT, "dictionary header", "fastText dictionary")
     if nlabels > 0:
         raise FormatError(
             "supervised fastText models (with labels) are not supported", offset=at + 8, chunk="fastText dictionary", expected="0 labels", found=nlabels
@@ -400,8 +348,7 @@ def _read_dictionary(stream: _Stream, lossy: bool, ngram_range: tuple[int, int] 
                 break
             ends.append(end)
             pos = end + _ENTRY_TAIL + 1
-    stream.pending = bytes(buf[pos:]) + stream.pending
-    stream.pos = base + pos
+    stream.unread(bytes(buf[pos:]))  # read ahead: the bytes after the last entry belong to the matrix header
     view = bytes(buf)
     end_arr = np.array(ends, dtype=np.int64)
     starts = np.empty_like(end_arr)
@@ -472,9 +419,9 @@ def _check_ngram_total(words: list[str], min_n: int, max_n: int, read: int) -> N
         )
 
 
-def _read_input_matrix(stream: _Stream, nwords: int, args: tuple[Any, ...]) -> npt.NDArray[np.float32]:
+def _read_input_matrix(stream: StreamReader, nwords: int, args: tuple[Any, ...]) -> npt.NDArray[np.float32]:
     at = stream.pos
-    quantized, rows, cols = _MATRIX.unpack(stream.exact(_MATRIX.size, "input matrix header", "fastText input matrix"))
+    quantized, rows, cols = stream.fields(_MATRIX, "input matrix header", "fastText input matrix")
     if quantized:
         raise FormatError(
             "quantized fastText models (.ftz) are not supported", offset=at, chunk="fastText input matrix", expected="quantized flag 0", found=int(quantized)
@@ -490,7 +437,7 @@ def _read_input_matrix(stream: _Stream, nwords: int, args: tuple[Any, ...]) -> n
         if nbytes > rest:
             raise Truncated(f"too few bytes for a {rows} x {cols} matrix", offset=stream.pos, chunk=where, expected=f"{nbytes} bytes", found=f"{rest} bytes")
         matrix = np.empty((rows, cols), dtype="<f4")
-        stream.into(matrix, "the input matrix", where)
+        stream.into(_raw_bytes(matrix), "the input matrix", where)
     else:
         # Size unknown (compressed input): read in blocks of at most _MATRIX_READ bytes -- whole rows or, for
         # rows longer than that, parts of a row -- so a lying header cannot make us allocate more than we read.
@@ -499,7 +446,7 @@ def _read_input_matrix(stream: _Stream, nwords: int, args: tuple[Any, ...]) -> n
         step = max(1, _MATRIX_READ // (4 * cols)) * cols if 4 * cols <= _MATRIX_READ else _MATRIX_READ // 4
         for lo in range(0, total, step):
             block = np.empty(min(step, total - lo), dtype="<f4")
-            stream.into(block, f"the input matrix (row {lo // cols})", where)
+            stream.into(_raw_bytes(block), f"the input matrix (row {lo // cols})", where)
             blocks.append(block)
         flat = blocks[0] if len(blocks) == 1 else np.concatenate(blocks) if blocks else np.empty(0, dtype="<f4")
         matrix = flat.reshape(rows, cols)

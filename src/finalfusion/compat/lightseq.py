@@ -30,18 +30,18 @@ dequantizes as ``(q - 127) * emb_clip_max / 127``.
 from __future__ import annotations
 
 import math
-import mmap
 import os
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import IO, Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._source import GZIP_MAGIC, fill, input_size, peek, regular_file, size_bound, sized_or_stream, skip
+from finalfusion._source import Source, input_size, local_path, peek, sized_or_stream
+from finalfusion._stream import StreamReader
 from finalfusion.compat._build import embeddings_from
 from finalfusion.compat._model_vocab import model_vocab
-from finalfusion.compat._protowire import Message, parse_message
+from finalfusion.compat._protowire import Message, parse_message, stream_varint
 from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
@@ -79,41 +79,26 @@ def _is_hdf5(head: bytes) -> bool:
     return head[:8] == HDF5_MAGIC
 
 
-def _open_buffer(file: Any) -> tuple[Any, str, Path | None]:
-    """The input as a buffer (a read-only map of a file), its name, and its path.
+def _open_buffer(file: Source) -> tuple[Any, str, Path | None]:
+    """The input as a buffer (a read-only map of a plain file), its name, and the path it names.
 
-    A regular file is mapped, uncompressed ``bytes`` are used as they are,
-    a plain file object is read. Anything of unknown size (gzip data, a
-    pipe or FIFO, a file object without a descriptor) is read as a stream
-    (:func:`_stream_input`).
+    :func:`~finalfusion._source.sized_or_stream` tells the inputs apart: a
+    plain file is mapped, uncompressed contents are used as they are;
+    anything of unknown size (gzip data, a pipe or FIFO, a file object
+    without a descriptor) is read as a stream (:func:`_stream_input`).
     """
-    if isinstance(file, (str, os.PathLike)):
-        path = Path(os.fsdecode(file))
-        with open(path, "rb") as f:
-            if regular_file(f) is not None and f.read(2) != GZIP_MAGIC:
-                size = os.fstat(f.fileno()).st_size
-                buf: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-                return buf, str(path), path
-            if f.seekable():
-                f.seek(0)
-            return _stream_input(f), str(path), path  # this descriptor: a FIFO cannot be opened twice
-    if isinstance(file, (bytes, bytearray, memoryview)):
-        view = memoryview(file).cast("B")
-        return (view if bytes(view[:2]) != GZIP_MAGIC else _stream_input(file)), "<bytes>", None
-    if hasattr(file, "read"):
-        name = str(getattr(file, "name", "<file>"))  # a descriptor's file object is named by its number
-        if regular_file(file) is not None and peek(file, 2)[0] != GZIP_MAGIC:
-            data = file.read()
-            return data, name, None
-        return _stream_input(file), name, None
-    raise TypeError(f"expected a path, bytes or a binary file object, got {type(file).__name__}")
+    path = local_path(file)
+    with sized_or_stream(file) as (name, buf, stream):
+        if stream is not None:
+            buf = _stream_input(stream, name)
+        return buf, name, None if path is None else Path(path)
 
 
 #: Most top-level fields read from a protobuf stream (a LightSeq model has one per layer and a few more).
 MAX_STREAM_FIELDS: Final = 1 << 16
 
 
-def _stream_input(file: Any) -> Any:
+def _stream_input(stream: IO[bytes], name: str) -> Any:
     """A protobuf model from an input of unknown size, with only the top-level fields the loader reads.
 
     A stream may never end, and protobuf declares no total length, so the
@@ -123,92 +108,68 @@ def _stream_input(file: Any) -> Any:
     :class:`Truncated`), the encoder and decoder stacks are read and
     dropped (the decoder's presence is kept as an empty field), and more
     than :data:`MAX_STREAM_FIELDS` top-level fields are refused. Error
-    offsets beyond a dropped field are offsets into what was kept.
+    offsets while the stream is read are the stream's; those of the later
+    parse, beyond a dropped field, are offsets into what was kept.
     HDF5 needs a file it can seek in: from a stream only when its size is
     known (a ``BytesIO``), else :class:`FormatError`.
     """
-    with sized_or_stream(file, mmap=False) as (name, buf, stream):
-        if stream is None:  # pragma: no cover - callers only pass inputs of unknown size
-            return buf
-        head, f = peek(stream, 8)
-        if _is_hdf5(head):
-            if input_size(f) is None:
-                raise FormatError(
-                    "HDF5 data of unknown size (gzip, a pipe, a file object without a descriptor) cannot be read: h5py needs a file it can seek in",
-                    offset=0,
-                    chunk=f"{_FORMAT} HDF5",
-                    expected="a path, or the bytes, of an uncompressed HDF5 file",
-                    found=name,
-                )
-            return f.read()
-        return _stream_fields(f)
+    head, f = peek(stream, 8)
+    if _is_hdf5(head):
+        if input_size(f) is None:
+            raise FormatError(
+                "HDF5 data of unknown size (gzip, a pipe, a file object without a descriptor) cannot be read: h5py needs a file it can seek in",
+                offset=0,
+                chunk=f"{_FORMAT} HDF5",
+                expected="a path, or the bytes, of an uncompressed HDF5 file",
+                found=name,
+            )
+        return f.read()
+    return _stream_fields(StreamReader(f))
 
 
-def _stream_varint(f: Any, at: int, eof_ok: bool = False) -> tuple[int, bytes] | None:
-    raw = bytearray()
-    while True:
-        b = f.read(1)
-        if not b:
-            if eof_ok and not raw:
-                return None
-            raise Truncated("the data ends inside a varint", offset=at, chunk=f"{_FORMAT} model", expected="a complete varint", found=f"{len(raw)} bytes")
-        raw += b
-        if not b[0] & 0x80:
-            break
-        if len(raw) >= 10:
-            raise FormatError("a varint is longer than 10 bytes", offset=at, chunk=f"{_FORMAT} model", expected="at most 10 bytes", found="more")
-    value = sum((c & 0x7F) << (7 * i) for i, c in enumerate(raw))
-    if value >= 1 << 64:
-        raise FormatError("a varint overflows 64 bits", offset=at, chunk=f"{_FORMAT} model", expected="a value below 2**64", found=value)
-    return value, bytes(raw)
-
-
-def _stream_fields(f: Any) -> bytearray:
+def _stream_fields(stream: StreamReader) -> bytearray:
     out = bytearray()
     where = f"{_FORMAT} model"
-    at = 0
     for _ in range(MAX_STREAM_FIELDS):
-        tag = _stream_varint(f, at, eof_ok=True)
+        tag = stream_varint(stream, where, eof_ok=True)
         if tag is None:
             return out
         key, tag_raw = tag
         number, wire = key >> 3, key & 7
-        at += len(tag_raw)
+        at = stream.pos
         if wire in (0, 1, 5):
             if wire == 0:
-                value = cast("tuple[int, bytes]", _stream_varint(f, at))[1]
+                value = cast("tuple[int, bytes]", stream_varint(stream, where))[1]
             else:
-                value = f.read(8 if wire == 1 else 4)
+                value = stream.read_upto(8 if wire == 1 else 4)
                 if len(value) < (8 if wire == 1 else 4):
                     raise Truncated(f"field {number} runs past the end of the data", offset=at, chunk=where, expected="a fixed-size value", found="fewer bytes")
             out += tag_raw + value
-            at += len(value)
             continue
         if wire != 2 or number == 0:
             raise FormatError(
                 "not a protobuf field", offset=at - len(tag_raw), chunk=where, expected="a field number >= 1 with wire type 0, 1, 2 or 5", found=key
             )
-        length, length_raw = cast("tuple[int, bytes]", _stream_varint(f, at))
-        at += len(length_raw)
-        bound = size_bound(f)
+        length, length_raw = cast("tuple[int, bytes]", stream_varint(stream, where))
+        at = stream.pos
+        bound = stream.bound()
         if bound is not None and length > bound:
             raise Truncated(f"field {number} runs past the end of the data", offset=at, chunk=where, expected=f"at most {bound} bytes", found=f"{length} bytes")
         if number in _TOP_FIELDS and number != 4:
             payload = bytearray()
-            if not fill(f, payload, length):
+            if not stream.fill(payload, length):
                 raise Truncated(
                     f"field {number} runs past the end of the data", offset=at, chunk=where, expected=f"{length} bytes", found=f"{len(payload)} bytes"
                 )
             out += tag_raw + length_raw + payload
         else:  # the stacks: read and dropped (the decoder's presence tells a Transformer)
-            if skip(f, length) < length:
+            if stream.skip(length) < length:
                 raise Truncated(f"field {number} runs past the end of the data", offset=at, chunk=where, expected=f"{length} bytes", found="fewer")
             if number == 4:
                 out += tag_raw + b"\x00"
-        at += length
     raise FormatError(
         "too many top-level fields",
-        offset=at,
+        offset=stream.pos,
         chunk=where,
         expected=f"at most {MAX_STREAM_FIELDS} (finalfusion.compat.lightseq.MAX_STREAM_FIELDS)",
         found="more",
@@ -405,13 +366,16 @@ def _matrix(t: _Table, side: str, rows_used: int) -> npt.NDArray[np.float32]:
     return out
 
 
-def load_lightseq(file: Any, vocab: Any, *, side: str = "src", normalize: bool = True) -> Embeddings:
+def load_lightseq(file: Source, vocab: Any, *, side: str = "src", normalize: bool = True) -> Embeddings:
     """Read a token-embedding table from a LightSeq export (``.pb`` protobuf or ``.hdf5``).
 
     Parameters
     ----------
     file
-        Path, the file's bytes or a binary file object. HDF5 is recognised
+        A :data:`~finalfusion._source.Source`: a path (``str``,
+        ``os.PathLike``, or ``bytes`` naming an existing file), a file
+        descriptor, the file's bytes or a binary file object (read from its
+        current position), gzip compressed or not. HDF5 is recognised
         by its signature (reading it needs ``h5py``); anything else is read
         as LightSeq protobuf (Transformer, GPT, BERT and their quantized
         variants, recognised from the fields present).

@@ -40,8 +40,9 @@ from typing import IO, Any, Final, cast
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._binary import check_dims
-from finalfusion._source import GZIP_MAGIC, fill, peek, regular_file, size_bound, sized_or_stream, skip
+from finalfusion._binary import Buffer, check_dims
+from finalfusion._source import GZIP_MAGIC, Source, fill, input_size, local_path, sibling, size_bound, sized_or_stream, skip
+from finalfusion._stream import read_exactly
 from finalfusion.compat._build import embeddings_from
 from finalfusion.compat._model_vocab import model_vocab
 from finalfusion.compat._registry import register_format
@@ -207,13 +208,16 @@ def read_safetensors_header(data: Any, *, name: str = "<bytes>") -> SafetensorsH
     ...
     finalfusion.errors.FormatError: safetensors: the JSON header is not an object: expected a JSON object, found list (at byte offset 8)
     """
-    if isinstance(data, (bytes, bytearray, memoryview)):
+    if isinstance(data, (bytes, bytearray, memoryview, mmap.mmap)):
         buf = memoryview(data).cast("B")
         size = len(buf)
         prefix = bytes(buf[:8])
     else:
-        size = _file_size(data)
         data.seek(0)
+        known = input_size(data)
+        if known is None:
+            raise TypeError("read_safetensors_header needs the file's bytes or a seekable binary file object of known size")
+        size = known
         prefix = data.read(8)
     if len(prefix) < 8:
         raise Truncated("the file ends inside the header length", offset=0, chunk=_FORMAT, expected="8 bytes (u64 header length)", found=f"{len(prefix)} bytes")
@@ -224,18 +228,10 @@ def read_safetensors_header(data: Any, *, name: str = "<bytes>") -> SafetensorsH
         raise Truncated(
             "the header length runs past the end of the file", offset=0, chunk=_FORMAT, expected=f"at most {size - 8} bytes of header", found=f"{n} bytes"
         )
-    raw = bytes(buf[8 : 8 + n]) if isinstance(data, (bytes, bytearray, memoryview)) else data.read(n)
+    raw = bytes(buf[8 : 8 + n]) if isinstance(data, (bytes, bytearray, memoryview, mmap.mmap)) else data.read(n)
     if len(raw) != n:
         raise Truncated("the file ends inside the header", offset=8 + len(raw), chunk=_FORMAT, expected=f"{n} bytes of header", found=f"{len(raw)} bytes")
     return _parse_header(raw, size, name)
-
-
-def _file_size(f: IO[bytes]) -> int:
-    try:
-        return os.fstat(f.fileno()).st_size
-    except (AttributeError, OSError, ValueError):
-        pos = f.seek(0, os.SEEK_END)
-        return int(pos)
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -383,32 +379,22 @@ def _check_ranges(tensors: dict[str, TensorInfo], data_len: int | None, data_sta
 
 @dataclass(frozen=True)
 class _Located:
-    file: Any  # path of the shard holding the table, or the file's bytes / file object
+    file: Any  # path of the file or shard holding the table, its whole buffer, or the stream read as declared
     name: str  # for messages and metadata
     directory: Path | None  # where to look for the tokenizer
     header: SafetensorsHeader
     tensor: TensorInfo
 
 
-def _locate(path: Any, tensor: str | None) -> _Located:
-    if isinstance(path, (bytes, bytearray, memoryview)) and not (isinstance(path, bytes) and _is_path_bytes(path)):
-        header = read_safetensors_header(path)
-        return _Located(path, "<bytes>", None, header, _choose(header.tensors, tensor, "<bytes>"))
-    if hasattr(path, "read"):
-        header = read_safetensors_header(path)
-        return _Located(path, getattr(path, "name", "<file>"), None, header, _choose(header.tensors, tensor, "<file>"))
-    p = Path(os.fsdecode(path))
-    if p.is_dir():
-        p = _weights_in(p)
-    if p.name.endswith(".index.json"):
-        return _locate_sharded(p, tensor)
-    with open(p, "rb") as f:
-        header = read_safetensors_header(f, name=str(p))
-    return _Located(p, str(p), p.parent, header, _choose(header.tensors, tensor, str(p)))
-
-
-def _is_path_bytes(data: bytes) -> bool:
-    return len(data) < 4096 and b"\x00" not in data and os.path.exists(data)
+def _locate(path: Path, tensor: str | None) -> _Located:
+    """The table in a file, a sharded index or a model directory (``path``: what :func:`~finalfusion._source.local_path` named)."""
+    if path.is_dir():
+        path = _weights_in(path)
+    if path.name.endswith(".index.json"):
+        return _locate_sharded(path, tensor)
+    with open(path, "rb") as f:
+        header = read_safetensors_header(f, name=str(path))
+    return _Located(path, str(path), path.parent, header, _choose(header.tensors, tensor, str(path)))
 
 
 def _weights_in(directory: Path) -> Path:
@@ -441,9 +427,7 @@ def _locate_sharded(index: Path, tensor: str | None) -> _Located:
         raise FormatError("the index has no weight_map", offset=0, chunk=where, expected='{"weight_map": {tensor: shard file}}', found=_short(obj))
     name = _choose_name(list(weight_map), tensor, str(index))
     shard_name = weight_map[name]
-    if Path(shard_name).name != shard_name or shard_name in ("", ".", ".."):
-        raise FormatError("a shard must be a file next to the index", chunk=where, expected="a plain file name", found=shard_name)
-    shard = index.parent / shard_name
+    shard = Path(sibling(index.parent, shard_name, chunk=where, message="a shard must be a file next to the index"))
     with open(shard, "rb") as f:
         header = read_safetensors_header(f, name=str(shard))
     if name not in header.tensors:
@@ -482,7 +466,7 @@ def _choose(tensors: dict[str, TensorInfo], tensor: str | None, where: str) -> T
 # -- decoding the table -------------------------------------------------------------------
 
 
-def _read_rows(src: Any, data_start: int, info: TensorInfo, rows: int, normalize: bool) -> npt.NDArray[np.float32]:
+def _read_rows(src: Path | Buffer, data_start: int, info: TensorInfo, rows: int, normalize: bool) -> npt.NDArray[np.float32]:
     """Rows ``0..rows`` of the table as float32, block by block (peak: the result plus one block)."""
     dims = info.shape[1]
     at = data_start + info.begin
@@ -496,14 +480,14 @@ def _read_rows(src: Any, data_start: int, info: TensorInfo, rows: int, normalize
         return np.frombuffer(mapped, dtype="<f4", count=rows * dims, offset=at).reshape(rows, dims)
     out = np.empty((rows, dims), dtype=np.float32)
     flat = out.reshape(-1)
-    if isinstance(src, (bytes, bytearray, memoryview)):
+    if not isinstance(src, Path):  # the whole file as a buffer
         raw = memoryview(src).cast("B")[at : at + n_bytes]
         _decode_into(flat, raw, info.dtype)
         return out
-    with open(src, "rb") if isinstance(src, Path) else _nullcontext(src) as f:
+    with open(src, "rb") as f:
         f.seek(at)
         if info.dtype == "F32" and _LITTLE:
-            _read_exactly(f, flat.view(np.uint8).data, at)
+            read_exactly(f, flat.view(np.uint8).data, "the tensor data", chunk=_FORMAT, offset=at)
             return out
         size = DTYPE_BITS[info.dtype] // 8
         per_block = max(1, _BLOCK_BYTES // size)
@@ -511,7 +495,7 @@ def _read_rows(src: Any, data_start: int, info: TensorInfo, rows: int, normalize
         for start in range(0, flat.size, per_block):
             count = min(per_block, flat.size - start)
             view = memoryview(buf)[: count * size]
-            _read_exactly(f, view, at + start * size)
+            read_exactly(f, view, "the tensor data", chunk=_FORMAT, offset=at + start * size)
             _decode_into(flat[start : start + count], view, info.dtype)
     return out
 
@@ -579,41 +563,6 @@ def _stream_rows(f: IO[bytes], header: SafetensorsHeader, info: TensorInfo, rows
     return out
 
 
-def _is_stream(source: Any) -> bool:
-    """Whether ``source`` has no known size: gzip data, a FIFO or device, a file object that is not a plain file."""
-    if isinstance(source, (bytes, bytearray, memoryview)) and not (isinstance(source, bytes) and _is_path_bytes(source)):
-        return bytes(source[:2]) == GZIP_MAGIC
-    if hasattr(source, "read"):
-        return regular_file(source) is None or peek(source, 2)[0] == GZIP_MAGIC
-    if isinstance(source, (str, os.PathLike, bytes)):
-        p = os.fsdecode(source)
-        if not os.path.isfile(p):
-            return os.path.exists(p) and not os.path.isdir(p)
-        with open(p, "rb") as f:
-            return f.read(2) == GZIP_MAGIC
-    return False
-
-
-class _nullcontext:
-    def __init__(self, f: IO[bytes]) -> None:
-        self.f = f
-
-    def __enter__(self) -> IO[bytes]:
-        return self.f
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def _read_exactly(f: IO[bytes], view: memoryview, at: int) -> None:
-    got = 0
-    while got < len(view):
-        n = f.readinto(view[got:])  # type: ignore[attr-defined]
-        if not n:
-            raise Truncated("the file ends inside the tensor data", offset=at + got, chunk=_FORMAT, expected=f"{len(view)} bytes", found=f"{got} bytes")
-        got += n
-
-
 def _decode_into(out: npt.NDArray[np.float32], raw: Any, dtype: str) -> None:
     """Decode little-endian ``dtype`` values from ``raw`` into the float32 array ``out``."""
     if dtype == "F32":
@@ -642,17 +591,20 @@ def _check_finite(matrix: npt.NDArray[np.float32], where: str) -> None:
             )
 
 
-def load_safetensors(path: Any, *, tensor: str | None = None, tokenizer: Any = None, normalize: bool = True) -> Embeddings:
+def load_safetensors(file: Source, *, tensor: str | None = None, tokenizer: Any = None, normalize: bool = True) -> Embeddings:
     """Read the token-embedding table of a safetensors checkpoint.
 
     Parameters
     ----------
-    path
-        A ``.safetensors`` file, a sharded checkpoint's
+    file
+        A :data:`~finalfusion._source.Source`. A path (``str``,
+        ``os.PathLike``, or ``bytes`` naming an existing file or directory)
+        to a ``.safetensors`` file, a sharded checkpoint's
         ``*.safetensors.index.json``, or a model directory holding either
         (``model.safetensors.index.json``, ``model.safetensors``, or a single
-        ``*.safetensors``). The file's bytes or a seekable binary file object
-        work too (then ``tokenizer`` must be given).
+        ``*.safetensors``). The file's bytes, a file descriptor or a binary
+        file object (read from its current position) work too, gzip
+        compressed or not (then ``tokenizer`` must be given).
     tensor
         Name of the table. By default the first of
         :data:`EMBEDDING_TENSOR_NAMES` that the checkpoint holds (the
@@ -696,15 +648,26 @@ def load_safetensors(path: Any, *, tensor: str | None = None, tokenizer: Any = N
     >>> emb["a"].tolist(), float(emb.norms[0]), emb.metadata["safetensors"]["padding_rows_dropped"]
     ([0.6000000238418579, 0.800000011920929], 5.0, 1)
     """
-    if _is_stream(path):
-        with sized_or_stream(path) as (name, _, stream):
-            f = cast(IO[bytes], stream)  # what _is_stream accepts has no known size: a stream
-            header = _stream_header(f, name)
-            directory = Path(os.fsdecode(path)).parent if isinstance(path, (str, os.PathLike, bytes)) else None
-            loc = _Located(f, name, directory, header, _choose(header.tensors, tensor, name))
-            return _load(loc, tokenizer, normalize, lambda n_tokens: _stream_rows(f, header, loc.tensor, n_tokens))
-    loc = _locate(path, tensor)
-    return _load(loc, tokenizer, normalize, lambda n_tokens: _read_rows(loc.file, loc.header.data_start, loc.tensor, n_tokens, normalize))
+    path = local_path(file)
+    if path is not None and (os.path.isdir(path) or (os.path.isfile(path) and not _gzip_file(path))):
+        # A model directory, an index or a plain file: shards and the tokenizer are read from beside it, the table mapped.
+        loc = _locate(Path(path), tensor)
+        return _load(loc, tokenizer, normalize, lambda n_tokens: _read_rows(loc.file, loc.header.data_start, loc.tensor, n_tokens, normalize))
+    with sized_or_stream(file) as (name, buf, stream):
+        directory = Path(path).parent if path is not None else None
+        if buf is not None:  # contents, or a plain file as a descriptor or file object: the whole file as one buffer
+            header = read_safetensors_header(buf, name=name)
+            loc = _Located(buf, name, directory, header, _choose(header.tensors, tensor, name))
+            return _load(loc, tokenizer, normalize, lambda n_tokens: _read_rows(buf, header.data_start, loc.tensor, n_tokens, normalize))
+        f = cast(IO[bytes], stream)  # gzip, a FIFO or device, a file object of unknown size: read as declared
+        header = _stream_header(f, name)
+        loc = _Located(f, name, directory, header, _choose(header.tensors, tensor, name))
+        return _load(loc, tokenizer, normalize, lambda n_tokens: _stream_rows(f, header, loc.tensor, n_tokens))
+
+
+def _gzip_file(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
 
 
 def _load(loc: _Located, tokenizer: Any, normalize: bool, read: Callable[[int], npt.NDArray[np.float32]]) -> Embeddings:
@@ -742,7 +705,7 @@ def _detect(sample: bytes, path: str | None) -> bool:
 
 def _load_found(source: Any, *, normalize: bool = True) -> Embeddings:
     """The registry's loader: a path is read with the tokenizer beside it; data has no tokenizer to go with it."""
-    if not isinstance(source, (str, os.PathLike)):
+    if local_path(source) is None:
         raise FormatError(
             "a safetensors checkpoint given as data has no tokenizer beside it",
             offset=0,

@@ -1,4 +1,4 @@
-"""load_safetensors on hand-built checkpoints: header metadata and its errors, directories, sharded indexes, detection."""
+"""load_safetensors on hand-built checkpoints: header metadata and its errors, directories, sharded indexes and their shard names, detection."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def raw_header(text: str, data: bytes = b"") -> bytes:
     return struct.pack("<Q", len(b)) + b + data
 
 
-def test_header_metadata_and_nbytes() -> None:
+def test_header_metadata_and_tensor_sizes() -> None:
     header = read_safetensors_header(checkpoint({"embed_tokens.weight": TABLE}, metadata={"format": "pt"}))
     assert header.metadata == {"format": "pt"}
     info = header.tensors["embed_tokens.weight"]
@@ -151,3 +151,29 @@ def test_sharded_index_points_at_the_wrong_shard(tmp_path: Path) -> None:
         load_safetensors(path, tokenizer=["a"])
     assert err.value.expected == "model.embed_tokens.weight"
     assert err.value.found == "lm_head.weight"
+
+
+@pytest.mark.parametrize("shard", ["a\x00b.safetensors", "/abs/model.safetensors", "sub/model.safetensors", "..", ""])
+def test_sharded_index_shard_names_must_be_plain_file_names(tmp_path: Path, shard: str) -> None:
+    path = _sharded(tmp_path, json.dumps({"weight_map": {"model.embed_tokens.weight": shard}}))
+    with pytest.raises(FormatError, match="a shard must be a file next to the index") as err:
+        load_safetensors(path, tokenizer=["a"])
+    assert err.value.found == shard
+    assert err.value.chunk == "safetensors index custom.safetensors.index.json"
+
+
+def test_a_file_object_is_read_from_its_position(tmp_path: Path) -> None:
+    path = tmp_path / "w.safetensors"
+    path.write_bytes(b"prefix" + checkpoint({"embeddings": TABLE}))
+    with open(path, "rb") as f:
+        f.seek(6)
+        emb = load_safetensors(f, tokenizer=["a", "b", "c"], normalize=False)
+    np.testing.assert_array_equal(emb.storage, TABLE)
+
+
+def test_read_header_from_a_file_object_of_unknown_size() -> None:
+    import gzip
+    import io
+
+    with gzip.GzipFile(fileobj=io.BytesIO(gzip.compress(checkpoint({"w": TABLE})))) as f, pytest.raises(TypeError, match="of known size"):
+        read_safetensors_header(f)

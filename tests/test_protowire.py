@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import struct
 
 import numpy as np
@@ -9,7 +10,8 @@ import pytest
 
 from _model_helpers import varint
 from finalfusion import FormatError
-from finalfusion.compat._protowire import parse_message
+from finalfusion._stream import StreamReader
+from finalfusion.compat._protowire import parse_message, stream_varint
 from finalfusion.errors import Truncated
 
 
@@ -108,14 +110,14 @@ def test_packed_floats_not_a_multiple_of_four() -> None:
         (key(1, 2) + b"\x05ab", Truncated, "field 1 runs past the end of its message", 2),
     ],
 )
-def test_malformed(data: bytes, error: type[FormatError], message: str, offset: int) -> None:
+def test_malformed_messages_name_what_and_where(data: bytes, error: type[FormatError], message: str, offset: int) -> None:
     with pytest.raises(error, match=message) as err:
         parse_message(data, "demo")
     assert err.value.offset == offset
     assert err.value.chunk == "demo"
 
 
-def test_field_number_too_large() -> None:
+def test_field_number_above_the_protobuf_limit() -> None:
     with pytest.raises(FormatError, match="invalid field number") as err:
         parse_message(varint((1 << 29) << 3), "demo")
     assert err.value.found == 1 << 29
@@ -129,8 +131,36 @@ def test_unwanted_fields_are_checked_then_skipped() -> None:
         parse_message(ld(1, b"x")[:-1], "demo", wanted={2})
 
 
-def test_sub_range() -> None:
+def test_a_sub_range_is_parsed_with_file_offsets() -> None:
     data = b"junk" + key(1, 0) + varint(42) + b"more"
     msg = parse_message(data, "demo", 4, 6)
     assert msg.varint(1) == 42
     assert msg.first_offset(1) == 4
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "message"),
+    [
+        (b"\x80", Truncated, "the data ends inside a varint"),
+        (b"\xff" * 10 + b"\x01", FormatError, "a varint is longer than 10 bytes"),
+        (b"\xff" * 9 + b"\x7f", FormatError, "a varint overflows 64 bits"),
+    ],
+)
+def test_a_stream_varint_fails_as_a_buffer_varint_at_the_streams_offset(data: bytes, error: type[FormatError], message: str) -> None:
+    stream = StreamReader(io.BytesIO(b"\x08" + data))
+    assert stream_varint(stream, "demo") == (8, b"\x08")
+    with pytest.raises(error, match=message) as err:
+        stream_varint(stream, "demo")
+    assert err.value.offset == 1
+    with pytest.raises(error, match=message):
+        parse_message(b"\x08" + data, "demo")
+
+
+def test_a_stream_varint_gives_back_what_it_read_ahead() -> None:
+    stream = StreamReader(io.BytesIO(varint(300) + b"rest"))
+    assert stream_varint(stream, "demo") == (300, varint(300))
+    assert stream.pos == 2
+    assert stream.read_upto(10) == b"rest"
+    assert stream_varint(stream, "demo", eof_ok=True) is None
+    with pytest.raises(Truncated, match="the data ends inside a varint"):
+        stream_varint(stream, "demo")

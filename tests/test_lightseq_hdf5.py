@@ -1,8 +1,7 @@
-"""load_lightseq: inputs, GPT/BERT detection from the config, and the FormatErrors of hand-made HDF5 exports."""
+"""load_lightseq on hand-made HDF5 exports: GPT/BERT detection, the FormatErrors of malformed files, and the h5py extra."""
 
 from __future__ import annotations
 
-import io
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,52 +12,6 @@ import pytest
 from finalfusion import FormatError, load_lightseq
 
 TABLE = np.array([[3.0, 4.0], [0.0, 1.0]], dtype="<f4")
-
-
-def field(number: int, payload: bytes) -> bytes:
-    return bytes([number << 3 | 2, len(payload)]) + payload
-
-
-def gpt(config: bytes | None = None) -> bytes:
-    layer = field(1, TABLE.tobytes()) + field(3, np.ones(2, dtype="<f4").tobytes())
-    return field(1, layer) + (field(3, config) if config is not None else b"")
-
-
-@pytest.mark.parametrize(
-    ("config", "model"),
-    [(None, "GPT or BERT"), (b"", "GPT or BERT"), (b"\x18\x01", "BERT"), (b"\x20\x01", "BERT"), (field(3, b"topk"), "GPT"), (b"\x30\x02", "GPT")],
-)
-def test_gpt_or_bert_from_the_config(config: bytes | None, model: str) -> None:
-    emb = load_lightseq(gpt(config), ["a", "b"])
-    assert emb.metadata is not None
-    assert emb.metadata["lightseq"]["model"] == model
-
-
-def test_binary_file_objects_and_paths(tmp_path: Path) -> None:
-    emb = load_lightseq(io.BytesIO(gpt()), ["a", "b"], normalize=False)
-    assert emb.storage.matrix.tolist() == TABLE.tolist()
-    path = tmp_path / "model.pb"
-    path.write_bytes(gpt())
-    emb = load_lightseq(str(path), ["a", "b"])
-    assert emb.metadata is not None
-    assert emb.metadata["lightseq"]["file"] == "model.pb"
-
-
-def test_rejects_text_files_and_other_objects() -> None:
-    with pytest.raises(TypeError, match="the file object must be opened in binary mode"):
-        load_lightseq(io.StringIO("text"), ["a"])
-    with pytest.raises(TypeError, match="expected a path, bytes or a binary file object, got int"):
-        load_lightseq(3, ["a"])
-
-
-def test_empty_file(tmp_path: Path) -> None:
-    path = tmp_path / "empty.pb"
-    path.write_bytes(b"")
-    with pytest.raises(FormatError, match="the model has no src_embedding"):
-        load_lightseq(path, ["a"])
-
-
-# -- HDF5 ---------------------------------------------------------------------------------------
 
 
 def hdf5(tmp_path: Path, **datasets: Any) -> Path:
@@ -79,7 +32,7 @@ def hdf5(tmp_path: Path, **datasets: Any) -> Path:
 GOOD: dict[str, Any] = {"src_embedding__norm_scale": np.ones(2, dtype="f4"), "src_embedding__token_embedding": TABLE}
 
 
-def test_hdf5_gpt_detection(tmp_path: Path) -> None:
+def test_hdf5_bert_detected_from_the_config(tmp_path: Path) -> None:
     path = hdf5(tmp_path, **GOOD, model_conf__is_post_ln=np.array(True))
     emb = load_lightseq(path, ["a", "b"], normalize=False)
     assert emb.metadata is not None
