@@ -561,7 +561,7 @@ def test_golden_files(name: str) -> None:
 
 @pytest.mark.parametrize("qtype", NATIVE)
 def test_decoding_in_many_blocks_on_threads_gives_the_same_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qtype: str) -> None:
-    from finalfusion.compat import gguf as ours
+    from finalfusion.compat.gguf import _ggml as ours
 
     path = tmp_path / "t.gguf"
     reference = write_with_gguf(path, _table(rows=50, dims=64), qtype, [f"t{i}" for i in range(50)])
