@@ -30,8 +30,9 @@ def load_gguf(file: Source, *, tensor: str = "token_embd.weight", normalize: boo
     Parameters
     ----------
     file
-        A path, the file's contents as ``bytes``, or a binary file object;
-        gzip-compressed data is decompressed. A regular file is mapped, so
+        A :data:`finalfusion.Source`: a path, a file descriptor, the file's
+        contents as ``bytes``, or a binary file object; gzip-compressed data
+        is decompressed. A regular file is mapped, so
         only the header and the one tensor are read. An input of unknown
         size (gzip, a pipe, a file object without a descriptor) is read up
         to the end of the tensor data and no further, its header within
