@@ -1,4 +1,5 @@
-"""The bounds-checked reader and writer: strings (fast and per-string paths agree, errors are precise), arrays, fields."""
+"""The one bounds-checked cursor (ByteReader) and the writer: strings with u32 or u64 lengths (fast and per-string paths
+agree, errors are precise), either byte order, arrays, fields."""
 
 from __future__ import annotations
 
@@ -34,19 +35,19 @@ ALL_ASCII = "".join(chr(c) for c in range(128))
         [f"w{i}" for i in range(5)],  # few words: the per-string loop
     ],
 )
-def test_strings_round_trip(words: list[str]) -> None:
+def test_strings_decode_alike_on_the_fast_and_the_per_string_path(words: list[str]) -> None:
     data = encode(words) + b"trailing"
     assert read_strings(data, len(words)) == (words, len(data) - 8)
 
 
-def test_strings_count_larger_than_the_data() -> None:
+def test_strings_refuse_a_count_the_data_cannot_hold() -> None:
     with pytest.raises(Truncated, match="too few bytes for 10 words") as err:
         read_strings(bytes(39), 10)
     assert err.value.expected == "at least 40 bytes"
 
 
 @pytest.mark.parametrize("count", [5, 100])
-def test_strings_length_runs_past_the_end(count: int) -> None:
+def test_strings_whose_length_runs_past_the_end_name_the_word(count: int) -> None:
     words = [f"w{i}" for i in range(count)]
     data = encode(words)
     bad = data[: -len(encode([words[-1]]))] + struct.pack("<I", 1000) + b"x" * 4
@@ -57,13 +58,13 @@ def test_strings_length_runs_past_the_end(count: int) -> None:
 
 
 @pytest.mark.parametrize("count", [5, 100])
-def test_strings_end_limits_reading(count: int) -> None:
+def test_strings_stop_at_the_reader_end(count: int) -> None:
     data = encode([f"w{i}" for i in range(count)])
     with pytest.raises(Truncated, match="data ends inside"):
         read_strings(data + b"\0" * 8, count, end=len(data) - 1)
 
 
-def test_strings_length_prefix_cut_off() -> None:
+def test_strings_cut_inside_a_length_prefix_name_the_word() -> None:
     data = encode(["ab"] * 100)
     # 100 strings of 6 bytes, then the reader is told to expect one more whose length prefix is cut off.
     with pytest.raises(Truncated, match="data ends inside length of word 100") as err:
@@ -82,7 +83,7 @@ def test_strings_invalid_utf8_names_the_word_and_offset(count: int) -> None:
     assert err.value.offset == at
 
 
-def test_string_invalid_utf8() -> None:
+def test_string_with_invalid_utf8_consumes_nothing_past_its_length() -> None:
     reader = ByteReader(struct.pack("<I", 3) + b"a\xc3(", chunk="Metadata")
     with pytest.raises(FormatError, match="Metadata: key is not valid UTF-8") as err:
         reader.string("key")
@@ -90,13 +91,13 @@ def test_string_invalid_utf8() -> None:
     assert reader.pos == 4  # nothing consumed past the length
 
 
-def test_string_truncated() -> None:
+def test_string_cut_short_is_truncated() -> None:
     with pytest.raises(Truncated, match="data ends inside key") as err:
         ByteReader(struct.pack("<I", 3) + b"ab").string("key")
     assert err.value.found == "2 bytes"
 
 
-def test_fields_and_padding() -> None:
+def test_fields_and_padding_are_bounds_checked() -> None:
     reader = ByteReader(struct.pack("<IQ", 7, 9) + b"\0\0\0\0" + b"xyz", chunk="c")
     assert reader.u32() == 7
     assert reader.u64() == 9
@@ -109,7 +110,7 @@ def test_fields_and_padding() -> None:
         reader.skip(2)
 
 
-def test_array_views_and_limits() -> None:
+def test_arrays_are_views_within_the_bounds_numpy_can_represent() -> None:
     data = bytearray(np.arange(6, dtype="<f4").tobytes())
     arr = ByteReader(data).array("<f4", (2, 3))
     assert arr.tolist() == [[0, 1, 2], [3, 4, 5]]
@@ -122,7 +123,7 @@ def test_array_views_and_limits() -> None:
         ByteReader(data).array("<f4", (3, 3))
 
 
-def test_writer() -> None:
+def test_writer_tracks_the_offset_and_refuses_u32_overflow() -> None:
     buf = io.BytesIO()
     w = ByteWriter(buf, pos=1)
     w.u32(1)
