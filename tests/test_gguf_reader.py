@@ -200,3 +200,14 @@ def test_invalid_utf8_in_a_string_value_keeps_ggufs_message() -> None:
     message = f"GGUF: general.name is not valid UTF-8: expected UTF-8, found b'ab\\xc3(' (at byte offset {at})"
     with pytest.raises(FormatError, match=re.escape(message)):
         read_gguf(data)
+
+
+def test_arrays_of_an_unknown_element_type_or_nested_past_the_limit_are_refused() -> None:
+    unknown = s("general.x") + struct.pack("<IIQ", ARRAY, 77, 1) + bytes(16)
+    with pytest.raises(FormatError, match=r"unknown element type of general\.x") as err:
+        read_gguf(header("<", [unknown]))
+    assert (err.value.found, err.value.offset) == (77, 24 + len(s("general.x")) + 4)
+    deep = s("general.deep") + struct.pack("<I", ARRAY) + struct.pack("<IQ", ARRAY, 1) * 9 + struct.pack("<IQ", U32, 0) + bytes(12)
+    with pytest.raises(FormatError, match="arrays nested too deeply") as err:
+        read_gguf(header("<", [deep]))
+    assert (err.value.expected, err.value.found) == ("at most 8 levels", 9)
