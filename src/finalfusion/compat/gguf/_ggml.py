@@ -23,6 +23,7 @@ DECODE_THREADS: int = min(4, CPUS)
 
 
 def rows_per_block(row_floats: int) -> int:
+    """Rows of ``row_floats`` ``float32`` values in one block of :data:`_BLOCK_BYTES` (at least one): the unit of decoding and of writing."""
     return max(1, _BLOCK_BYTES // max(1, 4 * row_floats))
 
 
