@@ -1,5 +1,6 @@
-"""GGUF: files written by gguf-py's GGUFWriter (every natively decoded type, K-quants, big-endian, alignments),
-the llama/t5/gpt2 tokenizers against the real libraries, round trips, hostile headers."""
+"""GGUF against gguf-py and the tokenizer libraries: files written by gguf-py's GGUFWriter (every natively decoded type,
+K-quants, big-endian, alignments), the llama/t5/gpt2 tokenizers against the real libraries, round trips, decoding, golden files.
+Hand-built and malformed headers: test_gguf_reader.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import hashlib
 import io
 import json
 import shutil
-import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 import finalfusion
+from _gguf_files import build
 from _model_helpers import hf_skip, random_words, sentencepiece_skip, subword_rule, train_byte_level_bpe, train_sentencepiece
 from finalfusion import Embeddings, FormatError, load_finalfusion, load_gguf, write_gguf
 from finalfusion.compat.gguf import GGML_TYPES, read_gguf
-from finalfusion.errors import MissingExtraError, Truncated, UnsupportedVersion
+from finalfusion.errors import MissingExtraError
 from finalfusion.storage import NdArray
 from finalfusion.vocab import SimpleVocab, TokenizerVocab
 
@@ -430,71 +431,7 @@ def test_simple_vocabulary_round_trip_and_load_by_content(tmp_path: Path) -> Non
     assert finalfusion.compat.sniff_format(path.read_bytes()[:64]) == "gguf"
 
 
-# -- hostile input ------------------------------------------------------------------------------------
-
-
-def _s(text: str | bytes) -> bytes:
-    raw = text.encode() if isinstance(text, str) else text
-    return struct.pack("<Q", len(raw)) + raw
-
-
-def build(
-    *,
-    tokens: list[bytes] | None = None,
-    ne: tuple[int, ...] = (2, 2),
-    ggml_type: int = 0,
-    offset: int = 0,
-    n_tensors: int | None = None,
-    n_kv: int | None = None,
-    version: int = 3,
-    extra_kv: bytes = b"",
-    extra_tensors: bytes = b"",
-    data: bytes | None = None,
-) -> bytes:
-    """A small GGUF built by hand, to corrupt one field at a time."""
-    tokens = [b"a", b"b"] if tokens is None else tokens
-    kvs = _s("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, len(tokens)) + b"".join(_s(t) for t in tokens) + extra_kv
-    count_kv = 1 + (extra_kv.count(b"general.") if extra_kv else 0)
-    info = _s("token_embd.weight") + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne) + struct.pack("<IQ", ggml_type, offset)
-    head = b"GGUF" + struct.pack("<IQQ", version, 1 if n_tensors is None else n_tensors, count_kv if n_kv is None else n_kv) + kvs + info + extra_tensors
-    head += b"\x00" * (-len(head) % 32)
-    return head + (np.arange(4, dtype="<f4").tobytes() if data is None else data)
-
-
-def test_hand_built_file_is_valid() -> None:
-    emb = load_gguf(build(), normalize=False)
-    assert emb.storage.matrix.tolist() == [[0.0, 1.0], [2.0, 3.0]]
-
-
-@pytest.mark.parametrize(
-    ("data", "message"),
-    [
-        (b"GGUX" + bytes(20), "not a GGUF file"),
-        (build(version=1), "version"),
-        (build(n_tensors=1 << 40), "tensor count is larger"),
-        (build(n_kv=1 << 40), "metadata count is larger"),
-        (build(ne=(1 << 40, 1 << 40)), "larger than the file"),
-        (build(ne=(2, 3)), "runs past the end"),
-        (build(offset=4096), "runs past the end"),
-        (build(offset=4), "misaligned"),
-        (build(ggml_type=99), "unknown ggml type"),
-        (build(ggml_type=8), "multiple of the Q8_0 block size"),
-        (build(tokens=[b"a", b"b", b"c"]), "does not match"),
-        (build(tokens=[b"a", b"a"]), "duplicate"),
-        (build(tokens=[b"a", b"\xff"]), "UTF-8"),
-        (build(n_tensors=2, extra_tensors=_s("token_embd.weight") + struct.pack("<IQQIQ", 2, 2, 2, 0, 0)), "duplicate tensor name"),
-        (build(extra_kv=_s("general.alignment") + struct.pack("<II", 4, 3)), "power of two"),
-        (build(extra_kv=_s("general.alignment") + struct.pack("<IQ", 10, 32)), "general.alignment is not a uint32"),  # u64, refused by llama.cpp and gguf-py
-        (build(extra_kv=_s("general.x") + struct.pack("<I", 77)), "unknown value type"),
-        (build(extra_kv=_s("general.x") + struct.pack("<IIQ", 9, 8, 1 << 50)), "element count"),
-        (build(ne=(2, 2, 2), data=bytes(32)), "not a matrix"),
-    ],
-)
-def test_malformed_headers_are_format_errors(data: bytes, message: str) -> None:
-    with pytest.raises(FormatError, match=message) as info:
-        load_gguf(data)
-    assert info.value.chunk == "GGUF"
-    assert info.type.__module__ == "finalfusion.errors"
+# -- decoding -----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("ggml_type", sorted(GGML_TYPES))
@@ -506,28 +443,6 @@ def test_a_table_without_columns_loads_in_every_type(ggml_type: int) -> None:
     emb = load_gguf(build(ne=(0, 2), ggml_type=ggml_type, data=b""), normalize=False)
     assert emb.storage.matrix.shape == (2, 0)
     assert emb.embedding("a").shape == (0,)
-
-
-def test_error_details() -> None:
-    with pytest.raises(Truncated) as info:
-        load_gguf(build(n_tensors=1 << 40))
-    assert (info.value.offset, info.value.found) == (8, 1 << 40)
-    with pytest.raises(UnsupportedVersion) as version:
-        load_gguf(build(version=1))
-    assert version.value.offset == 4
-    data = build(offset=4)
-    with pytest.raises(FormatError) as misaligned:
-        load_gguf(data)
-    assert misaligned.value.expected == "a multiple of 32"
-    assert misaligned.value.offset == data.index(b"\x11\x00\x00\x00\x00\x00\x00\x00token_embd")
-
-
-def test_missing_tensor_or_vocabulary() -> None:
-    with pytest.raises(FormatError, match=r"no tensor 'output\.weight'"):
-        load_gguf(build(), tensor="output.weight")
-    no_tokens = build().replace(b"tokenizer.ggml.tokens", b"tokenizer.ggml.tokenZ")
-    with pytest.raises(FormatError, match=r"no vocabulary"):
-        load_gguf(no_tokens)
 
 
 # -- golden files (no extras needed) -------------------------------------------------------------------
@@ -561,7 +476,7 @@ def test_golden_files(name: str) -> None:
 
 @pytest.mark.parametrize("qtype", NATIVE)
 def test_decoding_in_many_blocks_on_threads_gives_the_same_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, qtype: str) -> None:
-    from finalfusion.compat import gguf as ours
+    from finalfusion.compat.gguf import _ggml as ours
 
     path = tmp_path / "t.gguf"
     reference = write_with_gguf(path, _table(rows=50, dims=64), qtype, [f"t{i}" for i in range(50)])

@@ -1,8 +1,9 @@
-"""Bounds-checked little-endian reading and writing of finalfusion fields.
+"""Bounds-checked reading and little-endian writing of binary fields.
 
 :class:`ByteReader` walks a buffer (``bytes``, ``bytearray``, ``memoryview``
-or ``mmap``) and raises :class:`~finalfusion.errors.Truncated` *before*
-reading past its end, so ``struct.error`` or ``IndexError`` never reach a
+or ``mmap``) in one byte order (little-endian unless told otherwise) with
+``u32`` or ``u64`` string lengths (finalfusion's and GGUF's), and raises
+:class:`~finalfusion.errors.Truncated` *before* reading past its end, so ``struct.error`` or ``IndexError`` never reach a
 user. :class:`ByteWriter` writes to a binary file while tracking the
 absolute offset, which the alignment padding (:func:`padding`) depends on.
 Both are public as ``finalfusion.chunks.ByteReader`` and
@@ -30,6 +31,8 @@ Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 _U32: Final = struct.Struct("<I")
 _U64: Final = struct.Struct("<Q")
+#: ``(u32, u64)`` of each byte order a :class:`ByteReader` reads.
+_INTS: Final = {"<": (_U32, _U64), ">": (struct.Struct(">I"), struct.Struct(">Q"))}
 _U32_MAX: Final = 2**32 - 1
 _INTP_MAX: Final = int(np.iinfo(np.intp).max)
 
@@ -78,7 +81,7 @@ def invalid_utf8(what: str, raw: bytes | bytearray | memoryview, exc: UnicodeDec
 
 
 class ByteReader:
-    """Read little-endian fields from a buffer, never past ``end``.
+    """Read fields from a buffer, never past ``end``.
 
     Parameters
     ----------
@@ -91,21 +94,38 @@ class ByteReader:
         Bytes at or after this offset are out of bounds (default: the end).
     chunk
         Name used in error messages; callers update it as they go.
+    order
+        Byte order of every integer and :meth:`scalar`: ``"<"`` (little-endian,
+        finalfusion's) or ``">"`` (big-endian, as some GGUF files are).
+    length_bytes
+        Width of the length prefix of :meth:`string` and :meth:`strings`:
+        4 (a ``u32``, finalfusion's) or 8 (a ``u64``, GGUF's).
 
     Examples
     --------
     >>> r = ByteReader(b"\\x02\\x00\\x00\\x00ab")
     >>> r.u32(), r.take(2), r.remaining
     (2, b'ab', 0)
+    >>> r = ByteReader(b"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x02ab", order=">", length_bytes=8)
+    >>> r.string(), r.remaining
+    ('ab', 0)
     """
 
-    __slots__ = ("buf", "chunk", "end", "pos")
+    __slots__ = ("_len", "_u32", "_u64", "buf", "chunk", "end", "length_bytes", "order", "pos")
 
-    def __init__(self, buf: Buffer, pos: int = 0, end: int | None = None, chunk: str = "file") -> None:
+    def __init__(self, buf: Buffer, pos: int = 0, end: int | None = None, chunk: str = "file", *, order: str = "<", length_bytes: int = 4) -> None:
+        if order not in _INTS:
+            raise ValueError(f"order must be '<' or '>', got {order!r}")
+        if length_bytes not in (4, 8):
+            raise ValueError(f"length_bytes must be 4 or 8, got {length_bytes!r}")
         self.buf = buf
         self.pos = pos
         self.end = len(buf) if end is None else end
         self.chunk = chunk
+        self.order = order
+        self.length_bytes = length_bytes
+        self._u32, self._u64 = _INTS[order]
+        self._len = self._u32 if length_bytes == 4 else self._u64
 
     @property
     def remaining(self) -> int:
@@ -134,18 +154,34 @@ class ByteReader:
             )
 
     def u32(self, what: str = "u32") -> int:
-        """Read a little-endian ``u32``."""
+        """Read a ``u32`` (in the reader's byte order)."""
         self.require(4, what)
-        (value,) = _U32.unpack_from(self.buf, self.pos)
+        (value,) = self._u32.unpack_from(self.buf, self.pos)
         self.pos += 4
         return int(value)
 
     def u64(self, what: str = "u64") -> int:
-        """Read a little-endian ``u64``."""
+        """Read a ``u64`` (in the reader's byte order)."""
         self.require(8, what)
-        (value,) = _U64.unpack_from(self.buf, self.pos)
+        (value,) = self._u64.unpack_from(self.buf, self.pos)
         self.pos += 8
         return int(value)
+
+    def scalar(self, code: str, what: str = "value") -> Any:
+        """Read one field of :mod:`struct` type ``code`` (``"B"``, ``"i"``, ``"f"``, ``"?"`` ...) in the reader's byte order.
+
+        Examples
+        --------
+        >>> r = ByteReader(b"\\x3f\\x80\\x00\\x00\\x01", order=">")
+        >>> r.scalar("f"), r.scalar("?"), r.remaining
+        (1.0, True, 0)
+        """
+        fmt = self.order + code
+        n = struct.calcsize(fmt)
+        self.require(n, what)
+        (value,) = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += n
+        return value
 
     def take(self, n: int, what: str = "bytes") -> bytes:
         """Read ``n`` raw bytes (copied)."""
@@ -164,15 +200,16 @@ class ByteReader:
         self.skip(padding(self.pos), "alignment padding")
 
     def string(self, what: str = "string") -> str:
-        """Read a ``u32`` byte length followed by that many bytes of UTF-8."""
+        """Read a ``u32`` (``u64`` with ``length_bytes=8``) byte length followed by that many bytes of UTF-8."""
         start = self.pos
-        n = self.u32(f"length of {what}")
+        width = self.length_bytes
+        n = self.u32(f"length of {what}") if width == 4 else self.u64(f"length of {what}")
         self.require(n, what)
         raw = self.buf[self.pos : self.pos + n]
         try:
             text = str(raw, "utf-8")
         except UnicodeDecodeError as exc:
-            raise invalid_utf8(what, raw, exc, start + 4, self.chunk) from None
+            raise self._utf8_error(what, raw, exc, start + width) from None
         self.pos += n
         return text
 
@@ -180,14 +217,16 @@ class ByteReader:
         """Read ``count`` length-prefixed UTF-8 strings.
 
         The count is checked against the remaining bytes (each string needs
-        at least its four length bytes) before anything is allocated.
+        at least its four -- or eight -- length bytes) before anything is
+        allocated.
         """
-        if count > self.remaining // 4:
+        width = self.length_bytes
+        if count > self.remaining // width:
             raise Truncated(
                 f"too few bytes for {count} {what}s",
                 offset=self.pos,
                 chunk=self.chunk,
-                expected=f"at least {4 * count} bytes",
+                expected=f"at least {width * count} bytes",
                 found=f"{self.remaining} bytes",
             )
         words = self._strings_fast(count)
@@ -196,15 +235,15 @@ class ByteReader:
         buf = self.buf
         pos = self.pos
         end = self.end
-        unpack = _U32.unpack_from
+        unpack = self._len.unpack_from
         raw: list[bytes | bytearray | memoryview] = []
         append = raw.append
         for _ in range(count):
-            if pos + 4 > end:
+            if pos + width > end:
                 self.pos = pos
-                self.require(4, f"length of {what} {len(raw)}")
+                self.require(width, f"length of {what} {len(raw)}")
             (n,) = unpack(buf, pos)
-            pos += 4
+            pos += width
             nxt = pos + n
             if nxt > end:
                 self.pos = pos
@@ -222,9 +261,9 @@ class ByteReader:
     def _strings_fast(self, count: int) -> list[str] | None:
         """Decode ``count`` length-prefixed strings, a slice of them at a time.
 
-        A Python loop only chains the ``u32`` lengths into offsets. For each
-        slice of :data:`_DECODE_WORDS` strings, numpy then replaces each
-        4-byte length by a single ASCII separator byte that no string in the
+        A Python loop only chains the ``u32`` (or ``u64``) lengths into
+        offsets. For each slice of :data:`_DECODE_WORDS` strings, numpy then
+        replaces each 4-byte (8-byte) length by a single ASCII separator byte that no string in the
         slice contains, so one strict UTF-8 decode (an ASCII separator also
         stops a multi-byte sequence from straddling two strings) and one
         ``str.split`` produce the slice's strings. Slicing keeps the
@@ -236,8 +275,8 @@ class ByteReader:
         """
         if count < 64:
             return None
-        buf, end = self.buf, self.end
-        unpack = _U32.unpack_from
+        buf, end, width = self.buf, self.end, self.length_bytes
+        unpack = self._len.unpack_from
         # The result is allocated once, at its final size, before any temporary.
         words: list[str] = [""] * count
         # array('q'): the offsets are stored as C integers, not int objects.
@@ -249,12 +288,12 @@ class ByteReader:
             try:
                 for i in range(m):
                     offsets[i] = pos
-                    pos += 4 + unpack(buf, pos)[0]
-            except struct.error:
+                    pos += width + unpack(buf, pos)[0]
+            except (struct.error, OverflowError):  # OverflowError: u64 lengths past any offset
                 return None
             if pos > end:
                 return None
-            part = _split_strings(buf, first, pos, offsets, m)
+            part = _split_strings(buf, first, pos, offsets, m, width)
             if part is None:
                 return None
             words[lo : lo + m] = part
@@ -263,13 +302,21 @@ class ByteReader:
 
     def _locate_bad_utf8(self, raw: list[bytes | bytearray | memoryview], what: str) -> None:
         pos = self.pos
+        width = self.length_bytes
         for i, b in enumerate(raw):
-            pos += 4
+            pos += width
             try:
                 str(b, "utf-8")
             except UnicodeDecodeError as exc:
-                raise invalid_utf8(f"{what} {i}", b, exc, pos, self.chunk) from None
+                raise self._utf8_error(f"{what} {i}", b, exc, pos) from None
             pos += len(b)
+
+    def _utf8_error(self, what: str, raw: bytes | bytearray | memoryview, exc: UnicodeDecodeError, start: int) -> FormatError:
+        """The error for string ``raw`` (its bytes start at ``start``) failing to decode: :func:`invalid_utf8`.
+
+        A format whose messages predate this reader may override it.
+        """
+        return invalid_utf8(what, raw, exc, start, self.chunk)
 
     def array(self, dtype: str, shape: tuple[int, ...], what: str = "array") -> npt.NDArray[Any]:
         """Return a zero-copy view of ``shape`` elements of ``dtype``.
@@ -361,12 +408,12 @@ def check_dims(dims: int, *, offset: int | None, chunk: str | None, what: str = 
 _DECODE_WORDS: Final = 1 << 15
 
 
-def _split_strings(buf: Buffer, first: int, last: int, offsets: array.array[int], m: int) -> list[str] | None:
-    """The ``m`` length-prefixed strings in ``buf[first:last]`` whose prefixes start at ``offsets[:m]``."""
+def _split_strings(buf: Buffer, first: int, last: int, offsets: array.array[int], m: int, width: int = 4) -> list[str] | None:
+    """The ``m`` strings in ``buf[first:last]`` whose ``width``-byte length prefixes start at ``offsets[:m]``."""
     region = np.frombuffer(buf, dtype=np.uint8, count=last - first, offset=first)
     prefix = np.frombuffer(offsets, dtype=np.int64, count=m) - first
     keep = np.ones(len(region), dtype=bool)
-    for k in (1, 2, 3):
+    for k in range(1, width):
         keep[prefix + k] = False
     keep[prefix] = False
     used = np.bincount(region[keep], minlength=256)[:128]

@@ -1,0 +1,137 @@
+"""What a GGUF file is made of: the format's constants, the ggml type table, the parsed header's structures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+__all__ = ["DEFAULT_ALIGNMENT", "FORMAT", "GGML_TYPES", "MAGIC", "MAX_ARRAY_DEPTH", "NUMPY", "SCALARS", "TYPE_ID", "VERSIONS", "GGUFFile", "GGUFTensor"]
+
+FORMAT: Final = "GGUF"
+MAGIC: Final = b"GGUF"
+#: Versions read (v1 used 32-bit counts and is long obsolete).
+VERSIONS: Final = (2, 3)
+DEFAULT_ALIGNMENT: Final = 32
+#: Nesting depth accepted for arrays of arrays.
+MAX_ARRAY_DEPTH: Final = 8
+
+#: ggml type id -> (name, elements per block, bytes per block); from ggml.h / gguf-py's GGML_QUANT_SIZES.
+GGML_TYPES: Final[dict[int, tuple[str, int, int]]] = {
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24),
+    8: ("Q8_0", 32, 34),
+    9: ("Q8_1", 32, 40),
+    10: ("Q2_K", 256, 84),
+    11: ("Q3_K", 256, 110),
+    12: ("Q4_K", 256, 144),
+    13: ("Q5_K", 256, 176),
+    14: ("Q6_K", 256, 210),
+    15: ("Q8_K", 256, 292),
+    16: ("IQ2_XXS", 256, 66),
+    17: ("IQ2_XS", 256, 74),
+    18: ("IQ3_XXS", 256, 98),
+    19: ("IQ1_S", 256, 50),
+    20: ("IQ4_NL", 32, 18),
+    21: ("IQ3_S", 256, 110),
+    22: ("IQ2_S", 256, 82),
+    23: ("IQ4_XS", 256, 136),
+    24: ("I8", 1, 1),
+    25: ("I16", 1, 2),
+    26: ("I32", 1, 4),
+    27: ("I64", 1, 8),
+    28: ("F64", 1, 8),
+    29: ("IQ1_M", 256, 56),
+    30: ("BF16", 1, 2),
+    34: ("TQ1_0", 256, 54),
+    35: ("TQ2_0", 256, 66),
+    39: ("MXFP4", 32, 17),
+    40: ("NVFP4", 64, 36),
+    41: ("Q1_0", 128, 18),
+}
+TYPE_ID: Final = {name: i for i, (name, _, _) in GGML_TYPES.items()}
+
+# GGUF metadata value types: id -> (name, struct code or None for string/array).
+U8, I8, U16, I16, U32, I32, F32, BOOL, STRING, ARRAY, U64, I64, F64 = range(13)
+SCALARS: Final[dict[int, str]] = {U8: "B", I8: "b", U16: "H", I16: "h", U32: "I", I32: "i", F32: "f", BOOL: "?", U64: "Q", I64: "q", F64: "d"}
+NUMPY: Final[dict[int, str]] = {
+    U8: "u1",
+    I8: "i1",
+    U16: "u2",
+    I16: "i2",
+    U32: "u4",
+    I32: "i4",
+    F32: "f4",
+    BOOL: "u1",
+    U64: "u8",
+    I64: "i8",
+    F64: "f8",
+}
+
+
+@dataclass(frozen=True)
+class GGUFTensor:
+    """One tensor's description: name, ggml dimensions (innermost first), type and absolute data offset.
+
+    Examples
+    --------
+    >>> t = GGUFTensor("token_embd.weight", (4, 3), 1, 64)
+    >>> t.type_name, t.shape, t.n_bytes
+    ('F16', (3, 4), 24)
+    """
+
+    name: str
+    ne: tuple[int, ...]
+    ggml_type: int
+    offset: int
+
+    @property
+    def type_name(self) -> str:
+        """The ggml type's name (``F16``, ``Q8_0``, ...)."""
+        return GGML_TYPES[self.ggml_type][0]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The numpy shape (ggml's dimensions reversed)."""
+        return tuple(reversed(self.ne))
+
+    @property
+    def n_bytes(self) -> int:
+        """Bytes of data."""
+        _, block, size = GGML_TYPES[self.ggml_type]
+        n = 1
+        for d in self.ne:
+            n *= d
+        return n // block * size
+
+
+@dataclass
+class GGUFFile:
+    """The parsed header of a GGUF file: version, byte order, metadata and tensor infos.
+
+    Examples
+    --------
+    >>> import io
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings
+    >>> from finalfusion.compat.gguf import read_gguf, write_gguf
+    >>> from finalfusion.storage import NdArray
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+    >>> buf = io.BytesIO(); write_gguf(buf, emb)
+    >>> head = read_gguf(buf.getvalue())
+    >>> head.version, head.byte_order, head.kv["tokenizer.ggml.tokens"], head.tensors["token_embd.weight"].shape
+    (3, '<', ['a', 'b'], (2, 2))
+    """
+
+    version: int
+    byte_order: str
+    alignment: int
+    kv: dict[str, Any]
+    tensors: dict[str, GGUFTensor]
+    data_start: int
+    size: int
+    buffer: Any = field(default=None, repr=False)

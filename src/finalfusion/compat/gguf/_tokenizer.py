@@ -1,0 +1,229 @@
+"""Tokenizers and GGUF metadata: the tokenizer a file's ``tokenizer.ggml.*`` keys describe, and the keys that describe a vocabulary's tokenizer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion._tokenizers import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer
+from finalfusion.compat._spmodel import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
+from finalfusion.compat.gguf._layout import ARRAY, BOOL, F32, FORMAT, I32, STRING, U8, U32
+from finalfusion.errors import FormatError
+from finalfusion.vocab import Vocab
+from finalfusion.vocab.tokenizer import TokenizerVocab
+
+__all__ = ["byte_level_bpe_json", "gguf_tokenizer", "tokenizer_kv"]
+
+#: Pre-tokenizer regexes of ``tokenizer.ggml.pre`` values (llama.cpp's llama-vocab.cpp); others use GPT-2's.
+_PRE_REGEX: Final[dict[str, str]] = {
+    "llama-bpe": (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),
+}
+
+
+def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray[Any] | None, pre: str | None = None) -> str:
+    """A ``tokenizer.json`` for a GGUF ``gpt2``-style vocabulary: byte-level BPE from tokens and merges.
+
+    Control tokens become special added tokens, user-defined ones plain
+    added tokens. The pre-tokenizer is GPT-2's byte-level split, or the
+    regex llama.cpp uses for ``pre`` when it is one of :data:`_PRE_REGEX`.
+
+    Examples
+    --------
+    >>> doc = json.loads(byte_level_bpe_json(["a", "b", "ab"], ["a b"], None))
+    >>> doc["model"]["type"], doc["model"]["vocab"]["ab"], doc["model"]["merges"]
+    ('BPE', 2, ['a b'])
+    """
+    added = []
+    if types is not None:
+        for i, t in enumerate(types.tolist()):
+            if t in (CONTROL, USER_DEFINED) and i < len(tokens):
+                added.append(
+                    {
+                        "id": i,
+                        "content": tokens[i],
+                        "single_word": False,
+                        "lstrip": False,
+                        "rstrip": False,
+                        "normalized": False,
+                        "special": t == CONTROL,
+                    }
+                )
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    pre_tokenizer: dict[str, Any] = byte_level
+    if pre in _PRE_REGEX:
+        pre_tokenizer = {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": _PRE_REGEX[pre]}, "behavior": "Isolated", "invert": False},
+                dict(byte_level, use_regex=False),
+            ],
+        }
+    doc = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": {t: i for i, t in enumerate(tokens)},
+            "merges": merges,
+        },
+    }
+    return json.dumps(doc, ensure_ascii=False)
+
+
+def _special_ids(kv: dict[str, Any], types: npt.NDArray[Any] | None) -> dict[str, int]:
+    out = {}
+    for name in ("unk", "bos", "eos", "pad"):
+        v = kv.get(f"tokenizer.ggml.{name}_token_id")
+        out[name] = v if isinstance(v, int) and not isinstance(v, bool) else -1
+    if out["unk"] < 0 and types is not None:
+        unknown = np.flatnonzero(types == UNKNOWN)
+        out["unk"] = int(unknown[0]) if len(unknown) else -1
+    return out
+
+
+def _sentencepiece_model(kv: dict[str, Any], tokens: list[str], types: npt.NDArray[Any] | None, model_type: int) -> SentencePieceModel:
+    """The SentencePiece model llama.cpp tokenizes with: ``llama`` (BPE by scores, no normaliser) or ``t5`` (unigram, precompiled charsmap)."""
+    n = len(tokens)
+    scores = _typed_array(kv, "tokenizer.ggml.scores", n)
+    if scores is not None:
+        scores = scores.astype(np.float64)
+        bad = ~(np.abs(scores) <= np.finfo(np.float32).max)  # NaN, infinities and f64 values past float32
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise FormatError(
+                "tokenizer.ggml.scores holds a value that is not a finite float32",
+                chunk=FORMAT,
+                expected="finite float32 scores (a SentencePiece model stores float32; sentencepiece refuses NaN and infinity)",
+                found=f"{float(scores[i])!r} (token {i})",
+            )
+    charsmap = kv.get("tokenizer.ggml.precompiled_charsmap") if model_type == UNIGRAM_MODEL else None
+    return SentencePieceModel(
+        tokens,
+        scores.tolist() if scores is not None else [0.0] * n,
+        types.astype(int).tolist() if types is not None else [NORMAL] * n,
+        _special_ids(kv, types),
+        model_type=model_type,
+        add_dummy_prefix=bool(kv.get("tokenizer.ggml.add_space_prefix", True)),
+        remove_extra_whitespaces=bool(kv.get("tokenizer.ggml.remove_extra_whitespaces", model_type == UNIGRAM_MODEL)),
+        charsmap=charsmap.astype(np.uint8).tobytes() if isinstance(charsmap, np.ndarray) else b"",
+    )
+
+
+def _typed_array(kv: dict[str, Any], key: str, n: int) -> npt.NDArray[Any] | None:
+    v = kv.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, np.ndarray) or v.ndim != 1:
+        raise FormatError(f"{key} is not a numeric array", chunk=FORMAT, expected="an array of numbers", found=type(v).__name__)
+    if len(v) != n:
+        raise FormatError(f"{key} does not match the token list", chunk=FORMAT, expected=f"{n} entries", found=len(v))
+    return v
+
+
+def _check_merges(merges: list[str], tokens: list[str]) -> None:
+    """Refuse a merge the BPE model cannot hold: ``"a b"`` with ``a``, ``b`` and ``ab`` all tokens.
+
+    ``tokenizers`` requires this of every merge, and checked lazily it would
+    fail only at the first lookup of an unknown word -- as a Rust panic that
+    escapes ``except Exception`` where the merged token is longer than every
+    token (huggingface/tokenizers#2198). One pass: 50,000 synthetic merges took
+    30-50 ms on a loaded 2-core machine.
+    """
+    known = set(tokens)
+    for i, merge in enumerate(merges):
+        a, space, b = merge.partition(" ")
+        if not space or " " in b or a not in known or b not in known or a + b not in known:
+            raise FormatError(
+                f"merge {i} of tokenizer.ggml.merges does not join two tokens into a third",
+                chunk=FORMAT,
+                expected="'a b' where a, b and ab are in tokenizer.ggml.tokens",
+                found=merge[:80],
+            )
+
+
+def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
+    """The tokenizer a GGUF file describes, or ``None`` when it names none this library supports.
+
+    Examples
+    --------
+    >>> gguf_tokenizer({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.merges": ["a b"]}, ["a", "b", "ab"]).kind
+    'huggingface'
+    >>> gguf_tokenizer({}, ["a"]) is None
+    True
+    """
+    hf = kv.get("tokenizer.huggingface.json")
+    model = kv.get("tokenizer.ggml.model")
+    types = _typed_array(kv, "tokenizer.ggml.token_type", len(tokens))
+    if model in ("llama", "t5"):
+        return SentencePieceTokenizer(_sentencepiece_model(kv, tokens, types, BPE_MODEL if model == "llama" else UNIGRAM_MODEL).to_proto())
+    if model == "gpt2":
+        merges = kv.get("tokenizer.ggml.merges", [])
+        if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
+            raise FormatError("tokenizer.ggml.merges is not a list of strings", chunk=FORMAT, expected="an array of strings", found=type(merges).__name__)
+        _check_merges(merges, tokens)
+        pre = kv.get("tokenizer.ggml.pre")
+        return HuggingFaceTokenizer(byte_level_bpe_json(tokens, merges, types, pre if isinstance(pre, str) else None))
+    if isinstance(hf, str):
+        return HuggingFaceTokenizer(hf)
+    return None
+
+
+def tokenizer_kv(vocab: Vocab) -> list[tuple[str, int, Any]]:
+    words = list(vocab.words)
+    tok = vocab.tokenizer if isinstance(vocab, TokenizerVocab) else None
+    if isinstance(tok, SentencePieceTokenizer):
+        spm = SentencePieceModel.parse(tok.to_bytes())
+        if spm.pieces == words:
+            unigram = spm.model_type == UNIGRAM_MODEL
+            out: list[tuple[str, int, Any]] = [
+                ("tokenizer.ggml.model", STRING, "t5" if unigram else "llama"),
+                ("tokenizer.ggml.tokens", ARRAY, (STRING, words)),
+                ("tokenizer.ggml.scores", ARRAY, (F32, spm.scores)),
+                ("tokenizer.ggml.token_type", ARRAY, (I32, spm.types)),
+                ("tokenizer.ggml.add_space_prefix", BOOL, spm.add_dummy_prefix),
+            ]
+            if unigram:
+                out.append(("tokenizer.ggml.remove_extra_whitespaces", BOOL, spm.remove_extra_whitespaces))
+                if spm.charsmap:
+                    out.append(("tokenizer.ggml.precompiled_charsmap", ARRAY, (U8, np.frombuffer(spm.charsmap, dtype=np.uint8))))
+            out += [(f"tokenizer.ggml.{k}_token_id", U32, v) for k, v in spm.special.items() if 0 <= v < len(words)]
+            return out
+    if isinstance(tok, HuggingFaceTokenizer):
+        out = [("tokenizer.ggml.model", STRING, "none"), ("tokenizer.ggml.tokens", ARRAY, (STRING, words))]
+        try:
+            doc = json.loads(tok.to_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            doc = None
+        model = doc.get("model") if isinstance(doc, dict) else None
+        if isinstance(model, dict) and model.get("type") == "BPE" and "ByteLevel" in json.dumps(doc.get("pre_tokenizer")):
+            merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+            token_types = np.full(len(words), NORMAL, dtype=np.int32)
+            for added in doc.get("added_tokens") or []:
+                i = added.get("id")
+                if isinstance(i, int) and 0 <= i < len(words):
+                    token_types[i] = CONTROL if added.get("special") else USER_DEFINED
+            out = [
+                ("tokenizer.ggml.model", STRING, "gpt2"),
+                ("tokenizer.ggml.tokens", ARRAY, (STRING, words)),
+                ("tokenizer.ggml.token_type", ARRAY, (I32, token_types)),
+                ("tokenizer.ggml.merges", ARRAY, (STRING, merges)),
+            ]
+        out.append(("tokenizer.huggingface.json", STRING, tok.to_bytes().decode("utf-8")))
+        return out
+    return [("tokenizer.ggml.model", STRING, "none"), ("tokenizer.ggml.tokens", ARRAY, (STRING, words))]

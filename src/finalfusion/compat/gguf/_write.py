@@ -1,0 +1,121 @@
+"""Writing embeddings as a GGUF v3 file (little-endian) with the tokenizer in the standard keys."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+from finalfusion._atomic import atomic_output
+from finalfusion.compat._rows import check_rows_writable, dense_matrix_with_norms
+from finalfusion.compat.gguf._ggml import rows_per_block
+from finalfusion.compat.gguf._layout import ARRAY, DEFAULT_ALIGNMENT, MAGIC, NUMPY, SCALARS, STRING, TYPE_ID, U32
+from finalfusion.compat.gguf._tokenizer import tokenizer_kv
+from finalfusion.embeddings import Embeddings
+
+__all__ = ["write_gguf"]
+
+
+class _Out:
+    """Little-endian GGUF writer of metadata values."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def string(self, s: str) -> None:
+        b = s.encode("utf-8")
+        self.parts.append(struct.pack("<Q", len(b)) + b)
+
+    def kv(self, key: str, vtype: int, value: Any) -> None:
+        self.string(key)
+        self.parts.append(struct.pack("<I", vtype))
+        if vtype == STRING:
+            self.string(value)
+        elif vtype == ARRAY:
+            etype, items = value
+            self.parts.append(struct.pack("<IQ", etype, len(items)))
+            if etype == STRING:
+                pack = struct.Struct("<Q").pack
+                joined = bytearray()
+                for t in items:
+                    b = t.encode("utf-8")
+                    joined += pack(len(b))
+                    joined += b
+                self.parts.append(bytes(joined))
+            else:
+                self.parts.append(np.asarray(items, dtype=np.dtype("<" + NUMPY[etype])).tobytes())
+        else:
+            self.parts.append(struct.pack("<" + SCALARS[vtype], value))
+
+    def data(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnormalize: bool = True, fsync: bool = False) -> None:
+    """Write embeddings as a GGUF v3 file (little-endian) readable by gguf-py and :func:`load_gguf`.
+
+    The word rows (norms multiplied back unless ``unnormalize=False``) go
+    into ``token_embd.weight``; the words into ``tokenizer.ggml.tokens``;
+    a SentencePiece tokenizer as a ``llama`` vocabulary (scores, token
+    types, special ids), a byte-level BPE ``tokenizer.json`` as ``gpt2``
+    (merges), any Hugging Face tokenizer also as
+    ``tokenizer.huggingface.json``. A path is replaced atomically.
+
+    Parameters
+    ----------
+    file
+        Path or binary file object.
+    embeddings
+        The embeddings (subword rows of n-gram vocabularies are dropped).
+    dtype
+        ``"F32"`` or ``"F16"``.
+
+    Raises
+    ------
+    ValueError
+        For another ``dtype``; :class:`~finalfusion.errors.NonFiniteError`
+        (a ``ValueError``), before anything is written, for a row with a
+        NaN or infinite value, also one that multiplying its norm back
+        overflows or that ``F16`` cannot hold (beyond 65504).
+
+    Examples
+    --------
+    >>> import io
+    >>> from finalfusion.compat.gguf import load_gguf
+    >>> from finalfusion.storage import NdArray
+    >>> from finalfusion.vocab import SimpleVocab
+    >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+    >>> buf = io.BytesIO(); write_gguf(buf, emb, dtype="F16")
+    >>> load_gguf(buf.getvalue())["b"].tolist()
+    [0.0, 1.0]
+    """
+    if dtype not in ("F32", "F16"):
+        raise ValueError(f"dtype must be 'F32' or 'F16', got {dtype!r}")
+    vocab = embeddings.vocab
+    n, dims = len(vocab), embeddings.dims
+    meta = embeddings.metadata
+    prov = meta.get("gguf") if meta is not None else None
+    arch = prov.get("architecture") if isinstance(prov, dict) else None
+    kvs: list[tuple[str, int, Any]] = [("general.architecture", STRING, arch if isinstance(arch, str) else "finalfusion")]
+    name = prov.get("name") if isinstance(prov, dict) else None
+    if isinstance(name, str):
+        kvs.append(("general.name", STRING, name))
+    kvs.append(("general.alignment", U32, DEFAULT_ALIGNMENT))
+    kvs += tokenizer_kv(vocab)
+    head = _Out()
+    for key, vtype, value in kvs:
+        head.kv(key, vtype, value)
+    tinfo = _Out()
+    tinfo.string("token_embd.weight")
+    tinfo.parts.append(struct.pack("<I2QIQ", 2, dims, n, TYPE_ID[dtype], 0))
+    body = struct.pack("<4sIQQ", MAGIC, 3, 1, len(kvs)) + head.data() + tinfo.data()
+    body += b"\x00" * ((-len(body)) % DEFAULT_ALIGNMENT)
+    out_dtype = "<f4" if dtype == "F32" else "<f2"
+    check_rows_writable(embeddings, "GGUF", unnormalize, dtype="float32" if dtype == "F32" else "float16")
+    with atomic_output(file, fsync=fsync) as f:
+        f.write(body)
+        step = rows_per_block(dims)
+        for lo in range(0, n, step):
+            block = dense_matrix_with_norms(embeddings, unnormalize, lo, min(n, lo + step))
+            f.write(block.astype(out_dtype, copy=False).tobytes())
