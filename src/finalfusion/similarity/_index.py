@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from finalfusion.similarity.base import QueryIndex
-from finalfusion.similarity.dense import DenseIndex
-from finalfusion.similarity.quantized import QuantizedIndex
+from finalfusion.similarity._base import QueryIndex
+from finalfusion.similarity._dense import DenseIndex
+from finalfusion.similarity._protocol import Queryable
+from finalfusion.similarity._quantized import QuantizedIndex
 from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.storage.quantized import QuantizedArray
-
-if TYPE_CHECKING:
-    from finalfusion.embeddings import Embeddings
 
 __all__ = ["DenseIndex", "QuantizedIndex", "QueryIndex", "build_index", "clear_cache", "query_index"]
 
@@ -38,12 +35,12 @@ def build_index(storage: Storage, words: Sequence[str]) -> QueryIndex:
     raise TypeError(f"similarity queries need NdArray or QuantizedArray storage, not {type(storage).__name__}")
 
 
-def query_index(emb: Embeddings) -> QueryIndex:
+def query_index(emb: Queryable) -> QueryIndex:
     """The query index of ``emb``: an attribute of the embeddings, built on first use."""
     return emb._query_index()
 
 
-def clear_cache(emb: Embeddings) -> None:
+def clear_cache(emb: Queryable) -> None:
     """Forget the cached row norms, word ranks and code layout of ``emb``.
 
     Needed only after modifying the storage matrix in place; the next query
