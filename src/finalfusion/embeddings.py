@@ -221,9 +221,6 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin):
         return out
 
     # -- lookups ---------------------------------------------------------------------
-    def _unknown(self, word: str) -> tuple[npt.NDArray[np.float32], float] | None:
-        return unknown_embedding(self._vocab, self._storage, self._matrix, word) if self._subword else None
-
     def embedding(self, word: str, out: npt.NDArray[np.float32] | None = None, default: Any = None) -> Any:
         """The embedding of ``word``, or ``default`` if there is none.
 
@@ -257,7 +254,7 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin):
             row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
         else:
             check_word(word)
-            found = self._unknown(word)
+            found = unknown_embedding(self._vocab, self._storage, self._matrix, word) if self._subword else None
             if found is None:
                 if out is not None and default is not None:
                     out[...] = default
@@ -301,7 +298,7 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin):
             norm = float(self._norms.norms[i]) if self._norms is not None else 1.0
         else:
             check_word(word)
-            found = self._unknown(word)
+            found = unknown_embedding(self._vocab, self._storage, self._matrix, word) if self._subword else None
             if found is None:
                 if out is not None and default is not None:
                     out[...] = default[0]
