@@ -7,7 +7,6 @@ its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, cast
 
@@ -31,7 +30,7 @@ from finalfusion.norms import Norms
 from finalfusion.quantize import quantize_storage, reconstruct_storage, takes_parameters_of
 from finalfusion.similarity import _queries
 from finalfusion.similarity import evaluation as _evaluation
-from finalfusion.similarity._index import QueryIndex, build_index
+from finalfusion.similarity._index import QueryIndexCache
 from finalfusion.similarity.results import SimilarityResult
 from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.vocab._words import check_word, check_word_items
@@ -42,7 +41,7 @@ from finalfusion.vocab.tokenizer import with_tokenizer_table
 __all__ = ["Embeddings", "SimilarityResult", "load_finalfusion"]
 
 
-class Embeddings(KeyedVectorsMixin, PicklingMixin):
+class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
     """Word embeddings: a vocabulary, a storage, and optional norms and metadata.
 
     Parameters
@@ -387,25 +386,6 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin):
         return _embeddings_html(self, None if (ref := self._by_reference()) is None else ref.path)
 
     # -- queries (finalfusion.similarity) --
-    def _reset_query_index(self) -> None:
-        self._query: QueryIndex | None = None
-        self._query_lock = threading.Lock()
-
-    def _query_index(self) -> QueryIndex:
-        """The similarity index of these embeddings, built on first use (see :mod:`finalfusion.similarity`)."""
-        index = self._query
-        if index is None:
-            with self._query_lock:
-                index = self._query
-                if index is None:
-                    index = self._query = build_index(self._storage, self._vocab.words)
-        return index
-
-    def _drop_query_index(self) -> None:
-        """Forget the similarity index (after an in-place change of the storage)."""
-        with self._query_lock:
-            self._query = None
-
     def word_similarity(self, query: str, k: int = 10, *, skip: Iterable[str] | None = None, rerank: int | None = None) -> list[SimilarityResult] | None:
         """The ``k`` nearest neighbours of a word by cosine similarity.
 
