@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import pydoc
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -373,6 +374,9 @@ def test_embeddings_quantize_takes_the_parameters_of_quantize_storage() -> None:
     assert method[0].name == "self"
     assert method[1:] == function[1:]
     assert [p.name for p in method[1:4]] == ["n_subquantizers", "n_bits", "quantizer"]
+    # The docs (Other Parameters, read by mkdocstrings) name the same parameters with the same defaults.
+    documented = re.findall(r"^ {8}(\w+) : .+, default (.+)$", Embeddings.quantize.__doc__ or "", re.MULTILINE)
+    assert documented == [(p.name, repr(p.default).replace("'", '"')) for p in function[1:]]
     text = pydoc.render_doc(Embeddings.quantize, renderer=pydoc.plaintext)
     assert "n_subquantizers: 'int | None' = None" in text
     assert "Product-quantize the embeddings" in text

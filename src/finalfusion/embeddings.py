@@ -633,25 +633,32 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
 
         Parameters
         ----------
-        n_subquantizers
+        *args, **kwargs
+            The parameters of :func:`finalfusion.quantize.quantize_storage`
+            after the storage, defined there once (type checkers and
+            ``help()`` see them): listed under Other Parameters.
+
+        Other Parameters
+        ----------------
+        n_subquantizers : int or None, default None
             Bytes per row; must divide :attr:`dims`. Default ``dims // 2``.
-        n_bits
+        n_bits : int, default 8
             Bits per subquantizer code, 1..8 (``2 ** n_bits`` centroids).
-        quantizer
+        quantizer : str, default "pq"
             ``"pq"``, ``"opq"`` (rotation refined by Procrustes steps) or
             ``"gaussian_opq"`` (eigenvalue-allocation rotation, then PQ).
-        n_iterations
+        n_iterations : int, default 100
             k-means iterations per subquantizer (OPQ: alternating iterations).
-        n_attempts
+        n_attempts : int, default 1
             k-means runs per subquantizer; the best is kept (not used by OPQ).
-        normalize
+        normalize : bool, default True
             Quantize unit-length rows and store the norms in the chunk.
-        seed
+        seed : int or numpy.random.Generator or None, default None
             Seed (or ``numpy.random.Generator``) for reproducible output.
-        sample
+        sample : int or float or None, default None
             Train on a random sample of rows (count or fraction); every row
             is still encoded. Useful for large or memory-mapped matrices.
-        progress
+        progress : callable or bool or None, default None
             Callback ``progress(stage, done, total)`` with stage ``"train"``
             or ``"encode"``, or ``True`` for tqdm bars (when tqdm is installed).
 
