@@ -8,7 +8,7 @@ its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -356,7 +356,7 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         """
         check_word_items(words)
         threads = check_threads(threads)
-        vocab = cast("SubwordVocab[Any]", self._vocab) if self._subword else None
+        vocab = self._vocab if self._subword and isinstance(self._vocab, SubwordVocab) else None
         return embed_batch(self._index, vocab, self._storage, self._matrix, words, out, threads)
 
     def __contains__(self, word: object) -> bool:
