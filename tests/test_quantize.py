@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+import pydoc
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -13,8 +16,9 @@ import finalfusion
 from finalfusion import Embeddings, LegacyFormatWarning, load_finalfusion
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
-from finalfusion.quantize import encode, kmeans, quantize_storage, train_pq
+from finalfusion.quantize import eigenvalue_allocation, encode, kmeans, quantize_storage, train_pq
 from finalfusion.storage import NdArray, QuantizedArray
+from finalfusion.storage.quantized import PQ
 from finalfusion.vocab import SimpleVocab
 
 
@@ -338,3 +342,51 @@ def test_opq_progress_counts_iterations(data: np.ndarray) -> None:
     embeddings_of(data).quantize(n_subquantizers=4, n_bits=3, quantizer="opq", n_iterations=3, seed=0, progress=lambda *a: calls.append(a))
     assert [c for c in calls if c[0] == "train"] == [("train", i, 5) for i in range(1, 6)]
     assert calls[-1] == ("encode", len(data), len(data))
+
+
+def test_kmeans_checks_its_arguments() -> None:
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    with pytest.raises(ValueError, match=r"x must be 2-D, got shape \(8,\)"):
+        kmeans(x.reshape(-1), 2)
+    with pytest.raises(ValueError, match=r"k must be in 1\.\.4 \(the number of rows\), got 5"):
+        kmeans(x, 5)
+    with pytest.raises(ValueError, match="n_iterations and n_attempts must be >= 1, got 0 and 1"):
+        kmeans(x, 2, n_iterations=0)
+
+
+def test_eigenvalue_allocation_needs_a_divisor() -> None:
+    with pytest.raises(ValueError, match="n_subquantizers must divide the dimensionality 4, got 3"):
+        eigenvalue_allocation(np.ones((5, 4)), 3)
+
+
+def test_train_pq_and_encode_check_shapes() -> None:
+    with pytest.raises(ValueError, match=r"x must be 2-D, got shape \(4,\)"):
+        train_pq(np.ones(4), 2)
+    pq = PQ(np.zeros((2, 2, 2), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"x must have shape \(n, 4\), got \(3, 3\)"):
+        encode(pq, np.ones((3, 3)))
+
+
+def test_embeddings_quantize_takes_the_parameters_of_quantize_storage() -> None:
+    # One definition: Embeddings.quantize reports quantize_storage's parameters (self for the storage) to inspect and help().
+    method = list(inspect.signature(Embeddings.quantize).parameters.values())
+    function = list(inspect.signature(quantize_storage).parameters.values())
+    assert method[0].name == "self"
+    assert method[1:] == function[1:]
+    assert [p.name for p in method[1:4]] == ["n_subquantizers", "n_bits", "quantizer"]
+    # The docs (Other Parameters, read by mkdocstrings) name the same parameters with the same defaults.
+    documented = re.findall(r"^ {8}(\w+) : .+, default (.+)$", Embeddings.quantize.__doc__ or "", re.MULTILINE)
+    assert documented == [(p.name, repr(p.default).replace("'", '"')) for p in function[1:]]
+    text = pydoc.render_doc(Embeddings.quantize, renderer=pydoc.plaintext)
+    assert "n_subquantizers: 'int | None' = None" in text
+    assert "Product-quantize the embeddings" in text
+
+
+def test_embeddings_quantize_forwards_positional_and_keyword_arguments() -> None:
+    emb = embeddings_of(correlated(64, 8))
+    positional = emb.quantize(4, 4, "pq", 5, 1, True, 0)
+    keywords = emb.quantize(n_subquantizers=4, n_bits=4, n_iterations=5, seed=0)
+    assert positional.storage == keywords.storage
+    assert positional.vocab is emb.vocab
+    with pytest.raises(TypeError, match="n_bitz"):
+        emb.quantize(n_bitz=4)  # type: ignore[call-arg]

@@ -15,11 +15,11 @@ import finalfusion
 from conftest import GOLDEN_FILES
 from finalfusion import Embeddings, SimilarityResult, _threads, load_finalfusion, similarity
 from finalfusion.norms import Norms
-from finalfusion.similarity import base as sim_base
-from finalfusion.similarity import index as sim_index
-from finalfusion.similarity import quantized as sim_quantized
-from finalfusion.similarity import topk as sim_topk
-from finalfusion.similarity import vectors as sim_vectors
+from finalfusion.similarity import _base as sim_base
+from finalfusion.similarity import _index as sim_index
+from finalfusion.similarity import _quantized as sim_quantized
+from finalfusion.similarity import _topk as sim_topk
+from finalfusion.similarity import _vectors as sim_vectors
 from finalfusion.storage import NdArray, QuantizedArray
 from finalfusion.storage.quantized import PQ
 from finalfusion.vocab import SimpleVocab

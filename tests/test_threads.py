@@ -26,9 +26,9 @@ import pytest
 import finalfusion
 from finalfusion import Embeddings, _threads, load_finalfusion
 from finalfusion.similarity import clear_cache
-from finalfusion.similarity.dense import DenseIndex
-from finalfusion.similarity.index import query_index
-from finalfusion.similarity.quantized import QuantizedIndex
+from finalfusion.similarity._dense import DenseIndex
+from finalfusion.similarity._index import query_index
+from finalfusion.similarity._quantized import QuantizedIndex
 from finalfusion.storage import NdArray, QuantizedArray
 from finalfusion.storage.quantized import PQ
 from finalfusion.vocab import SimpleVocab

@@ -1,7 +1,8 @@
 """Batch lookups of unknown words: subword sums on the library's threads.
 
-:meth:`~finalfusion.Embeddings.embedding_batch` hands the unknown words of
-a subword vocabulary here. Each distinct word is hashed once, in vectorised
+:meth:`~finalfusion.Embeddings.embedding_batch` hands its words here
+(:func:`embed_batch`), and :meth:`~finalfusion.Embeddings.embedding` an
+unknown word of a subword vocabulary (:func:`unknown_embedding`). Each distinct word is hashed once, in vectorised
 batches; the subword rows of up to :data:`TASK_WORDS` words form one task,
 and the tasks run on :func:`finalfusion._threads.run_tasks` threads while
 the next words are hashed. Every task writes its own output rows and sums
@@ -12,17 +13,31 @@ bit-identical for every thread count.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._threads import run_tasks
+from finalfusion._threads import run_tasks, threads_for
 from finalfusion.storage.ndarray import Storage
-from finalfusion.vocab.base import SubwordVocab
+from finalfusion.vocab._index import WordIndex
+from finalfusion.vocab.base import SubwordVocab, Vocab
 
-__all__ = ["ACC_WORDS", "GATHER_ROWS", "LONG_ROWS", "ORDERED_CELLS", "SUM_BYTES", "TASK_WORDS", "fill_unknown", "store_subword_sums", "sum_rows"]
+__all__ = [
+    "ACC_WORDS",
+    "GATHER_ROWS",
+    "LONG_ROWS",
+    "ORDERED_CELLS",
+    "SUM_BYTES",
+    "TASK_WORDS",
+    "embed_batch",
+    "fill_unknown",
+    "store_subword_sums",
+    "sum_rows",
+    "unknown_embedding",
+]
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -92,6 +107,84 @@ def sum_rows(storage: Storage, matrix: F32 | None, rows: I64, *, ordered: bool) 
         else:
             acc = np.add.reduce(block_rows, axis=0, dtype=np.float32)
     return np.asarray(acc, dtype=np.float32)
+
+
+def unknown_embedding(vocab: Vocab, storage: Storage, matrix: F32 | None, word: str) -> tuple[F32, float] | None:
+    """The l2-normalised sum of ``word``'s subword rows and the norm of the sum; ``None`` without subword rows.
+
+    ``matrix`` is the dense matrix of ``storage``, or ``None`` for other storage.
+    A zero sum stays zero (norm ``0.0``).
+
+    Examples
+    --------
+    >>> from finalfusion.storage import NdArray
+    >>> from finalfusion.subword import FastTextIndexer
+    >>> from finalfusion.vocab import FastTextVocab
+    >>> storage = NdArray(np.ones((101, 2), dtype=np.float32))
+    >>> vec, norm = unknown_embedding(FastTextVocab(["ab"], FastTextIndexer(100, 3, 3)), storage, storage.matrix, "cd")
+    >>> [round(x, 3) for x in vec.tolist()], round(norm, 3)
+    ([0.707, 0.707], 2.828)
+    """
+    rows = vocab.subword_rows(word)
+    if not len(rows):
+        return None
+    if len(rows) > LONG_ROWS:  # a long word: summed in bounded blocks
+        v = sum_rows(storage, matrix, rows, ordered=False)
+    else:
+        gathered = matrix.take(rows, axis=0) if matrix is not None else storage.rows(rows)
+        v = np.add.reduce(gathered, axis=0, dtype=np.float32)
+    # float32 dot and sqrt as before, with Python scalars (cheaper than numpy ones).
+    norm = float(np.float32(math.sqrt(v.dot(v))))
+    if norm != 0.0:
+        v /= np.float32(norm)
+    return v, norm
+
+
+def embed_batch(
+    index: WordIndex, vocab: SubwordVocab[Any] | None, storage: Storage, matrix: F32 | None, words: Sequence[str], out: F32 | None, threads: int | None
+) -> tuple[F32, npt.NDArray[np.bool_]]:
+    """The rows of ``words`` and the mask of those found (:meth:`~finalfusion.Embeddings.embedding_batch`).
+
+    Known words are gathered with one fancy index; unknown words are filled
+    by :func:`fill_unknown` when ``vocab`` (a subword vocabulary) is given,
+    else zeroed. ``threads`` is the checked thread count (``None``: the
+    library setting).
+
+    Raises
+    ------
+    ValueError
+        If ``out`` does not have the shape ``(len(words), dims)``.
+    """
+    n = len(words)
+    dims = storage.shape[1]
+    if out is not None and out.shape != (n, dims):
+        raise ValueError(f"out must have shape ({n}, {dims}), got {out.shape}")
+    # All words hashed and probed at once (-1: unknown); all known: one gather.
+    idx = index.lookup(words)
+    if n == 0 or idx.min() >= 0:
+        if matrix is None:
+            rows = storage.rows(idx)
+            if out is None:
+                return rows, np.ones(n, dtype=bool)
+            out[...] = rows
+        elif out is None:
+            out = matrix[idx]
+        else:
+            np.take(matrix, idx, axis=0, out=out)
+        return out, np.ones(n, dtype=bool)
+    if out is None:
+        out = np.empty((n, dims), dtype=np.float32)
+    found = idx >= 0
+    known = np.flatnonzero(found)
+    missing = np.flatnonzero(~found)
+    if len(known):
+        out[known] = matrix[idx[known]] if matrix is not None else storage.rows(idx[known])
+    if vocab is not None:
+        # also zeroes the rows without n-grams
+        fill_unknown(vocab, storage, matrix, words, missing, out, found, threads_for(threads))
+    else:
+        out[missing] = 0
+    return out, found
 
 
 def fill_unknown(

@@ -16,85 +16,33 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from finalfusion import similarity
-from finalfusion.errors import NonFiniteError
+from finalfusion.errors import NonFiniteError, import_extra
 from finalfusion.norms import Norms, first_invalid_norm, normalize_rows
+from finalfusion.similarity import _queries
 from finalfusion.similarity import evaluation as _evaluation
-from finalfusion.similarity import queries as _queries
-from finalfusion.similarity.vectors import check_finite_rows, unit_query
+from finalfusion.similarity._vectors import check_finite_rows, unit_query
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FastTextIndexer
+from finalfusion.vocab._words import check_word, check_words
 from finalfusion.vocab.simple import SimpleVocab
 from finalfusion.vocab.subword import FastTextVocab
 
 if TYPE_CHECKING:
-    from finalfusion.embeddings import Embeddings
+    from typing_extensions import Self
+
+    from finalfusion.similarity._base import QueryIndex
     from finalfusion.storage.ndarray import Storage
     from finalfusion.vocab.base import Vocab
 
-__all__ = ["KeyedVectorsMixin", "check_word"]
+__all__ = ["KeyedVectorsMixin"]
 
 F32 = npt.NDArray[np.float32]
-
-
-def check_word(word: object) -> None:
-    """Raise ``TypeError`` naming the type unless ``word`` is a ``str`` (as finalfusion-python 0.7 did).
-
-    Examples
-    --------
-    >>> check_word("Berlin")
-    >>> check_word(b"Berlin")
-    Traceback (most recent call last):
-    ...
-    TypeError: a word must be a str, not bytes: b'Berlin'
-    """
-    if not isinstance(word, str):
-        raise TypeError(f"a word must be a str, not {type(word).__name__}: {word!r}")
-
-
-def check_words(words: object) -> None:
-    """Raise ``TypeError`` if ``words`` is a single ``str``/``bytes`` instead of a sequence of words.
-
-    Examples
-    --------
-    >>> check_words(["a", "b"])
-    >>> check_words("ab")
-    Traceback (most recent call last):
-    ...
-    TypeError: words must be a sequence of str, not a single str: 'ab' (wrap it in a list)
-    """
-    if isinstance(words, (str, bytes)):
-        raise TypeError(f"words must be a sequence of str, not a single {type(words).__name__}: {words!r} (wrap it in a list)")
-
-
-def check_word_items(words: object) -> None:
-    """Raise ``TypeError`` naming the first item of a sequence of words that is not a ``str`` (``None``, ``int``, ``bytes``...).
-
-    One pass over the item types at C speed; the offender is looked up only on failure.
-
-    Examples
-    --------
-    >>> check_word_items(["a", "b"])
-    >>> check_word_items(["a", None])
-    Traceback (most recent call last):
-    ...
-    TypeError: words[1] must be a str, not NoneType: None
-    """
-    check_words(words)
-    if isinstance(words, np.ndarray) and words.dtype.kind == "U":
-        return
-    items = cast("Sequence[object]", words)
-    types = set(map(type, items))
-    if types <= {str} or all(issubclass(t, str) for t in types):
-        return
-    for i, w in enumerate(items):
-        if not isinstance(w, str):
-            raise TypeError(f"words[{i}] must be a str, not {type(w).__name__}: {w!r}")
 
 
 def _unit(v: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -114,13 +62,9 @@ def _unit(v: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return out
 
 
-def _gensim_models() -> Any:
-    """``gensim.models``, or an ``ImportError`` naming the extra to install."""
-    try:
-        import gensim.models  # type: ignore[import-untyped]
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("gensim interop needs gensim: pip install 'finalfusion-py[interop]'") from e
-    return gensim.models
+def _gensim_models(what: str) -> Any:
+    """``gensim.models``, or :class:`~finalfusion.errors.MissingExtraError` naming the ``interop`` extra."""
+    return import_extra("gensim.models", what)
 
 
 class KeyedVectorsMixin:
@@ -150,6 +94,8 @@ class KeyedVectorsMixin:
         def embedding(self, word: str, out: F32 | None = None, default: Any = None) -> Any: ...
         def embedding_batch(self, words: Sequence[str], out: F32 | None = None, *, threads: int | None = None) -> tuple[F32, npt.NDArray[np.bool_]]: ...
         def most_similar(self, positive: Any = None, negative: Any = None, topn: int | None = 10, restrict_vocab: int | None = None) -> Any: ...
+        def _query_index(self) -> QueryIndex: ...
+        def _drop_query_index(self) -> None: ...
 
     # -- lookups ---------------------------------------------------------------------
     def _getitem_many(self, keys: Any) -> F32:
@@ -406,7 +352,7 @@ class KeyedVectorsMixin:
             what = "the query vector"
         others = list(other_words)
         if not others:
-            sims = _queries.most_similar(cast("Embeddings", self), [unit_query(q, self.dims, what)], None, None, None)
+            sims = _queries.most_similar(self, [unit_query(q, self.dims, what)], None, None, None)
             return (1 - np.asarray(sims, dtype=np.float32)).astype(np.float32)
         rows = _unit(self._rows_of(others).astype(np.float64))
         return (1 - rows @ _unit(q.astype(np.float64))).astype(np.float32)  # type: ignore[no-any-return]
@@ -545,7 +491,7 @@ class KeyedVectorsMixin:
         if not isinstance(analogies, (str, os.PathLike)):
             analogies = list(analogies)
         outcomes: list[bool] = []
-        similarity.evaluate_analogies(cast("Embeddings", self), analogies, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab, outcomes=outcomes)
+        similarity.evaluate_analogies(self, analogies, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab, outcomes=outcomes)
 
         def fold(w: str) -> str:
             return w.upper() if case_insensitive else w
@@ -570,7 +516,7 @@ class KeyedVectorsMixin:
 
     # -- conversion ------------------------------------------------------------------
     @classmethod
-    def from_gensim(cls, kv: Any, *, normalize: bool = True) -> Embeddings:
+    def from_gensim(cls, kv: Any, *, normalize: bool = True) -> Self:
         """Embeddings from a gensim ``KeyedVectors`` (or ``FastTextKeyedVectors``).
 
         A ``FastTextKeyedVectors`` with buckets becomes a
@@ -590,8 +536,8 @@ class KeyedVectorsMixin:
 
         Raises
         ------
-        ImportError
-            If gensim is not installed (the ``interop`` extra).
+        MissingExtraError
+            (an ``ImportError``) If gensim is not installed (the ``interop`` extra).
         TypeError
             If a key is not a ``str``.
         NonFiniteError
@@ -610,7 +556,7 @@ class KeyedVectorsMixin:
         ([0.6000000238418579, 0.800000011920929], 5.0)
         """
         make: Any = cls  # Embeddings (the mixin itself has no constructor); no import of the facade from here
-        models = _gensim_models()
+        models = _gensim_models("converting from gensim")
         words = list(kv.index_to_key)
         for w in words:
             check_word(w)
@@ -644,8 +590,8 @@ class KeyedVectorsMixin:
 
         Raises
         ------
-        ImportError
-            If gensim is not installed (the ``interop`` extra).
+        MissingExtraError
+            (an ``ImportError``) If gensim is not installed (the ``interop`` extra).
 
         Examples
         --------
@@ -657,7 +603,7 @@ class KeyedVectorsMixin:
         >>> kv["a"].round(3).tolist(), kv.index_to_key
         ([3.0, 4.0], ['a', 'b'])
         """
-        models = _gensim_models()
+        models = _gensim_models("converting to gensim")
         words = list(self.vocab.words)
         n = len(words)
         vectors = np.array(self.vectors, dtype=np.float32, order="C")

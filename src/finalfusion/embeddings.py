@@ -7,54 +7,41 @@ its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import math
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, cast
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion import _batch
 from finalfusion._atomic import Target
-from finalfusion._batch import fill_unknown
+from finalfusion._batch import embed_batch, unknown_embedding
 from finalfusion._display import embeddings_html as _embeddings_html
-from finalfusion._fileref import FileRef, remap
-from finalfusion._gensim_api import KeyedVectorsMixin, check_word, check_word_items
+from finalfusion._fileref import FileRef
+from finalfusion._gensim_api import KeyedVectorsMixin
+from finalfusion._load import compatibility_problem, read_parts, renumber_explicit
+from finalfusion._pickling import PicklingMixin
 from finalfusion._progress import ProgressArg
 from finalfusion._source import Source
-from finalfusion._threads import check_threads, threads_for
+from finalfusion._threads import check_threads
 from finalfusion.chunks import Chunk
-from finalfusion.container import read_chunks, read_source, write_chunks
-from finalfusion.errors import FormatError
+from finalfusion.container import write_chunks
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
+from finalfusion.quantize import quantize_storage, reconstruct_storage, takes_parameters_of
+from finalfusion.similarity import _queries
 from finalfusion.similarity import evaluation as _evaluation
-from finalfusion.similarity import queries as _queries
-from finalfusion.similarity.index import QueryIndex, build_index
+from finalfusion.similarity._index import QueryIndexCache
 from finalfusion.similarity.results import SimilarityResult
 from finalfusion.storage.ndarray import NdArray, Storage
-from finalfusion.storage.quantized import QuantizedArray
+from finalfusion.vocab._words import check_word, check_word_items
 from finalfusion.vocab.base import SubwordVocab, Vocab
-from finalfusion.vocab.subword import ExplicitVocab, FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
-from finalfusion.vocab.tokenizer import restore_tokenizer_vocab, with_tokenizer_table
+from finalfusion.vocab.subword import FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
+from finalfusion.vocab.tokenizer import with_tokenizer_table
 
 __all__ = ["Embeddings", "SimilarityResult", "load_finalfusion"]
 
 
-def compatibility_problem(storage: Storage, vocab: Vocab, norms: Norms | None) -> str | None:
-    """Why the chunks cannot form embeddings, or ``None`` if they can."""
-    if storage.shape[0] != vocab.upper_bound:
-        n_sub = vocab.upper_bound - len(vocab)
-        return f"storage has {storage.shape[0]} rows but the vocabulary needs {vocab.upper_bound} ({len(vocab)} words + {n_sub} subword rows)"
-    if norms is not None and len(norms) != len(vocab):
-        return f"there are {len(norms)} norms for {len(vocab)} words"
-    return None
-
-
-class Embeddings(KeyedVectorsMixin):
+class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
     """Word embeddings: a vocabulary, a storage, and optional norms and metadata.
 
     Parameters
@@ -233,23 +220,6 @@ class Embeddings(KeyedVectorsMixin):
         return out
 
     # -- lookups ---------------------------------------------------------------------
-    def _unknown(self, word: str) -> tuple[npt.NDArray[np.float32], float] | None:
-        if not self._subword:
-            return None
-        rows = self._vocab.subword_rows(word)  # type: ignore[attr-defined]
-        if not len(rows):
-            return None
-        if len(rows) > _batch.LONG_ROWS:  # a long word: summed in bounded blocks
-            v = _batch.sum_rows(self._storage, self._matrix, rows, ordered=False)
-        else:
-            gathered = self._matrix.take(rows, axis=0) if self._matrix is not None else self._storage.rows(rows)
-            v = np.add.reduce(gathered, axis=0, dtype=np.float32)
-        # float32 dot and sqrt as before, with Python scalars (cheaper than numpy ones).
-        norm = float(np.float32(math.sqrt(v.dot(v))))
-        if norm != 0.0:
-            v /= np.float32(norm)
-        return v, norm
-
     def embedding(self, word: str, out: npt.NDArray[np.float32] | None = None, default: Any = None) -> Any:
         """The embedding of ``word``, or ``default`` if there is none.
 
@@ -283,7 +253,7 @@ class Embeddings(KeyedVectorsMixin):
             row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
         else:
             check_word(word)
-            found = self._unknown(word)
+            found = unknown_embedding(self._vocab, self._storage, self._matrix, word) if self._subword else None
             if found is None:
                 if out is not None and default is not None:
                     out[...] = default
@@ -327,7 +297,7 @@ class Embeddings(KeyedVectorsMixin):
             norm = float(self._norms.norms[i]) if self._norms is not None else 1.0
         else:
             check_word(word)
-            found = self._unknown(word)
+            found = unknown_embedding(self._vocab, self._storage, self._matrix, word) if self._subword else None
             if found is None:
                 if out is not None and default is not None:
                     out[...] = default[0]
@@ -385,37 +355,9 @@ class Embeddings(KeyedVectorsMixin):
         ([[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]], [True, False, True])
         """
         check_word_items(words)
-        n = len(words)
-        dims = self.dims
         threads = check_threads(threads)
-        if out is not None and out.shape != (n, dims):
-            raise ValueError(f"out must have shape ({n}, {dims}), got {out.shape}")
-        # All words hashed and probed at once (-1: unknown); all known: one gather.
-        idx = self._index.lookup(words)
-        if n == 0 or idx.min() >= 0:
-            if self._matrix is None:
-                rows = self._storage.rows(idx)
-                if out is None:
-                    return rows, np.ones(n, dtype=bool)
-                out[...] = rows
-            elif out is None:
-                out = self._matrix[idx]
-            else:
-                np.take(self._matrix, idx, axis=0, out=out)
-            return out, np.ones(n, dtype=bool)
-        if out is None:
-            out = np.empty((n, dims), dtype=np.float32)
-        found = idx >= 0
-        known = np.flatnonzero(found)
-        missing = np.flatnonzero(~found)
-        if len(known):
-            out[known] = self._matrix[idx[known]] if self._matrix is not None else self._storage.rows(idx[known])
-        if self._subword:
-            # also zeroes the rows without n-grams
-            fill_unknown(cast("SubwordVocab[Any]", self._vocab), self._storage, self._matrix, words, missing, out, found, threads_for(threads))
-        else:
-            out[missing] = 0
-        return out, found
+        vocab = self._vocab if self._subword and isinstance(self._vocab, SubwordVocab) else None
+        return embed_batch(self._index, vocab, self._storage, self._matrix, words, out, threads)
 
     def __contains__(self, word: object) -> bool:
         return word in self._vocab
@@ -444,25 +386,6 @@ class Embeddings(KeyedVectorsMixin):
         return _embeddings_html(self, None if (ref := self._by_reference()) is None else ref.path)
 
     # -- queries (finalfusion.similarity) --
-    def _reset_query_index(self) -> None:
-        self._query: QueryIndex | None = None
-        self._query_lock = threading.Lock()
-
-    def _query_index(self) -> QueryIndex:
-        """The similarity index of these embeddings, built on first use (see :mod:`finalfusion.similarity`)."""
-        index = self._query
-        if index is None:
-            with self._query_lock:
-                index = self._query
-                if index is None:
-                    index = self._query = build_index(self._storage, self._vocab.words)
-        return index
-
-    def _drop_query_index(self) -> None:
-        """Forget the similarity index (after an in-place change of the storage)."""
-        with self._query_lock:
-            self._query = None
-
     def word_similarity(self, query: str, k: int = 10, *, skip: Iterable[str] | None = None, rerank: int | None = None) -> list[SimilarityResult] | None:
         """The ``k`` nearest neighbours of a word by cosine similarity.
 
@@ -699,62 +622,10 @@ class Embeddings(KeyedVectorsMixin):
         """
         return _evaluation.evaluate_analogies(self, questions, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab, progress=progress)
 
-    # -- pickling and copies ---------------------------------------------------------
-    def _by_reference(self) -> FileRef | None:
-        """The file reference to pickle, unless the embeddings differ from the mapped file."""
-        ref = self.__dict__.get("_file_ref")
-        if ref is None:
-            return None
-        meta = self._metadata
-        if meta is not None:
-            source = getattr(meta, "_source", None)
-            if source is None or source[1] != meta.data:
-                return None
-        return ref  # type: ignore[no-any-return]
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        ref = self._by_reference()
-        if ref is not None:
-            return (_from_file_ref, (ref,))
-        return super().__reduce_ex__(protocol)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_file_ref"] = None
-        # The query index is a cache of this object: never pickled or copied.
-        state.pop("_query", None)
-        state.pop("_query_lock", None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._reset_query_index()
-
-    def __copy__(self) -> Embeddings:
-        new = type(self).__new__(type(self))
-        new.__setstate__({**self.__getstate__(), "_file_ref": self.__dict__.get("_file_ref")})
-        return new
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Embeddings:
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        new.__setstate__(copy.deepcopy(self.__getstate__(), memo))
-        return new
-
     # -- conversion and output -------------------------------------------------------
     # -- quantization (quantize.py) --
-    def quantize(
-        self,
-        n_subquantizers: int | None = None,
-        n_bits: int = 8,
-        quantizer: str = "pq",
-        n_iterations: int = 100,
-        n_attempts: int = 1,
-        normalize: bool = True,
-        seed: int | np.random.Generator | None = None,
-        sample: int | float | None = None,
-        progress: Callable[[str, int, int], None] | bool | None = None,
-    ) -> Embeddings:
+    @takes_parameters_of(quantize_storage)
+    def quantize(self, *args: Any, **kwargs: Any) -> Embeddings:
         """Product-quantize the embeddings (all storage rows, subword rows included).
 
         Defaults are those of finalfusion-utils ``quantize``. Vocabulary,
@@ -762,25 +633,32 @@ class Embeddings(KeyedVectorsMixin):
 
         Parameters
         ----------
-        n_subquantizers
+        *args, **kwargs
+            The parameters of :func:`finalfusion.quantize.quantize_storage`
+            after the storage, defined there once (type checkers and
+            ``help()`` see them): listed under Other Parameters.
+
+        Other Parameters
+        ----------------
+        n_subquantizers : int or None, default None
             Bytes per row; must divide :attr:`dims`. Default ``dims // 2``.
-        n_bits
+        n_bits : int, default 8
             Bits per subquantizer code, 1..8 (``2 ** n_bits`` centroids).
-        quantizer
+        quantizer : str, default "pq"
             ``"pq"``, ``"opq"`` (rotation refined by Procrustes steps) or
             ``"gaussian_opq"`` (eigenvalue-allocation rotation, then PQ).
-        n_iterations
+        n_iterations : int, default 100
             k-means iterations per subquantizer (OPQ: alternating iterations).
-        n_attempts
+        n_attempts : int, default 1
             k-means runs per subquantizer; the best is kept (not used by OPQ).
-        normalize
+        normalize : bool, default True
             Quantize unit-length rows and store the norms in the chunk.
-        seed
+        seed : int or numpy.random.Generator or None, default None
             Seed (or ``numpy.random.Generator``) for reproducible output.
-        sample
+        sample : int or float or None, default None
             Train on a random sample of rows (count or fraction); every row
             is still encoded. Useful for large or memory-mapped matrices.
-        progress
+        progress : callable or bool or None, default None
             Callback ``progress(stage, done, total)`` with stage ``"train"``
             or ``"encode"``, or ``True`` for tqdm bars (when tqdm is installed).
 
@@ -808,10 +686,7 @@ class Embeddings(KeyedVectorsMixin):
         >>> bool(np.linalg.norm(small["w3"] - emb["w3"]) < np.linalg.norm(emb["w3"]))
         True
         """
-        from finalfusion.quantize import quantize_storage
-
-        storage = quantize_storage(self._storage, n_subquantizers, n_bits, quantizer, n_iterations, n_attempts, normalize, seed, sample, progress)
-        return Embeddings(storage, self._vocab, self._norms, self._metadata)
+        return Embeddings(quantize_storage(self._storage, *args, **kwargs), self._vocab, self._norms, self._metadata)
 
     def reconstruct(self) -> Embeddings:
         """Dense embeddings with every quantized row reconstructed (in-chunk norms applied).
@@ -830,8 +705,6 @@ class Embeddings(KeyedVectorsMixin):
         """
         if isinstance(self._storage, NdArray):
             return Embeddings(self._storage, self._vocab, self._norms, self._metadata)
-        from finalfusion.quantize import reconstruct_storage
-
         return Embeddings(reconstruct_storage(self._storage), self._vocab, self._norms, self._metadata)
 
     def write(self, file: Target, *, fsync: bool = False) -> None:
@@ -868,29 +741,11 @@ class Embeddings(KeyedVectorsMixin):
         write_chunks(self._canonical().chunks(), file, fsync=fsync)
 
     def _canonical(self) -> Embeddings:
-        """``self``, or equal embeddings whose explicit n-gram indices are numbered by first appearance.
-
-        Files number the subword rows of an explicit vocabulary in order of
-        first appearance in the n-gram list (docs/format.md §5.8; finalfusion-rust
-        renumbers on reading). An :class:`~finalfusion.subword.ExplicitIndexer`
-        built with other dense numbers is renumbered and the subword rows are
-        permuted to match, so every lookup of the written file is unchanged.
-        """
-        vocab = self._vocab
-        if not isinstance(vocab, ExplicitVocab) or vocab.subword_indexer.first_noncanonical() is None:
+        """``self``, or equal embeddings as a file holds them (see :func:`finalfusion._load.renumber_explicit`)."""
+        renumbered = renumber_explicit(self._storage, self._vocab)
+        if renumbered is None:
             return self
-        explicit, source = vocab.subword_indexer.renumbered()
-        n = len(vocab)
-        rows = np.concatenate([np.arange(n, dtype=np.int64), source + n])
-        storage: Storage
-        if isinstance(self._storage, QuantizedArray):
-            norms = self._storage.norms
-            storage = dataclasses.replace(
-                self._storage, quantized_embeddings=np.asarray(self._storage.quantized_embeddings)[rows], norms=None if norms is None else norms[rows]
-            )
-        else:
-            storage = NdArray(self._storage.rows(rows))
-        return Embeddings(storage, ExplicitVocab(vocab.words, explicit), self._norms, self._metadata)
+        return Embeddings(*renumbered, self._norms, self._metadata)
 
     def bucket_to_explicit(self) -> Embeddings:
         """Convert hashed subword embeddings to an explicit n-gram vocabulary.
@@ -960,41 +815,7 @@ def load_finalfusion(file: Source, mmap: bool = False) -> Embeddings:
     >>> load_finalfusion(buf.getvalue())["a"].tolist()
     [1.0, 0.0]
     """
-    name, chunks, ref = read_source(file, mmap)
-    emb = _assemble(chunks, name)
+    parts, ref = read_parts(file, mmap)
+    emb = Embeddings(*parts)
     emb._file_ref = ref
     return emb
-
-
-def _from_file_ref(ref: FileRef) -> Embeddings:
-    """Unpickle mapped embeddings: map the referenced file again after checking it is the same."""
-    _, chunks = read_chunks(remap(ref))
-    emb = _assemble(chunks, ref.path)
-    emb._file_ref = ref
-    return emb
-
-
-def _assemble(chunks: list[tuple[int, Chunk]], name: str) -> Embeddings:
-    """Embeddings from the ``(offset, chunk)`` list of a file named ``name`` (for messages)."""
-    parts: dict[str, tuple[int, Chunk]] = {}
-    for at, chunk in chunks:
-        parts[chunk.chunk_id.role] = (at, chunk)
-    for role in ("vocab", "storage"):
-        if role not in parts:
-            raise FormatError(
-                f"{name} has no {role} chunk", chunk="file", expected="a vocabulary and a storage chunk", found=[type(c).__name__ for _, c in chunks]
-            )
-    vocab = cast(Vocab, parts["vocab"][1])
-    storage_at, storage_chunk = parts["storage"]
-    storage = cast(Storage, storage_chunk)
-    norms = cast("Norms | None", parts.get("norms", (0, None))[1])
-    problem = compatibility_problem(storage, vocab, norms)
-    if problem:
-        if norms is not None and "norms" in problem:
-            (at, culprit), expected, found = parts["norms"], f"{len(vocab)} norms (one per word)", len(norms)
-        else:
-            at, culprit, expected, found = storage_at, storage, f"{vocab.upper_bound} rows", storage.shape[0]
-        raise FormatError(problem, offset=at, chunk=type(culprit).__name__, expected=expected, found=found)
-    metadata = parts.get("metadata", (0, None))[1]
-    vocab, metadata = restore_tokenizer_vocab(vocab, metadata, parts.get("metadata", (None, None))[0])  # type: ignore[arg-type]
-    return Embeddings(storage, vocab, norms, metadata)

@@ -10,7 +10,9 @@ file-level functions, which live in the layer they belong to:
   ``header.write_chunk(file)`` on file objects (:mod:`finalfusion.header`);
 * :func:`open_buffer` and the :data:`Source` type -- every accepted input
   (``finalfusion._source``);
-* :func:`atomic_output` -- atomic writes (``finalfusion._atomic``).
+* :func:`atomic_output` -- atomic writes (``finalfusion._atomic``);
+* :func:`load_finalfusion` -- whole embeddings (read into their parts by
+  ``finalfusion._load``, built by :mod:`finalfusion.embeddings`).
 
 All chunks of any :data:`Source` at once:
 :func:`finalfusion.container.read_source`. See docs/architecture.md for the
@@ -34,6 +36,7 @@ from finalfusion._binary import Buffer, ByteReader, ByteWriter
 from finalfusion._source import Source, open_buffer
 from finalfusion.chunks import Chunk, ChunkIdentifier, TypeId
 from finalfusion.container import FileChunk, find_chunk, load_chunk, read_chunks, write_chunks
+from finalfusion.embeddings import load_finalfusion
 from finalfusion.errors import FormatError
 from finalfusion.header import MAGIC, Header
 
@@ -53,6 +56,7 @@ __all__ = [
     "atomic_output",
     "find_chunk",
     "load_chunk",
+    "load_finalfusion",
     "open_buffer",
     "read_chunks",
     "write_chunks",

@@ -42,8 +42,9 @@ True
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +64,9 @@ __all__ = [
     "reconstruct_storage",
     "train_pq",
 ]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 #: Callback ``progress(stage, done, total)``; stages are ``"train"`` and ``"encode"``.
 Progress = Callable[[str, int, int], None]
@@ -642,6 +646,36 @@ def quantize_storage(
         if report is not None:
             report("encode", hi, rows)
     return QuantizedArray(pq, codes, norms)
+
+
+def takes_parameters_of(target: Callable[Concatenate[Storage, _P], object]) -> Callable[[Callable[..., _R]], Callable[Concatenate[Any, _P], _R]]:
+    """Give a method the parameters ``target`` takes after the storage: one definition serves both.
+
+    The method is typed with ``target``'s parameters (mypy checks every call
+    against them) and reports them to :func:`inspect.signature` and
+    :func:`help`, with ``self`` in place of the storage;
+    :meth:`finalfusion.Embeddings.quantize` takes those of
+    :func:`quantize_storage` this way.
+
+    Examples
+    --------
+    >>> import inspect
+    >>> class Holder:
+    ...     @takes_parameters_of(quantize_storage)
+    ...     def quantize(self, *args: Any, **kwargs: Any) -> str:
+    ...         return "quantized"
+    >>> list(inspect.signature(Holder.quantize).parameters)[:3]
+    ['self', 'n_subquantizers', 'n_bits']
+    """
+    params = list(inspect.signature(target).parameters.values())[1:]
+
+    def decorate(method: Callable[..., _R]) -> Callable[Concatenate[Any, _P], _R]:
+        own = inspect.signature(method)
+        self_param = next(iter(own.parameters.values()))
+        setattr(method, "__signature__", own.replace(parameters=[self_param, *params]))  # noqa: B010 - functions have no typed __signature__
+        return cast("Callable[Concatenate[Any, _P], _R]", method)
+
+    return decorate
 
 
 def reconstruct_storage(storage: Storage) -> NdArray:

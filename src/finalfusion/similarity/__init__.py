@@ -33,20 +33,20 @@ modified in place afterwards; call :func:`clear_cache` if you do. Scans
 split their rows over threads as :func:`finalfusion.set_threads` says.
 
 Modules, one job each: :mod:`~finalfusion.similarity.results` (the result
-type), :mod:`~finalfusion.similarity.topk` (selection, ties by word),
-:mod:`~finalfusion.similarity.vectors` (query normalisation, 3CosAdd),
-:mod:`~finalfusion.similarity.base` / :mod:`~finalfusion.similarity.dense` /
-:mod:`~finalfusion.similarity.quantized` (the index types: row facts, BLAS
-and ADC scoring), :mod:`~finalfusion.similarity.index` (which index a
-storage gets), :mod:`~finalfusion.similarity.scan` (block scans),
-:mod:`~finalfusion.similarity.queries` (the functions behind the query
-methods) and :mod:`~finalfusion.similarity.evaluation` (analogy files).
+type) and :mod:`~finalfusion.similarity.evaluation` (analogy files) are
+public; the machinery is private: ``_topk`` (selection, ties by word),
+``_vectors`` (query normalisation, 3CosAdd), ``_base`` / ``_dense`` /
+``_quantized`` (the index types: row facts, BLAS and ADC scoring),
+``_index`` (which index a storage gets, and the cache on the embeddings),
+``_scan`` (block scans), ``_queries`` (the functions behind the query
+methods) and ``_protocol`` (``Queryable``: what the queries need of
+embeddings, so that nothing here imports the facade).
 """
 
 from __future__ import annotations
 
+from finalfusion.similarity._index import clear_cache
 from finalfusion.similarity.evaluation import AnalogyEvaluation, AnalogySection, evaluate_analogies
-from finalfusion.similarity.index import clear_cache
 from finalfusion.similarity.results import SimilarityResult, SimilarityResults
 
 __all__ = [

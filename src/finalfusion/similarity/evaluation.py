@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from finalfusion import _display
 from finalfusion._progress import ProgressArg, progress_callback
 from finalfusion.errors import FormatError
-from finalfusion.similarity.base import QueryIndex
-from finalfusion.similarity.index import query_index
-from finalfusion.similarity.scan import search_batch, skip_pairs
-from finalfusion.similarity.topk import F32, I64
-from finalfusion.similarity.vectors import analogy_vectors, check_finite_rows
-
-if TYPE_CHECKING:
-    from finalfusion.embeddings import Embeddings
+from finalfusion.similarity._base import QueryIndex
+from finalfusion.similarity._index import query_index
+from finalfusion.similarity._protocol import Queryable
+from finalfusion.similarity._scan import search_batch, skip_pairs
+from finalfusion.similarity._topk import F32, I64
+from finalfusion.similarity._vectors import analogy_vectors, check_finite_rows
 
 __all__ = ["AnalogyEvaluation", "AnalogySection", "evaluate_analogies", "read_analogies"]
 
@@ -164,7 +162,7 @@ def read_analogies(questions: Any) -> list[tuple[str, list[tuple[int, list[str]]
 
 
 def evaluate_analogies(
-    emb: Embeddings,
+    emb: Queryable,
     questions: Any,
     *,
     case_insensitive: bool = False,

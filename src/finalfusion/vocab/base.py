@@ -131,6 +131,20 @@ class Vocab(FileChunk):
         """
         return len(self.words)
 
+    def subword_rows(self, item: str) -> npt.NDArray[np.int64]:
+        """Storage rows of ``item``'s subwords: none here (a vocabulary without subwords).
+
+        :class:`SubwordVocab` returns the rows of ``item``'s n-grams (or tokens);
+        the facade embeds an unknown word as the normalised sum of these rows.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> SimpleVocab(["a"]).subword_rows("b").tolist()
+        []
+        """
+        return np.empty(0, dtype=np.int64)
+
     def idx(self, item: str, default: Any = None) -> Any:
         """Index of a known word, subword indices of an unknown one, else ``default``.
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from finalfusion._threads import in_threads
-from finalfusion.similarity.base import QueryIndex
-from finalfusion.similarity.topk import F32, I64
+from finalfusion.similarity._base import QueryIndex
+from finalfusion.similarity._topk import F32, I64
 from finalfusion.storage.ndarray import NdArray
 
 __all__ = ["DenseIndex"]

@@ -1,4 +1,5 @@
-"""QuantizedArray and PQ: argument checks, indexing, equality, and the FormatErrors of a malformed payload."""
+"""QuantizedArray storage and its PQ quantizer: construction checks, row indexing, equality, repr,
+payload round trips and the FormatErrors of a malformed payload."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def test_pq_converts_to_float32() -> None:
     assert pq.projection.dtype == np.float32
 
 
-def test_pq_reconstruct_with_projection_and_out() -> None:
+def test_pq_reconstruct_applies_the_projection_and_fills_out() -> None:
     pq = _pq(projection=True)
     out = np.empty(4, dtype=np.float32)
     assert pq.reconstruct([1, 0], out=out) is out
@@ -90,7 +91,7 @@ def test_embedding_rejects_float_arrays_but_accepts_empty_ones() -> None:
     assert _storage().embedding([]).shape == (0, 4)
 
 
-def test_embedding_out_shape_mismatch() -> None:
+def test_embedding_rejects_an_out_of_the_wrong_shape() -> None:
     with pytest.raises(ValueError, match=r"out must have shape \(2, 4\), got \(4,\)"):
         _storage().embedding([0, 1], out=np.empty(4, dtype=np.float32))
 
@@ -107,7 +108,7 @@ def test_embedding_matches_dense_rows() -> None:
     assert np.asarray(s, dtype=np.float64).dtype == np.float64
 
 
-def test_getitem_and_iteration() -> None:
+def test_getitem_and_iteration_give_the_dense_rows_and_check_bounds() -> None:
     s = _storage()
     dense = np.asarray(s)
     np.testing.assert_array_equal(s[-1], dense[2])
@@ -121,7 +122,7 @@ def test_getitem_and_iteration() -> None:
         s[-4]
 
 
-def test_equality() -> None:
+def test_equality_compares_quantizer_codes_and_norms_and_is_unhashable() -> None:
     assert _storage() == _storage()
     assert _storage(projection=True) == _storage(projection=True)
     assert _storage(projection=True) != _storage()
@@ -132,7 +133,7 @@ def test_equality() -> None:
         hash(_storage())
 
 
-def test_repr() -> None:
+def test_repr_names_shape_subquantizers_centroids_projection_and_norms() -> None:
     assert repr(_storage(projection=True)) == "QuantizedArray(shape=(3, 4), subquantizers=2, centroids=2, projection=True, norms=True)"
 
 
@@ -141,7 +142,7 @@ def test_repr() -> None:
 
 @pytest.mark.parametrize("projection", [False, True])
 @pytest.mark.parametrize("norms", [False, True])
-def test_payload_round_trip(projection: bool, norms: bool) -> None:
+def test_payload_round_trips_with_its_declared_length(projection: bool, norms: bool) -> None:
     s = _storage(projection, norms)
     payload = _payload(s)
     assert len(payload) == s.payload_len(0)

@@ -1,4 +1,5 @@
-"""NdArray and Norms: construction checks, the 0.7 ndarray behaviour (ufuncs with out=, attributes, slices), equality, payload errors."""
+"""NdArray storage and Norms, the two array-holding chunks (storage.ndarray.ArrayBehaviour): construction checks,
+the 0.7 ndarray behaviour (ufuncs with out=, attributes, slices), equality, repr and payload errors."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def test_ufunc_with_out_writes_into_the_chunk() -> None:
     assert n.norms.tolist() == [2.0, 3.0]
 
 
-def test_attribute_forwarding_and_private_names() -> None:
+def test_array_attributes_are_forwarded_but_private_and_unknown_names_raise() -> None:
     s = NdArray(np.arange(6, dtype=np.float32).reshape(2, 3))
     assert s.T.shape == (3, 2)
     assert s.dot(np.ones(3, dtype=np.float32)).tolist() == [3.0, 12.0]
@@ -78,7 +79,7 @@ def test_norms_array_protocol_and_indexing() -> None:
     assert [float(x) for x in n] == [1.0, 2.0, 3.0]
 
 
-def test_equality() -> None:
+def test_equality_is_chunk_equality_not_elementwise_and_unhashable() -> None:
     a = NdArray(np.eye(2, dtype=np.float32))
     assert a == NdArray(np.eye(2, dtype=np.float32))
     assert a != NdArray(np.eye(3, dtype=np.float32)[:2, :2] * 2)
@@ -93,7 +94,7 @@ def test_equality() -> None:
         hash(Norms([1.0]))  # type: ignore[arg-type]
 
 
-def test_repr() -> None:
+def test_repr_names_shape_dtype_and_read_only() -> None:
     m = np.eye(2, dtype=np.float32)
     assert repr(NdArray(m)) == "NdArray(shape=(2, 2), dtype=float32)"
     m.flags.writeable = False
@@ -101,7 +102,7 @@ def test_repr() -> None:
     assert repr(Norms([1.0, 2.0])) == "Norms(<2 norms>)"  # type: ignore[arg-type]
 
 
-def test_ndarray_payload_errors() -> None:
+def test_ndarray_payload_round_trips_and_rejects_bad_type_and_huge_shape() -> None:
     payload = _payload(NdArray(np.eye(2, dtype=np.float32)))
     assert NdArray.read_payload(ByteReader(bytes(payload))) == NdArray(np.eye(2, dtype=np.float32))
     bad_type = bytearray(payload)
@@ -122,7 +123,7 @@ def test_ndarray_payload_errors() -> None:
         NdArray.read_payload(ByteReader(bytes(huge)))
 
 
-def test_norms_payload_errors() -> None:
+def test_norms_payload_rejects_bad_type_and_truncation() -> None:
     payload = _payload(Norms([1.0, 2.0]))  # type: ignore[arg-type]
     assert len(payload) == Norms([1.0, 2.0]).payload_len(0)  # type: ignore[arg-type]
     bad_type = bytearray(payload)

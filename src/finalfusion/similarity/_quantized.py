@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._threads import in_threads
-from finalfusion.similarity.base import QueryIndex
-from finalfusion.similarity.topk import F32, I64
+from finalfusion.similarity._base import QueryIndex
+from finalfusion.similarity._topk import F32, I64
 from finalfusion.storage.quantized import QuantizedArray
 
 __all__ = ["ADC_BATCH_RECONSTRUCT", "ADC_CACHE_BYTES", "QuantizedIndex", "pair_codes"]

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from finalfusion._threads import in_threads
-from finalfusion.similarity.base import QueryIndex
+from finalfusion.similarity._base import QueryIndex
+from finalfusion.similarity._topk import F32, I64, NEG_INF, prune, top_k, top_k_rows
 from finalfusion.similarity.results import SimilarityResult, SimilarityResults
-from finalfusion.similarity.topk import F32, I64, NEG_INF, prune, top_k, top_k_rows
 
 __all__ = ["finish", "results", "scan_blocks", "search", "search_batch", "skip_pairs", "word_ids"]
 
@@ -53,7 +53,7 @@ def search_batch(index: QueryIndex, qm: F32, k: int, exclude: tuple[I64, I64], l
 
     Rows are scored in cache-sized blocks; after the first block only the
     entries reaching a query's running k-th best score are kept (see
-    :func:`~finalfusion.similarity.topk.prune`), so the selection costs about
+    ``_topk.prune``), so the selection costs about
     one comparison per score. Runs of whole blocks are split over threads
     (see :func:`finalfusion._threads.in_threads`) and their top ``k``
     merged: the blocks, and so every score, are the same as in a serial scan.

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from finalfusion.errors import NonFiniteError
-from finalfusion.similarity.index import query_index
+from finalfusion.similarity._index import query_index
+from finalfusion.similarity._protocol import Queryable
+from finalfusion.similarity._scan import finish, results, search, search_batch, skip_pairs, word_ids
+from finalfusion.similarity._topk import F32, I64
+from finalfusion.similarity._vectors import analogy_vectors, check_finite_rows, unit_query, unit_rows
 from finalfusion.similarity.results import SimilarityResult
-from finalfusion.similarity.scan import finish, results, search, search_batch, skip_pairs, word_ids
-from finalfusion.similarity.topk import F32, I64
-from finalfusion.similarity.vectors import analogy_vectors, check_finite_rows, unit_query, unit_rows
-
-if TYPE_CHECKING:
-    from finalfusion.embeddings import Embeddings
 
 __all__ = [
     "analogy",
@@ -45,7 +43,7 @@ def check_k(k: Any) -> int:
     return int(k)
 
 
-def word_similarity(emb: Embeddings, query: str, k: int, skip: Iterable[str] | None, rerank: int | None) -> list[SimilarityResult] | None:
+def word_similarity(emb: Queryable, query: str, k: int, skip: Iterable[str] | None, rerank: int | None) -> list[SimilarityResult] | None:
     """Implementation of :meth:`Embeddings.word_similarity`."""
     k = check_k(k)
     vec = emb.embedding(query)
@@ -56,7 +54,7 @@ def word_similarity(emb: Embeddings, query: str, k: int, skip: Iterable[str] | N
     return results(index, *search(index, unit_query(vec, index.dims, f"the vector of the word {query!r}"), k, excluded, rerank=rerank))
 
 
-def embedding_similarity(emb: Embeddings, vector: npt.ArrayLike, k: int, skip: Iterable[str] | None, rerank: int | None) -> list[SimilarityResult]:
+def embedding_similarity(emb: Queryable, vector: npt.ArrayLike, k: int, skip: Iterable[str] | None, rerank: int | None) -> list[SimilarityResult]:
     """Implementation of :meth:`Embeddings.embedding_similarity`."""
     k = check_k(k)
     index = query_index(emb)
@@ -64,7 +62,7 @@ def embedding_similarity(emb: Embeddings, vector: npt.ArrayLike, k: int, skip: I
 
 
 def analogy(
-    emb: Embeddings, query: tuple[str, str, str], k: int, skip: Iterable[str] | None, mask: Sequence[bool], rerank: int | None
+    emb: Queryable, query: tuple[str, str, str], k: int, skip: Iterable[str] | None, mask: Sequence[bool], rerank: int | None
 ) -> list[SimilarityResult] | None:
     """Implementation of :meth:`Embeddings.analogy`."""
     k = check_k(k)
@@ -82,7 +80,7 @@ def analogy(
     return results(index, *search(index, q, k, word_ids(emb.vocab.word_index, skip), rerank=rerank))
 
 
-def word_similarity_batch(emb: Embeddings, queries: Sequence[str], k: int) -> tuple[I64, F32]:
+def word_similarity_batch(emb: Queryable, queries: Sequence[str], k: int) -> tuple[I64, F32]:
     """Implementation of :meth:`Embeddings.word_similarity_batch`."""
     k = check_k(k)
     index = query_index(emb)
@@ -96,7 +94,7 @@ def word_similarity_batch(emb: Embeddings, queries: Sequence[str], k: int) -> tu
     return ids, scores
 
 
-def embedding_similarity_batch(emb: Embeddings, vectors: npt.ArrayLike, k: int, skip: Iterable[str] | None) -> tuple[I64, F32]:
+def embedding_similarity_batch(emb: Queryable, vectors: npt.ArrayLike, k: int, skip: Iterable[str] | None) -> tuple[I64, F32]:
     """Implementation of :meth:`Embeddings.embedding_similarity_batch`."""
     k = check_k(k)
     index = query_index(emb)
@@ -106,7 +104,7 @@ def embedding_similarity_batch(emb: Embeddings, vectors: npt.ArrayLike, k: int, 
     return finish(search_batch(index, qm, k, pairs))
 
 
-def analogy_batch(emb: Embeddings, triples: Sequence[Sequence[str]], k: int) -> tuple[I64, F32]:
+def analogy_batch(emb: Queryable, triples: Sequence[Sequence[str]], k: int) -> tuple[I64, F32]:
     """Implementation of :meth:`Embeddings.analogy_batch`."""
     k = check_k(k)
     index = query_index(emb)
@@ -125,7 +123,7 @@ def analogy_batch(emb: Embeddings, triples: Sequence[Sequence[str]], k: int) -> 
     return ids, scores
 
 
-def most_similar(emb: Embeddings, positive: Any, negative: Any, topn: int | None, restrict_vocab: int | None) -> Any:
+def most_similar(emb: Queryable, positive: Any, negative: Any, topn: int | None, restrict_vocab: int | None) -> Any:
     """Implementation of :meth:`Embeddings.most_similar` (gensim semantics)."""
     if topn is not None and check_k(topn) == 0:
         return []

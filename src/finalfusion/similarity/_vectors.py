@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion.errors import NonFiniteError
-from finalfusion.similarity.topk import F32
+from finalfusion.similarity._topk import F32
 
 __all__ = ["analogy_vectors", "check_finite_rows", "unit_query", "unit_rows"]
 

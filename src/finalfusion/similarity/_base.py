@@ -4,8 +4,8 @@ A :class:`QueryIndex` is the cached, lazily built state for similarity
 queries over the word rows of one :class:`~finalfusion.Embeddings`. It is
 an attribute of the embeddings (built on first use, dropped with them, never
 pickled or copied). The storage-specific scans are its subclasses
-:class:`~finalfusion.similarity.dense.DenseIndex` and
-:class:`~finalfusion.similarity.quantized.QuantizedIndex`.
+:class:`DenseIndex` and
+:class:`QuantizedIndex`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion.similarity.topk import F32, I64
+from finalfusion.similarity._topk import F32, I64
 from finalfusion.storage.ndarray import Storage
 
 __all__ = ["BATCH_SCORE_ELEMENTS", "SCAN_BLOCK_BYTES", "UNIT_TOLERANCE", "QueryIndex"]
