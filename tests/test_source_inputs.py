@@ -58,7 +58,6 @@ def test_which_inputs_name_a_path(tmp_path: Path) -> None:
         "str": str(tmp_path / "f.bin"),
         "PathLike": tmp_path / "f.bin",
         "bytes path of a file": os.fsencode(tmp_path / "f.bin"),
-        "bytes path of a directory": os.fsencode(tmp_path),
         "missing str path": str(tmp_path / "missing"),
     }
     if hasattr(os, "mkfifo"):
@@ -68,6 +67,8 @@ def test_which_inputs_name_a_path(tmp_path: Path) -> None:
         assert path_of(value) == os.path.abspath(os.fsdecode(value)), what
     contents = {
         "bytes naming nothing": os.fsencode(tmp_path / "missing"),
+        "bytes naming a directory": os.fsencode(tmp_path),
+        "a dot": b".",
         "finalfusion magic": b"FiFu",
         "a NUL": os.fsencode(tmp_path) + b"\x00",
         "too long": b"/" * 4096,
@@ -79,13 +80,16 @@ def test_which_inputs_name_a_path(tmp_path: Path) -> None:
     for what, value in contents.items():
         assert local_path(value) is None, what  # type: ignore[arg-type]
         assert path_of(value) is None, what  # type: ignore[arg-type]
-    assert is_bytes_path(os.fsencode(tmp_path))
+    assert is_bytes_path(os.fsencode(tmp_path / "f.bin"))
+    assert not is_bytes_path(os.fsencode(tmp_path))
     assert not is_bytes_path(b"FiFu")
 
 
-def test_a_bytes_path_of_a_directory_is_opened_as_a_path(tmp_path: Path) -> None:
-    with pytest.raises(IsADirectoryError):
-        load_finalfusion(os.fsencode(tmp_path))
+@pytest.mark.parametrize("data", [b".", b"..", b"/"])
+def test_bytes_naming_a_directory_are_contents(data: bytes) -> None:
+    # Random bytes such as b"." name a directory almost everywhere: they must stay a file's contents (a FormatError).
+    with pytest.raises(FormatError):
+        load_finalfusion(data)
 
 
 @pytest.mark.parametrize("name", ["shard.safetensors", "model-00001-of-00002.safetensors", ".hidden", "a..b"])

@@ -172,11 +172,14 @@ def test_text_mode_file_objects_are_refused(reader: str) -> None:
         load(io.StringIO("text"))
 
 
-def test_a_bytes_path_of_a_model_directory_is_a_directory(tmp_path: Path) -> None:
+def test_a_model_directory_is_named_by_str_or_pathlike_not_bytes(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors").write_bytes(_safetensors())
-    emb = load_safetensors(os.fsencode(tmp_path), tokenizer=WORDS, normalize=False)
-    np.testing.assert_array_equal(emb.storage, TABLE)
-    assert local_path(os.fsencode(tmp_path)) == str(tmp_path)
+    for directory in (str(tmp_path), tmp_path):
+        emb = load_safetensors(directory, tokenizer=WORDS, normalize=False)
+        np.testing.assert_array_equal(emb.storage, TABLE)
+    assert local_path(os.fsencode(tmp_path)) is None  # bytes naming a directory are contents (b"." would be one)
+    with pytest.raises(FormatError):
+        load_safetensors(os.fsencode(tmp_path), tokenizer=WORDS)
 
 
 @pytest.mark.parametrize("gz", [False, True])

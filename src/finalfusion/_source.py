@@ -95,18 +95,22 @@ def is_bytes_path(data: bytes) -> bool:
 
     The one rule of every reader: a ``bytes`` value is a path when it is
     short (below 4096 bytes), holds no NUL, does not start with
-    finalfusion's magic and names something that exists (a file, a
-    directory such as a model directory, a FIFO or a device). Anything
-    else is the file's contents.
+    finalfusion's magic and names something that exists and is not a
+    directory (a file, a FIFO or a device). Anything else is the file's
+    contents: a few bytes such as ``b"."`` or ``b"src"`` stay contents even
+    where a directory of that name exists (pass a model directory as a
+    ``str`` or ``os.PathLike``).
 
     Examples
     --------
     >>> import os, tempfile
     >>> directory = tempfile.mkdtemp()
-    >>> is_bytes_path(os.fsencode(directory)), is_bytes_path(os.fsencode(directory) + b"/missing"), is_bytes_path(b"FiFu\\x00\\x00\\x00\\x00")
+    >>> with open(os.path.join(directory, "x.bin"), "wb") as f:
+    ...     _ = f.write(b"data")
+    >>> is_bytes_path(os.fsencode(os.path.join(directory, "x.bin"))), is_bytes_path(os.fsencode(directory)), is_bytes_path(b"FiFu\\x00\\x00\\x00\\x00")
     (True, False, False)
     """
-    return not data.startswith(_FIFU_MAGIC) and len(data) < 4096 and b"\x00" not in data and os.path.exists(data)
+    return not data.startswith(_FIFU_MAGIC) and len(data) < 4096 and b"\x00" not in data and os.path.exists(data) and not os.path.isdir(data)
 
 
 def local_path(file: Source) -> str | None:
