@@ -20,7 +20,7 @@ from typing import Any
 
 from finalfusion.cli import execute
 from finalfusion.cli._common import CliError, read_lines
-from finalfusion.cli.convert import LoadOptions, WriteOptions, load_as, write_as
+from finalfusion.cli._convert import LoadOptions, WriteOptions, load_as, write_as
 
 __all__ = ["analogy", "bucket_to_explicit", "convert", "select", "similar"]
 
@@ -169,7 +169,7 @@ def bucket_to_explicit(argv: Sequence[str] | None = None) -> int:
 
 def select(argv: Sequence[str] | None = None) -> int:
     """``ffp-select INPUT OUTPUT [WORDS] [-f FORMAT] [-i/--ignore_unk] [-v/--verbose]``: finalfusion output."""
-    from finalfusion.cli.select import select_words
+    from finalfusion.cli._select import select_words
 
     parser = argparse.ArgumentParser(prog="ffp-select", description="Build embeddings from list of words.")
     parser.add_argument("input", help="Input embeddings", type=str, metavar="INPUT")

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from finalfusion.cli._common import CliError, bars, one_line, positive_int, read_lines, subparser
-from finalfusion.cli.convert import add_input_options, load_input
+from finalfusion.cli._convert import add_input_options, load_input
 from finalfusion.embeddings import Embeddings
 from finalfusion.similarity import SimilarityResult
 
@@ -160,7 +160,7 @@ def format_accuracy(evaluation: Any) -> str:
 
 def run_accuracy(args: argparse.Namespace) -> int:
     """Analogy accuracy of the embeddings."""
-    from finalfusion.cli.quantize import _limited_threads
+    from finalfusion.cli._quantize import _limited_threads
     from finalfusion.errors import FormatError
     from finalfusion.similarity import evaluate_analogies
 

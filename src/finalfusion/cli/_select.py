@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from finalfusion.cli._common import CliError, bars, one_line, read_lines, subparser
-from finalfusion.cli.convert import WriteOptions, add_input_options, load_input, output_format_names, write_as
+from finalfusion.cli._convert import WriteOptions, add_input_options, load_input, output_format_names, write_as
 from finalfusion.embeddings import Embeddings
 
 __all__ = ["register", "select_words"]

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from finalfusion.cli._common import CliError, bars, one_line, subparser
-from finalfusion.cli.convert import add_input_options, load_input
+from finalfusion.cli._convert import add_input_options, load_input
 from finalfusion.embeddings import Embeddings
 
 __all__ = ["describe", "register"]
@@ -142,7 +142,7 @@ def run_info(args: argparse.Namespace) -> int:
         emb = load_finalfusion(args.input, mmap=True)
         fmt = "finalfusion"
     else:
-        from finalfusion.cli.convert import detect
+        from finalfusion.cli._convert import detect
 
         with bars(args) as progress:
             emb = load_input(args, args.input, progress)
@@ -193,7 +193,7 @@ def _load_finalfusion(path: str) -> Embeddings:
 
 def run_metadata(args: argparse.Namespace) -> int:
     """Print or replace the metadata of ``args.input``."""
-    from finalfusion.cli.convert import WriteOptions, read_metadata, write_as
+    from finalfusion.cli._convert import WriteOptions, read_metadata, write_as
 
     emb = _load_finalfusion(args.input)
     if args.set is not None and args.remove:
