@@ -1,6 +1,6 @@
 """``finalfusion bucket-to-explicit`` and 0.7's ``ffp-bucket-to-explicit``: one conversion, two sets of options.
 
-Both entry points run :func:`finalfusion.cli._select.write_explicit`: the same
+Both entry points run ``finalfusion.cli._select.write_explicit``: the same
 bytes out (norms kept, metadata dropped as in finalfusion-python 0.7,
 finalfusion whatever the extension), the same one-line error naming the
 input. They differ only where their commands differ: 0.7's script takes
@@ -24,7 +24,7 @@ import pytest
 
 import finalfusion
 from finalfusion import Embeddings, FastTextVocab, Metadata, NdArray
-from finalfusion.cli import _select, legacy, main
+from finalfusion.cli import _convert, legacy, main
 from finalfusion.subword import FastTextIndexer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -132,7 +132,7 @@ def test_the_command_reports_loading_progress_and_the_script_does_not(
     def recording(args: argparse.Namespace) -> Iterator[Any]:
         yield None if args.quiet else (lambda *call: seen.append(call))
 
-    monkeypatch.setattr(_select, "bars", recording)
+    monkeypatch.setattr(_convert, "bars", recording)
     model = str(inputs["fasttext"])
     assert main(["bucket-to-explicit", model, str(tmp_path / "a.fifu")]) == 0
     assert seen

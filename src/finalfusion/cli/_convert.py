@@ -31,6 +31,7 @@ __all__ = [
     "input_format_names",
     "load_as",
     "load_input",
+    "load_with_bars",
     "output_format",
     "register",
     "write_as",
@@ -246,6 +247,12 @@ def load_input(args: argparse.Namespace, path: str, progress: Any = None) -> Emb
     return load_as(path, getattr(args, "input_format", None), options)
 
 
+def load_with_bars(args: argparse.Namespace, path: str) -> Embeddings:
+    """:func:`load_input` with progress bars while ``path`` is read (none in pipes, logs or with ``--quiet``)."""
+    with bars(args) as progress:
+        return load_input(args, path, progress)
+
+
 def register(subparsers: Any) -> None:
     """Add ``convert``."""
     table = "\n".join(f"  {f.name:12s} {f.description}" + (f" (also: {', '.join(f.aliases)})" if f.aliases else "") for f in FORMATS)
@@ -279,8 +286,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert ``args.input`` to ``args.output``."""
-    with bars(args) as progress:
-        emb = load_input(args, args.input, progress)
+    emb = load_with_bars(args, args.input)
     fmt = args.output_format
     if args.metadata is not None:
         spec = _BY_NAME[fmt] if fmt is not None else output_format(args.output, emb)

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from finalfusion.cli._common import CliError, bars, one_line, subparser
-from finalfusion.cli._convert import add_input_options, load_input
+from finalfusion.cli._common import CliError, one_line, subparser
+from finalfusion.cli._convert import add_input_options, load_with_bars
 from finalfusion.embeddings import Embeddings
 
 __all__ = ["describe", "register"]
@@ -144,8 +144,7 @@ def run_info(args: argparse.Namespace) -> int:
     else:
         from finalfusion.cli._convert import detect
 
-        with bars(args) as progress:
-            emb = load_input(args, args.input, progress)
+        emb = load_with_bars(args, args.input)
         try:
             fmt = args.input_format or detect(args.input)
         except (FinalfusionError, OSError) as exc:  # pragma: no cover - it was just loaded
@@ -211,8 +210,7 @@ def run_metadata(args: argparse.Namespace) -> int:
 
 def run_lookup(args: argparse.Namespace) -> int:
     """Describe the file and look up ``args.words``."""
-    with bars(args) as progress:
-        emb = load_input(args, args.input, progress)
+    emb = load_with_bars(args, args.input)
     print(emb)
     if emb.metadata is not None:
         print("metadata:", dict(emb.metadata))

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from finalfusion.cli._common import CliError, bars, one_line, read_lines, subparser
-from finalfusion.cli._convert import WriteOptions, add_input_options, load_input, output_format_names, write_as
+from finalfusion.cli._convert import WriteOptions, add_input_options, load_input, load_with_bars, output_format_names, write_as
 from finalfusion.embeddings import Embeddings
 
 __all__ = ["register", "select_words", "write_explicit"]
@@ -160,7 +160,5 @@ def write_explicit(emb: Embeddings, source: str, output: str) -> None:
 
 def run_bucket_to_explicit(args: argparse.Namespace) -> int:
     """Convert the bucket vocabulary of ``args.input``."""
-    with bars(args) as progress:
-        emb = load_input(args, args.input, progress)
-    write_explicit(emb, args.input, args.output)
+    write_explicit(load_with_bars(args, args.input), args.input, args.output)
     return 0
