@@ -1,4 +1,9 @@
-"""Atomic writes: failures leave the target alone, options, the preallocation error path, the background writer."""
+"""Atomic writes (``finalfusion._atomic``): what may be a target, a failure leaves the old file, the mode is kept,
+the disk reservation and its errors, and the background writer passing on either side's error.
+
+Whole-file writes through the container (two threads, full disks, symlinks, FIFOs) are in test_write.py and
+test_write_targets.py.
+"""
 
 from __future__ import annotations
 
@@ -15,12 +20,12 @@ from finalfusion._atomic import atomic_output, preallocate, run_in_background
 
 
 @pytest.mark.parametrize("bad", [b"x", bytearray(b"x"), memoryview(b"x"), 3])
-def test_atomic_output_rejects_non_targets(bad: object) -> None:
+def test_bytes_and_numbers_are_not_write_targets(bad: object) -> None:
     with pytest.raises(TypeError, match="write to a path"), atomic_output(bad):  # type: ignore[arg-type]
         pass
 
 
-def test_atomic_output_yields_file_objects_unchanged() -> None:
+def test_a_file_object_is_written_in_place() -> None:
     buf = io.BytesIO(b"ab")
     buf.seek(2)
     with atomic_output(buf) as f:
@@ -86,12 +91,12 @@ def test_preallocate_ignores_unsupported_filesystems(monkeypatch: pytest.MonkeyP
     assert calls == [_atomic.PREALLOCATE_MIN]
 
 
-def test_preallocate_without_fallocate(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_preallocate_without_fallocate_touches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_atomic, "_fallocate", lambda: None)
     preallocate(-1, _atomic.PREALLOCATE_MIN)  # an invalid descriptor is never touched
 
 
-def test_fallocate_lookup_off_linux(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fallocate_is_not_looked_up_off_linux(monkeypatch: pytest.MonkeyPatch) -> None:
     _atomic._fallocate.cache_clear()
     monkeypatch.setattr(_atomic.sys, "platform", "darwin")
     try:

@@ -1,4 +1,8 @@
-"""Subword indexers: argument checks, value semantics, pickling, caches, and batches equal to single lookups."""
+"""Subword indexers (``finalfusion.subword``): settings checks, equality and repr, pickling, the byte-bounded
+n-gram cache, lookup options, and batches equal to single lookups.
+
+The golden hashes and n-grams are in test_subwords.py, the n-gram length limits in test_ngram_bounds.py.
+"""
 
 from __future__ import annotations
 
@@ -35,12 +39,12 @@ def _hashers() -> list[indexers.SubwordIndexer]:
         (lambda: ExplicitIndexer(["ab"], ngram_index={"ab": -1}), "n-gram indices must cover 0..0 without gaps, got values from -1 to -1"),
     ],
 )
-def test_constructor_errors(make: object, message: str) -> None:
+def test_constructors_refuse_bad_settings(make: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make()  # type: ignore[operator]
 
 
-def test_equality_and_repr() -> None:
+def test_indexers_compare_by_settings_are_unhashable_and_show_them() -> None:
     assert FinalfusionHashIndexer(10, 3, 6) == FinalfusionHashIndexer(10, 3, 6)
     assert FinalfusionHashIndexer(10, 3, 6) != FinalfusionHashIndexer(10, 3, 5)
     assert FinalfusionHashIndexer(10) != FastTextIndexer(1024)
