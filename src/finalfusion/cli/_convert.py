@@ -217,18 +217,17 @@ def read_metadata(path: str) -> Any:
         raise CliError(f"{path}: not valid TOML: {one_line(exc)}") from None
 
 
-def add_input_options(parser: argparse.ArgumentParser, *, formats: bool = True) -> None:
+def add_input_options(parser: argparse.ArgumentParser) -> None:
     """``--from``, ``--lossy``, ``--mmap``, ``--limit``, ``--no-normalize`` for commands that read embeddings."""
     group = parser.add_argument_group("input")
-    if formats:
-        group.add_argument(
-            "-f",
-            "--from",
-            dest="input_format",
-            metavar="FORMAT",
-            choices=input_format_names(),
-            help="input format (default: recognised from the content): " + ", ".join(input_format_names()),
-        )
+    group.add_argument(
+        "-f",
+        "--from",
+        dest="input_format",
+        metavar="FORMAT",
+        choices=input_format_names(),
+        help="input format (default: recognised from the content): " + ", ".join(input_format_names()),
+    )
     group.add_argument("--lossy", action="store_true", help="replace invalid UTF-8 in words by U+FFFD instead of failing")
     group.add_argument("--mmap", action="store_true", help="memory-map a finalfusion input instead of reading it")
     group.add_argument("--limit", type=positive_int, metavar="N", help="read only the first N words (word2vec, text, text-dims, fastText)")
