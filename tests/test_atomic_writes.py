@@ -122,3 +122,29 @@ def test_run_in_background_reraises_task_error() -> None:
 
     with pytest.raises(ValueError, match="tail failed"):
         run_in_background(task, lambda: None)
+
+
+def test_a_socket_is_not_a_write_target(tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        with pytest.raises(OSError, match="cannot write to a socket") as err, atomic_output(path):
+            pass
+    assert err.value.errno == errno.ENXIO
+
+
+def test_a_leftover_temporary_file_of_the_same_name_is_stepped_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    leftover = tmp_path / ".out.bin.00000000.tmp"
+    leftover.write_bytes(b"someone else's")
+    names = iter([leftover.name, ".out.bin.11111111.tmp"])
+    monkeypatch.setattr(_atomic, "temporary_name", lambda directory, base: next(names))
+    with atomic_output(tmp_path / "out.bin") as f:
+        f.write(b"new")
+    assert (tmp_path / "out.bin").read_bytes() == b"new"
+    assert leftover.read_bytes() == b"someone else's"  # never opened, never removed
+
+
+def test_name_max_falls_back_to_255_where_the_system_cannot_say(tmp_path: Path) -> None:
+    assert _atomic._name_max(str(tmp_path / "no-such-directory")) == 255

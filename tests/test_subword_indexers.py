@@ -141,3 +141,19 @@ def test_word_indices_are_read_only_and_cached() -> None:
     with pytest.raises(ValueError, match="read-only"):
         first[0] = 1
     assert np.array_equal(first, idx.word_indices("hello"))
+
+
+def test_byte_cache_evicts_the_oldest_entries_past_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    from finalfusion.subword._cache import ENTRY_OVERHEAD, ByteCache
+
+    monkeypatch.setattr(finalfusion.limits, "MAX_CACHE_BYTES", 8 * (100 + ENTRY_OVERHEAD))  # eight entries of 100 bytes
+    cache: ByteCache[str] = ByteCache()
+    for key in "abcdefghij":
+        cache.put(key, key.upper(), 100)
+    assert len(cache) == 8
+    assert cache.nbytes == 8 * (100 + ENTRY_OVERHEAD)
+    assert cache.get("a") is None  # the two oldest went
+    assert cache.get("b") is None
+    assert cache.get("c") == "C"
+    cache.put("j", "other", 100)  # already stored: kept as it was
+    assert cache.get("j") == "J"
