@@ -100,6 +100,13 @@ def test_metadata_needs_a_finalfusion_file_and_one_action(files: dict[str, Path]
     toml.write_text("a = 1\n")
     err = one_line_error(main(["metadata", "--set", str(toml), "--remove", str(files["fifu"])]), capsys)
     assert err == "finalfusion: error: --set and --remove exclude each other\n"
+    missing = tmp_path / "missing.fifu"
+    err = one_line_error(main(["metadata", str(missing)]), capsys)
+    assert err == f"finalfusion: error: {missing}: No such file or directory: {missing}\n"
+    truncated = tmp_path / "truncated.fifu"
+    truncated.write_bytes(files["fifu"].read_bytes()[:40])
+    err = one_line_error(main(["metadata", str(truncated)]), capsys)
+    assert err.startswith(f"finalfusion: error: {truncated}: ")
 
 
 # --- where the output goes ----------------------------------------------------------------------
