@@ -447,7 +447,7 @@ def test_installed_entry_point_is_cli_main() -> None:
 
 def test_docs_name_every_command_and_option() -> None:
     from finalfusion.cli import build_parser
-    from finalfusion.cli.completions import commands
+    from finalfusion.cli._completions import commands
 
     text = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
     for c in commands(build_parser()):

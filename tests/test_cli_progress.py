@@ -1,7 +1,10 @@
-"""Progress reporting (library ``progress=`` and the command line's bars) and Ctrl-C during a conversion."""
+"""Progress reporting: the library's ``progress=`` (loaders, quantize, evaluation; the adapter in
+``finalfusion._progress``), the command line's bars (only on a terminal; ``finalfusion.cli.progress``) and
+Ctrl-C during a conversion."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import os
 import signal
@@ -15,8 +18,9 @@ import numpy as np
 import pytest
 
 import finalfusion
-from finalfusion import Embeddings, FastTextVocab, NdArray, SimpleVocab
-from finalfusion._progress import TqdmBars, reporter
+from finalfusion import Embeddings, FastTextVocab, NdArray, SimpleVocab, _progress
+from finalfusion._progress import TqdmBars, counting, progress_callback, reporter
+from finalfusion.cli import progress as cli_progress
 from finalfusion.subword import FastTextIndexer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -213,3 +217,141 @@ def test_ctrl_c_leaves_no_partial_output(tmp_path: Path) -> None:
         assert set(os.listdir(work)) == before  # no temporary file left
         return
     pytest.fail("no conversion could be interrupted mid-write")
+
+
+# --- the progress adapter (finalfusion._progress) -------------------------------------------
+
+
+class FakeBar:
+    def __init__(self, total: Any = None, **options: Any) -> None:
+        self.total = total
+        self.options = options
+        self.n = 0
+        self.closed = False
+
+    def update(self, n: int) -> None:
+        self.n += n
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Factory:
+    def __init__(self) -> None:
+        self.bars: list[FakeBar] = []
+
+    def __call__(self, **options: Any) -> FakeBar:
+        bar = FakeBar(**options)
+        self.bars.append(bar)
+        return bar
+
+
+def test_progress_must_be_a_bool_or_a_callable() -> None:
+    with pytest.raises(TypeError, match="progress must be None, a bool or a callable progress\\(stage, done, total\\), not int"):
+        progress_callback(3)  # type: ignore[arg-type]
+    assert progress_callback(False) is None
+
+
+def test_progress_true_without_tqdm_reports_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    assert _progress._tqdm() is None
+    assert progress_callback(True) is None
+    with reporter(True) as report:
+        assert report is None
+
+
+def test_reporter_closes_its_bars_and_names_the_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    factory = Factory()
+    monkeypatch.setattr(_progress, "_tqdm", lambda: factory)
+    with reporter(True) as report:
+        assert isinstance(report, TqdmBars)
+        report("select", 1, 10)
+    assert factory.bars[0].closed
+    assert factory.bars[0].options["desc"] == "words"
+
+
+def test_bars_follow_a_changing_total_and_close_when_done() -> None:
+    factory = Factory()
+    bars = TqdmBars(factory=factory)
+    bars("read", 5, None)
+    bar = factory.bars[0]
+    assert bar.options["unit"] == "B"
+    assert bar.options["unit_scale"] is True
+    bars("read", 8, 20)  # the total becomes known
+    assert bar.total == 20
+    assert bar.n == 8
+    bars("read", 8, 20)  # no progress: no update
+    assert bar.n == 8
+    bars("read", 20, 20)
+    assert bar.closed
+    bars("custom", 1, 2)  # an unknown stage is shown by its own name
+    assert factory.bars[1].options["desc"] == "custom"
+    assert factory.bars[1].options["unit"] == "it"
+
+
+def test_counting_reports_every_kind_of_read() -> None:
+    seen: list[tuple[str, int, Any]] = []
+    f = counting(io.BufferedReader(io.BytesIO(b"line1\nabcdefghij")), lambda *a: seen.append(a), 16)
+    assert f.readline() == b"line1\n"
+    assert f.read1(2) == b"ab"
+    buf = bytearray(3)
+    assert f.readinto(buf) == 3
+    assert bytes(buf) == b"cde"
+    assert f.seek(2, os.SEEK_CUR) == 13
+    assert f.read() == b"hij"
+    assert f.read() == b""  # nothing read: no report
+    assert f.seekable()  # other attributes are the file's
+    assert [done for _, done, _ in seen] == [6, 8, 11, 16]
+    raw = io.BytesIO()
+    assert counting(raw, None, 0) is raw
+
+
+# --- the command line's choice of bars (finalfusion.cli.progress) ----------------------------
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        raise OSError("no descriptor")
+
+
+class Closed:
+    def isatty(self) -> bool:
+        raise ValueError("I/O operation on closed file")
+
+
+def test_command_line_wants_bars_only_on_a_terminal_without_quiet() -> None:
+    assert not cli_progress.progress_wanted(argparse.Namespace(quiet=True))
+    assert not cli_progress.progress_wanted(argparse.Namespace())  # pytest's stderr is no terminal
+
+
+def test_progress_not_wanted_on_a_closed_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stderr", Closed())
+    assert not cli_progress.progress_wanted(argparse.Namespace())
+
+
+def test_a_terminal_without_a_size_gets_80_column_bars(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("tqdm")
+    tty = Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    with cli_progress.bars(argparse.Namespace(quiet=False)) as progress:
+        assert isinstance(progress, TqdmBars)
+        assert progress._options["ncols"] == 80
+        assert progress._options["file"] is tty
+        progress("read", 1, 4)
+    assert progress._bar is None  # closed at the end of the block
+
+
+def test_a_terminal_without_tqdm_gets_no_bars(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stderr", Tty())
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    with cli_progress.bars(argparse.Namespace()) as progress:
+        assert progress is None
+
+
+def test_quiet_means_no_bars() -> None:
+    with cli_progress.bars(argparse.Namespace(quiet=True)) as progress:
+        assert progress is None

@@ -307,7 +307,7 @@ class TestPythonValues:
 
     def test_convert_metadata_files_go_through_the_same_bound(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         from finalfusion.cli._common import CliError
-        from finalfusion.cli.convert import read_metadata
+        from finalfusion.cli._convert import read_metadata
 
         path = tmp_path / "meta.toml"
         path.write_bytes(WIDE["array-of-inline-dotted"](20_000))

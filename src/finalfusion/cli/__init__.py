@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from finalfusion.cli import completions, convert, inspect, quantize, query, select
+from finalfusion.cli import _completions, _convert, _inspect, _quantize, _query, _select
 from finalfusion.cli._common import CliError, one_line
 
 __all__ = ["build_parser", "execute", "main"]
@@ -54,7 +54,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (convert, quantize, select, query, inspect, completions):
+    for module in (_convert, _quantize, _select, _query, _inspect, _completions):
         module.register(sub)
     return parser
 

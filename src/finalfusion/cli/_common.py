@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from finalfusion.cli.progress import bars
@@ -54,19 +54,20 @@ def one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+def _stripped(lines: Iterable[str]) -> Iterator[str]:
+    for line in lines:
+        text = line.strip()
+        if text:
+            yield text
+
+
 def read_lines(path: str | None) -> Iterator[str]:
     """Non-empty stripped lines of ``path``, or of standard input when ``path`` is ``None`` or ``-``."""
     if path is None or path == "-":
-        for line in sys.stdin:
-            text = line.strip()
-            if text:
-                yield text
+        yield from _stripped(sys.stdin)
         return
     try:
         with open(path, encoding="utf-8") as f:
-            for line in f:
-                text = line.strip()
-                if text:
-                    yield text
+            yield from _stripped(f)
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"{path}: {one_line(exc)}") from None

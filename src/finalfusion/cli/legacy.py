@@ -20,17 +20,24 @@ from typing import Any
 
 from finalfusion.cli import execute
 from finalfusion.cli._common import CliError, read_lines
-from finalfusion.cli.convert import LoadOptions, WriteOptions, load_as, write_as
+from finalfusion.cli._convert import LoadOptions, WriteOptions, load_as, write_as
+from finalfusion.cli._select import select_words, write_explicit
 
 __all__ = ["analogy", "bucket_to_explicit", "convert", "select", "similar"]
 
 FORMATS = ["word2vec", "finalfusion", "fasttext", "text", "textdims"]
 
 
-def _format_arg(parser: argparse.ArgumentParser, short: str, name: str, formats: list[str], default: str) -> None:
+def _format_arg(parser: argparse.ArgumentParser, short: str, name: str, formats: list[str], default: str, metavar: str = "FORMAT") -> None:
     parser.add_argument(
-        f"-{short}", f"--{name}", type=str, choices=formats, default=default, help=f"Valid choices: {formats} Default: '{default}'", metavar="FORMAT"
+        f"-{short}", f"--{name}", type=str, choices=formats, default=default, help=f"Valid choices: {formats} Default: '{default}'", metavar=metavar
     )
+
+
+def _input_output(parser: argparse.ArgumentParser, what: str = "Input embeddings") -> None:
+    """0.7's positional ``INPUT OUTPUT``."""
+    parser.add_argument("input", type=str, help=what, metavar="INPUT")
+    parser.add_argument("output", type=str, help="Output path", metavar="OUTPUT")
 
 
 def _common_args(parser: argparse.ArgumentParser) -> None:
@@ -52,14 +59,9 @@ def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, func: Any)
 def convert(argv: Sequence[str] | None = None) -> int:
     """``ffp-convert INPUT OUTPUT [-f FORMAT] [-t FORMAT]`` (defaults: word2vec to finalfusion)."""
     parser = argparse.ArgumentParser(prog="ffp-convert", description="Convert embeddings.")
-    parser.add_argument("input", type=str, help="Input embeddings", metavar="INPUT")
-    parser.add_argument("output", type=str, help="Output path", metavar="OUTPUT")
-    parser.add_argument(
-        "-f", "--from", type=str, choices=FORMATS, default="word2vec", help=f"Valid choices: {FORMATS} Default: 'word2vec'", metavar="INPUT_FORMAT"
-    )
-    parser.add_argument(
-        "-t", "--to", type=str, choices=FORMATS, default="finalfusion", help=f"Valid choices: {FORMATS} Default: 'finalfusion'", metavar="OUTPUT_FORMAT"
-    )
+    _input_output(parser)
+    _format_arg(parser, "f", "from", FORMATS, "word2vec", "INPUT_FORMAT")
+    _format_arg(parser, "t", "to", FORMATS, "finalfusion", "OUTPUT_FORMAT")
     _common_args(parser)
 
     def run(args: argparse.Namespace) -> int:
@@ -142,26 +144,12 @@ def analogy(argv: Sequence[str] | None = None) -> int:
 def bucket_to_explicit(argv: Sequence[str] | None = None) -> int:
     """``ffp-bucket-to-explicit INPUT OUTPUT [-f finalfusion|fasttext]``."""
     parser = argparse.ArgumentParser(prog="ffp-bucket-to-explicit", description="Convert bucket embeddings to explicit lookups.")
-    parser.add_argument("input", help="Input bucket embeddings", type=str, metavar="INPUT")
-    parser.add_argument("output", help="Output path", type=str, metavar="OUTPUT")
-    parser.add_argument(
-        "-f",
-        "--from",
-        type=str,
-        choices=["finalfusion", "fasttext"],
-        default="finalfusion",
-        help="Valid choices: ['finalfusion', 'fasttext'] Default: 'finalfusion'",
-        metavar="INPUT_FORMAT",
-    )
+    _input_output(parser, "Input bucket embeddings")
+    _format_arg(parser, "f", "from", ["finalfusion", "fasttext"], "finalfusion", "INPUT_FORMAT")
     _common_args(parser)
 
     def run(args: argparse.Namespace) -> int:
-        emb = _load(args.input, getattr(args, "from"), args)
-        try:
-            explicit = emb.bucket_to_explicit()
-        except TypeError as exc:
-            raise CliError(f"{args.input}: {exc}") from None
-        write_as(args.output, explicit, "finalfusion", WriteOptions())
+        write_explicit(_load(args.input, getattr(args, "from"), args), args.input, args.output)
         return 0
 
     return _run(parser, argv, run)
@@ -169,11 +157,8 @@ def bucket_to_explicit(argv: Sequence[str] | None = None) -> int:
 
 def select(argv: Sequence[str] | None = None) -> int:
     """``ffp-select INPUT OUTPUT [WORDS] [-f FORMAT] [-i/--ignore_unk] [-v/--verbose]``: finalfusion output."""
-    from finalfusion.cli.select import select_words
-
     parser = argparse.ArgumentParser(prog="ffp-select", description="Build embeddings from list of words.")
-    parser.add_argument("input", help="Input embeddings", type=str, metavar="INPUT")
-    parser.add_argument("output", help="Output path", type=str, metavar="OUTPUT")
+    _input_output(parser)
     _format_arg(parser, "f", "format", FORMATS, "finalfusion")
     parser.add_argument(
         "words",

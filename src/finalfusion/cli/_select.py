@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from finalfusion.cli._common import CliError, bars, one_line, read_lines, subparser
-from finalfusion.cli.convert import WriteOptions, add_input_options, load_input, output_format_names, write_as
+from finalfusion.cli._convert import WriteOptions, add_input_options, load_input, load_with_bars, output_format_names, write_as
 from finalfusion.embeddings import Embeddings
 
-__all__ = ["register", "select_words"]
+__all__ = ["register", "select_words", "write_explicit"]
 
 #: Words looked up per batch (and per progress report).
 _BLOCK = 1 << 14
@@ -137,13 +137,28 @@ def run_select(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_bucket_to_explicit(args: argparse.Namespace) -> int:
-    """Convert the bucket vocabulary of ``args.input``."""
-    with bars(args) as progress:
-        emb = load_input(args, args.input, progress)
+def write_explicit(emb: Embeddings, source: str, output: str) -> None:
+    """Write ``emb`` (read from ``source``) with its subword buckets turned into an explicit n-gram vocabulary.
+
+    The one conversion behind ``finalfusion bucket-to-explicit`` and 0.7's
+    ``ffp-bucket-to-explicit``: :meth:`~finalfusion.Embeddings.bucket_to_explicit`
+    (norms kept, metadata not copied, as in finalfusion-python 0.7), written
+    as finalfusion whatever the extension of ``output``.
+
+    Raises
+    ------
+    CliError
+        Naming ``source`` (on one line) when its vocabulary has no buckets,
+        naming ``output`` when it cannot be written.
+    """
     try:
         explicit = emb.bucket_to_explicit()
     except TypeError as exc:
-        raise CliError(f"{args.input}: {one_line(exc)}") from None
-    write_as(args.output, explicit, "finalfusion", WriteOptions())
+        raise CliError(f"{source}: {one_line(exc)}") from None
+    write_as(output, explicit, "finalfusion", WriteOptions())
+
+
+def run_bucket_to_explicit(args: argparse.Namespace) -> int:
+    """Convert the bucket vocabulary of ``args.input``."""
+    write_explicit(load_with_bars(args, args.input), args.input, args.output)
     return 0

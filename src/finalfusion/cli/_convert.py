@@ -31,6 +31,7 @@ __all__ = [
     "input_format_names",
     "load_as",
     "load_input",
+    "load_with_bars",
     "output_format",
     "register",
     "write_as",
@@ -217,18 +218,17 @@ def read_metadata(path: str) -> Any:
         raise CliError(f"{path}: not valid TOML: {one_line(exc)}") from None
 
 
-def add_input_options(parser: argparse.ArgumentParser, *, formats: bool = True) -> None:
+def add_input_options(parser: argparse.ArgumentParser) -> None:
     """``--from``, ``--lossy``, ``--mmap``, ``--limit``, ``--no-normalize`` for commands that read embeddings."""
     group = parser.add_argument_group("input")
-    if formats:
-        group.add_argument(
-            "-f",
-            "--from",
-            dest="input_format",
-            metavar="FORMAT",
-            choices=input_format_names(),
-            help="input format (default: recognised from the content): " + ", ".join(input_format_names()),
-        )
+    group.add_argument(
+        "-f",
+        "--from",
+        dest="input_format",
+        metavar="FORMAT",
+        choices=input_format_names(),
+        help="input format (default: recognised from the content): " + ", ".join(input_format_names()),
+    )
     group.add_argument("--lossy", action="store_true", help="replace invalid UTF-8 in words by U+FFFD instead of failing")
     group.add_argument("--mmap", action="store_true", help="memory-map a finalfusion input instead of reading it")
     group.add_argument("--limit", type=positive_int, metavar="N", help="read only the first N words (word2vec, text, text-dims, fastText)")
@@ -245,6 +245,12 @@ def load_input(args: argparse.Namespace, path: str, progress: Any = None) -> Emb
         progress=progress,
     )
     return load_as(path, getattr(args, "input_format", None), options)
+
+
+def load_with_bars(args: argparse.Namespace, path: str) -> Embeddings:
+    """:func:`load_input` with progress bars while ``path`` is read (none in pipes, logs or with ``--quiet``)."""
+    with bars(args) as progress:
+        return load_input(args, path, progress)
 
 
 def register(subparsers: Any) -> None:
@@ -280,8 +286,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert ``args.input`` to ``args.output``."""
-    with bars(args) as progress:
-        emb = load_input(args, args.input, progress)
+    emb = load_with_bars(args, args.input)
     fmt = args.output_format
     if args.metadata is not None:
         spec = _BY_NAME[fmt] if fmt is not None else output_format(args.output, emb)

@@ -1,4 +1,9 @@
-"""Atomic writes: failures leave the target alone, options, the preallocation error path, the background writer."""
+"""Atomic writes (``finalfusion._atomic``): what may be a target, a failure leaves the old file, the mode is kept,
+the disk reservation and its errors, and the background writer passing on either side's error.
+
+Whole-file writes through the container (two threads, full disks, symlinks, FIFOs) are in test_write.py and
+test_write_targets.py.
+"""
 
 from __future__ import annotations
 
@@ -15,12 +20,12 @@ from finalfusion._atomic import atomic_output, preallocate, run_in_background
 
 
 @pytest.mark.parametrize("bad", [b"x", bytearray(b"x"), memoryview(b"x"), 3])
-def test_atomic_output_rejects_non_targets(bad: object) -> None:
+def test_bytes_and_numbers_are_not_write_targets(bad: object) -> None:
     with pytest.raises(TypeError, match="write to a path"), atomic_output(bad):  # type: ignore[arg-type]
         pass
 
 
-def test_atomic_output_yields_file_objects_unchanged() -> None:
+def test_a_file_object_is_written_in_place() -> None:
     buf = io.BytesIO(b"ab")
     buf.seek(2)
     with atomic_output(buf) as f:
@@ -86,12 +91,12 @@ def test_preallocate_ignores_unsupported_filesystems(monkeypatch: pytest.MonkeyP
     assert calls == [_atomic.PREALLOCATE_MIN]
 
 
-def test_preallocate_without_fallocate(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_preallocate_without_fallocate_touches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_atomic, "_fallocate", lambda: None)
     preallocate(-1, _atomic.PREALLOCATE_MIN)  # an invalid descriptor is never touched
 
 
-def test_fallocate_lookup_off_linux(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fallocate_is_not_looked_up_off_linux(monkeypatch: pytest.MonkeyPatch) -> None:
     _atomic._fallocate.cache_clear()
     monkeypatch.setattr(_atomic.sys, "platform", "darwin")
     try:
@@ -117,3 +122,29 @@ def test_run_in_background_reraises_task_error() -> None:
 
     with pytest.raises(ValueError, match="tail failed"):
         run_in_background(task, lambda: None)
+
+
+def test_a_socket_is_not_a_write_target(tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        with pytest.raises(OSError, match="cannot write to a socket") as err, atomic_output(path):
+            pass
+    assert err.value.errno == errno.ENXIO
+
+
+def test_a_leftover_temporary_file_of_the_same_name_is_stepped_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    leftover = tmp_path / ".out.bin.00000000.tmp"
+    leftover.write_bytes(b"someone else's")
+    names = iter([leftover.name, ".out.bin.11111111.tmp"])
+    monkeypatch.setattr(_atomic, "temporary_name", lambda directory, base: next(names))
+    with atomic_output(tmp_path / "out.bin") as f:
+        f.write(b"new")
+    assert (tmp_path / "out.bin").read_bytes() == b"new"
+    assert leftover.read_bytes() == b"someone else's"  # never opened, never removed
+
+
+def test_name_max_falls_back_to_255_where_the_system_cannot_say(tmp_path: Path) -> None:
+    assert _atomic._name_max(str(tmp_path / "no-such-directory")) == 255

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from finalfusion.cli._common import CliError, bars, one_line, subparser
-from finalfusion.cli.convert import add_input_options, load_input
+from finalfusion.cli._common import CliError, one_line, subparser
+from finalfusion.cli._convert import add_input_options, load_with_bars
 from finalfusion.embeddings import Embeddings
 
 __all__ = ["describe", "register"]
@@ -142,10 +142,9 @@ def run_info(args: argparse.Namespace) -> int:
         emb = load_finalfusion(args.input, mmap=True)
         fmt = "finalfusion"
     else:
-        from finalfusion.cli.convert import detect
+        from finalfusion.cli._convert import detect
 
-        with bars(args) as progress:
-            emb = load_input(args, args.input, progress)
+        emb = load_with_bars(args, args.input)
         try:
             fmt = args.input_format or detect(args.input)
         except (FinalfusionError, OSError) as exc:  # pragma: no cover - it was just loaded
@@ -193,7 +192,7 @@ def _load_finalfusion(path: str) -> Embeddings:
 
 def run_metadata(args: argparse.Namespace) -> int:
     """Print or replace the metadata of ``args.input``."""
-    from finalfusion.cli.convert import WriteOptions, read_metadata, write_as
+    from finalfusion.cli._convert import WriteOptions, read_metadata, write_as
 
     emb = _load_finalfusion(args.input)
     if args.set is not None and args.remove:
@@ -211,8 +210,7 @@ def run_metadata(args: argparse.Namespace) -> int:
 
 def run_lookup(args: argparse.Namespace) -> int:
     """Describe the file and look up ``args.words``."""
-    with bars(args) as progress:
-        emb = load_input(args, args.input, progress)
+    emb = load_with_bars(args, args.input)
     print(emb)
     if emb.metadata is not None:
         print("metadata:", dict(emb.metadata))

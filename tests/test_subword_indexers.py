@@ -1,4 +1,8 @@
-"""Subword indexers: argument checks, value semantics, pickling, caches, and batches equal to single lookups."""
+"""Subword indexers (``finalfusion.subword``): settings checks, equality and repr, pickling, the byte-bounded
+n-gram cache, lookup options, and batches equal to single lookups.
+
+The golden hashes and n-grams are in test_subwords.py, the n-gram length limits in test_ngram_bounds.py.
+"""
 
 from __future__ import annotations
 
@@ -35,12 +39,12 @@ def _hashers() -> list[indexers.SubwordIndexer]:
         (lambda: ExplicitIndexer(["ab"], ngram_index={"ab": -1}), "n-gram indices must cover 0..0 without gaps, got values from -1 to -1"),
     ],
 )
-def test_constructor_errors(make: object, message: str) -> None:
+def test_constructors_refuse_bad_settings(make: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make()  # type: ignore[operator]
 
 
-def test_equality_and_repr() -> None:
+def test_indexers_compare_by_settings_are_unhashable_and_show_them() -> None:
     assert FinalfusionHashIndexer(10, 3, 6) == FinalfusionHashIndexer(10, 3, 6)
     assert FinalfusionHashIndexer(10, 3, 6) != FinalfusionHashIndexer(10, 3, 5)
     assert FinalfusionHashIndexer(10) != FastTextIndexer(1024)
@@ -137,3 +141,19 @@ def test_word_indices_are_read_only_and_cached() -> None:
     with pytest.raises(ValueError, match="read-only"):
         first[0] = 1
     assert np.array_equal(first, idx.word_indices("hello"))
+
+
+def test_byte_cache_evicts_the_oldest_entries_past_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    from finalfusion.subword._cache import ENTRY_OVERHEAD, ByteCache
+
+    monkeypatch.setattr(finalfusion.limits, "MAX_CACHE_BYTES", 8 * (100 + ENTRY_OVERHEAD))  # eight entries of 100 bytes
+    cache: ByteCache[str] = ByteCache()
+    for key in "abcdefghij":
+        cache.put(key, key.upper(), 100)
+    assert len(cache) == 8
+    assert cache.nbytes == 8 * (100 + ENTRY_OVERHEAD)
+    assert cache.get("a") is None  # the two oldest went
+    assert cache.get("b") is None
+    assert cache.get("c") == "C"
+    cache.put("j", "other", 100)  # already stored: kept as it was
+    assert cache.get("j") == "J"

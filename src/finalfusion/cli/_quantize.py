@@ -13,7 +13,7 @@ import numpy as np
 from finalfusion import _threads
 from finalfusion._threads import set_threads
 from finalfusion.cli._common import CliError, bars, one_line, positive_int, subparser
-from finalfusion.cli.convert import WriteOptions, add_input_options, load_input, output_format_names, write_as
+from finalfusion.cli._convert import WriteOptions, add_input_options, load_input, output_format_names, write_as
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import MissingExtraError, import_extra
 

@@ -9,8 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from finalfusion.cli._common import CliError, bars, one_line, positive_int, read_lines, subparser
-from finalfusion.cli.convert import add_input_options, load_input
-from finalfusion.embeddings import Embeddings
+from finalfusion.cli._convert import add_input_options, load_with_bars
 from finalfusion.similarity import SimilarityResult
 
 __all__ = ["format_accuracy", "register"]
@@ -77,11 +76,6 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     add_input_options(p)
 
 
-def _load(args: argparse.Namespace) -> Embeddings:
-    with bars(args) as progress:
-        return load_input(args, args.embeddings, progress)
-
-
 def _print_results(query: Sequence[str], results: list[SimilarityResult] | None, as_json: bool) -> None:
     if as_json:
         found = None if results is None else [{"word": r.word, "similarity": float(r.similarity)} for r in results]
@@ -94,7 +88,7 @@ def _print_results(query: Sequence[str], results: list[SimilarityResult] | None,
 
 def run_similar(args: argparse.Namespace) -> int:
     """Nearest neighbours of each query word."""
-    emb = _load(args)
+    emb = load_with_bars(args, args.embeddings)
     queries: Iterator[str] = iter(args.words) if args.words else read_lines(None)
     for word in queries:
         results = emb.word_similarity(word, k=args.k)
@@ -120,7 +114,7 @@ def _triples(args: argparse.Namespace) -> Iterator[list[str]]:
 
 def run_analogy(args: argparse.Namespace) -> int:
     """Answers of each analogy query."""
-    emb = _load(args)
+    emb = load_with_bars(args, args.embeddings)
     mask = tuple(part not in args.include for part in "abc")
     for a, b, c in _triples(args):
         results = emb.analogy(a, b, c, k=args.k, mask=mask)
@@ -160,11 +154,11 @@ def format_accuracy(evaluation: Any) -> str:
 
 def run_accuracy(args: argparse.Namespace) -> int:
     """Analogy accuracy of the embeddings."""
-    from finalfusion.cli.quantize import _limited_threads
+    from finalfusion.cli._quantize import _limited_threads
     from finalfusion.errors import FormatError
     from finalfusion.similarity import evaluate_analogies
 
-    emb = _load(args)
+    emb = load_with_bars(args, args.embeddings)
     source: Any = args.analogies if args.analogies not in (None, "-") else sys.stdin
     name = args.analogies if source is not sys.stdin else "<stdin>"
     with bars(args) as progress, _limited_threads(args.threads):
