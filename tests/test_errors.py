@@ -106,7 +106,7 @@ def test_a_missing_optional_package_raises_missing_extra_error_naming_the_extra(
 def test_tolerated_optional_packages_are_simply_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     from finalfusion import _progress, _threads
     from finalfusion.cli import progress as cli_progress
-    from finalfusion.cli.quantize import _limited_threads
+    from finalfusion.cli._quantize import _limited_threads
 
     for name in ("tqdm", "tqdm.auto", "threadpoolctl"):
         monkeypatch.setitem(sys.modules, name, None)
