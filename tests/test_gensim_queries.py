@@ -51,6 +51,7 @@ def test_vocabulary_attributes(pair: tuple[Any, Embeddings]) -> None:
     assert emb.index_to_key == kv.index_to_key
     assert dict(emb.key_to_index) == kv.key_to_index
     assert emb.vector_size == kv.vector_size == 100
+    assert len(emb) == len(kv) == 41
     for key in ["Berlin", "Wien", 0, 40, 41, -1, "Paris"]:
         assert emb.has_index_for(key) == kv.has_index_for(key), key
         assert emb.get_index(key, -7) == kv.get_index(key, -7), key
@@ -162,6 +163,8 @@ def test_most_similar_arguments(pair: tuple[Any, Embeddings]) -> None:
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, atol=1e-5)
     assert emb.most_similar("Berlin", topn=0) == kv.most_similar("Berlin", topn=0) == []
+    with pytest.raises(TypeError):  # no clip_start: an error, never a silently different range
+        emb.most_similar("Berlin", clip_start=5)  # type: ignore[call-arg]
     with pytest.raises(KeyError):
         emb.most_similar([41])
     with pytest.raises(KeyError):
