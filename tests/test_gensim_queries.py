@@ -61,6 +61,9 @@ def test_vectors_are_gensims_raw_vectors(pair: tuple[Any, Embeddings]) -> None:
     kv, emb = pair
     np.testing.assert_allclose(emb.vectors, kv.vectors, rtol=1e-6, atol=ATOL)
     assert emb.vectors.dtype == np.float32
+    if emb.norms is not None:  # computed from the unit rows: a write could not reach the embeddings
+        with pytest.raises(ValueError, match="read-only"):
+            emb.vectors[0, 0] = 1.0
     np.testing.assert_allclose(emb.get_normed_vectors(), kv.get_normed_vectors(), atol=1e-6)
     for key in ["Berlin", "Berliner", 7]:
         np.testing.assert_allclose(emb.get_vector(key), kv.get_vector(key), rtol=1e-6, atol=ATOL)

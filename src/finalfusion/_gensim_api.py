@@ -136,11 +136,13 @@ class KeyedVectorsMixin(GensimQueriesMixin):
 
         finalfusion files store unit rows and keep the lengths in
         :attr:`~finalfusion.Embeddings.norms`; gensim's raw vectors are the
-        rows multiplied by the norms (a new array). Without a norms chunk
+        rows multiplied by the norms: a new, read-only array computed on
+        every access (keep it in a variable rather than indexing
+        ``emb.vectors[i]`` in a loop; :meth:`get_vector` gives one row). Without a norms chunk
         the rows are the vectors as stored (a view of dense storage,
         read-only when memory-mapped). Subword rows are not included (as in
         gensim's ``FastTextKeyedVectors``); quantized storage reconstructs
-        the rows.
+        the rows (a read-only array too).
 
         Examples
         --------
@@ -151,9 +153,11 @@ class KeyedVectorsMixin(GensimQueriesMixin):
         [[3.0, 4.0], [0.0, 2.0]]
         """
         rows = self._stored_rows()
-        if self.norms is None:
+        if self.norms is None and isinstance(self.storage, NdArray):
             return rows
-        return rows * self.norms.norms[:, None]
+        raw: F32 = rows if self.norms is None else rows * self.norms.norms[:, None]
+        raw.flags.writeable = False  # a computed array: writing into it would change nothing, so it fails loudly
+        return raw
 
     @property
     def vector_size(self) -> int:
