@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from finalfusion.compat import load_text_dims, load_word2vec, write_text_dims, write_word2vec
+from finalfusion import FormatError
+from finalfusion.compat import load_text_dims, load_word2vec, load_word2vec_format, write_text_dims, write_word2vec
 from finalfusion.compat._build import embeddings_from
 
 gensim_models = pytest.importorskip("gensim.models")
@@ -62,3 +63,45 @@ def test_real_file_through_gensim(testdata: Path, tmp_path: Path) -> None:
     np.testing.assert_array_equal(kv.vectors, emb.storage.matrix)
     kv_text = gensim_models.KeyedVectors.load_word2vec_format(str(testdata / "rust-similarity.txt"), binary=False)
     np.testing.assert_array_equal(kv_text.vectors, load_text_dims(testdata / "rust-similarity.txt", normalize=False).storage.matrix)
+
+
+@pytest.mark.parametrize(
+    ("name", "binary", "no_header"), [("rust-similarity.bin", True, False), ("rust-similarity.txt", False, False), ("rust-similarity.nodims", False, True)]
+)
+@pytest.mark.parametrize("limit", [None, 7])
+def test_load_word2vec_format_is_gensims(testdata: Path, name: str, binary: bool, no_header: bool, limit: int | None) -> None:
+    kw = {"binary": binary, "no_header": no_header, "limit": limit}
+    kv = gensim_models.KeyedVectors.load_word2vec_format(str(testdata / name), **kw)
+    emb = load_word2vec_format(testdata / name, **kw)
+    assert emb.index_to_key == kv.index_to_key
+    assert len(emb.index_to_key) == (limit or 41)
+    assert emb.norms is None
+    np.testing.assert_array_equal(emb.vectors, kv.vectors)
+    for w in kv.index_to_key[:5]:
+        np.testing.assert_array_equal(emb[w], kv[w])  # no norms: finalfusion's rows are gensim's vectors
+        np.testing.assert_array_equal(emb.get_vector(w), kv.get_vector(w))
+    got, expected = emb.similar_by_word("Berlin", topn=3), kv.similar_by_word("Berlin", topn=3)
+    assert [w for w, _ in got] == [w for w, _ in expected]
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in expected], atol=1e-6)
+
+
+def test_load_word2vec_format_arguments(testdata: Path, tmp_path: Path) -> None:
+    path = testdata / "python-utf8-incomplete.bin"
+    kv = gensim_models.KeyedVectors.load_word2vec_format(str(path), binary=True, unicode_errors="replace")
+    emb = load_word2vec_format(path, binary=True, unicode_errors="replace")
+    assert emb.index_to_key == kv.index_to_key
+    assert any("\ufffd" in w for w in emb.index_to_key)
+    with pytest.raises(FormatError):
+        load_word2vec_format(path, binary=True)
+    with pytest.raises(NotImplementedError, match="no_header"):
+        load_word2vec_format(testdata / "rust-similarity.bin", binary=True, no_header=True)
+    with pytest.raises(NotImplementedError, match="no_header"):
+        gensim_models.KeyedVectors.load_word2vec_format(str(testdata / "rust-similarity.bin"), binary=True, no_header=True)
+    for bad, match in (
+        ({"fvocab": tmp_path / "v.txt"}, "counts"),
+        ({"encoding": "latin1"}, "utf8"),
+        ({"unicode_errors": "ignore"}, "replace"),
+        ({"datatype": np.float16}, "float32"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            load_word2vec_format(testdata / "rust-similarity.txt", **bad)

@@ -1,12 +1,14 @@
-"""gensim's ``KeyedVectors`` spellings on :class:`~finalfusion.Embeddings`, and conversion from and to gensim.
+"""gensim's ``KeyedVectors`` lookups on :class:`~finalfusion.Embeddings`, ``save_word2vec_format``, and conversion from and to gensim.
 
-:class:`KeyedVectorsMixin` is a base class of :class:`~finalfusion.Embeddings`.
-Every method here is a thin spelling over the existing lookups
-(:meth:`~finalfusion.Embeddings.embedding`, ``embedding_batch``) and queries
-(:mod:`finalfusion.similarity`): there is no second query engine. Where the
-semantics differ from gensim (unknown words are embedded through their
-subwords; a word without an embedding is always a ``KeyError``; zero vectors
-stay zero instead of becoming NaN), docs/migrating.md says so.
+:class:`KeyedVectorsMixin` is a base class of :class:`~finalfusion.Embeddings`;
+the query spellings (similarities, rankings, evaluations) come from its base
+:class:`~finalfusion._gensim_queries.GensimQueriesMixin`. Borrowed names
+carry borrowed answers: ``get_vector``, ``vectors`` and everything gensim
+computes from its stored vectors use gensim's raw vectors, which are
+finalfusion's unit rows times their norms; finalfusion's own spellings
+(``emb[w]``, ``emb.embedding(w)``) keep the unit rows. The deliberate
+differences (a word without an embedding is always a ``KeyError``; zero
+vectors stay zero instead of becoming NaN) are in docs/migrating.md.
 
 gensim itself is imported only by :meth:`KeyedVectorsMixin.from_gensim` and
 :meth:`KeyedVectorsMixin.to_gensim` (the ``interop`` extra).
@@ -15,21 +17,20 @@ gensim itself is imported only by :meth:`KeyedVectorsMixin.from_gensim` and
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion import similarity
+from finalfusion._atomic import atomic_output
+from finalfusion._gensim_queries import GensimQueriesMixin
+from finalfusion._gensim_queries import unit as _unit
 from finalfusion.errors import NonFiniteError, import_extra
 from finalfusion.norms import Norms, first_invalid_norm, normalize_rows
-from finalfusion.similarity import _queries
-from finalfusion.similarity import evaluation as _evaluation
-from finalfusion.similarity._vectors import check_finite_rows, unit_query
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.subword.indexers import FastTextIndexer
-from finalfusion.vocab._words import check_word, check_words
+from finalfusion.vocab._words import check_word
 from finalfusion.vocab.simple import SimpleVocab
 from finalfusion.vocab.subword import FastTextVocab
 
@@ -45,29 +46,12 @@ __all__ = ["KeyedVectorsMixin"]
 F32 = npt.NDArray[np.float32]
 
 
-def _unit(v: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """``v / ||v||`` along the last axis, in ``v``'s dtype; zero vectors stay zero.
-
-    Norms and quotients are taken in float64 (so rows of tiny or huge
-    float32 values become unit rows too); a row with NaN or infinity gives
-    NaN.
-    """
-    if v.dtype != np.float32:
-        v = np.asarray(v, dtype=np.float64)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        norms = np.sqrt(np.einsum("...i,...i->...", v, v, dtype=np.float64))
-        inverse = np.divide(1.0, norms, out=np.ones_like(norms), where=norms != 0)
-        out = np.empty_like(v)
-        np.multiply(v, inverse[..., None], out=out, casting="unsafe")
-    return out
-
-
 def _gensim_models(what: str) -> Any:
     """``gensim.models``, or :class:`~finalfusion.errors.MissingExtraError` naming the ``interop`` extra."""
     return import_extra("gensim.models", what)
 
 
-class KeyedVectorsMixin:
+class KeyedVectorsMixin(GensimQueriesMixin):
     """gensim ``KeyedVectors`` spellings for :class:`~finalfusion.Embeddings`.
 
     Examples
@@ -92,6 +76,7 @@ class KeyedVectorsMixin:
         @property
         def dims(self) -> int: ...
         def embedding(self, word: str, out: F32 | None = None, default: Any = None) -> Any: ...
+        def embedding_with_norm(self, word: str, out: F32 | None = None, default: Any = None) -> Any: ...
         def embedding_batch(self, words: Sequence[str], out: F32 | None = None, *, threads: int | None = None) -> tuple[F32, npt.NDArray[np.bool_]]: ...
         def most_similar(self, positive: Any = None, negative: Any = None, topn: int | None = 10, restrict_vocab: int | None = None) -> Any: ...
         def _query_index(self) -> QueryIndex: ...
@@ -99,7 +84,7 @@ class KeyedVectorsMixin:
 
     # -- lookups ---------------------------------------------------------------------
     def _getitem_many(self, keys: Any) -> F32:
-        """``emb[list_of_words]``: one row per word; ``KeyError`` for a word without an embedding."""
+        """``emb[list_of_words]``: one row per word (finalfusion's rows); ``KeyError`` for a word without an embedding."""
         if not isinstance(keys, (list, tuple, np.ndarray)):
             check_word(keys)
         words = [str(w) if isinstance(w, np.str_) else w for w in keys]
@@ -137,27 +122,42 @@ class KeyedVectorsMixin:
         """
         return self.vocab.words
 
-    @property
-    def vectors(self) -> F32:
-        """gensim's ``vectors``: the word rows, ``(len(vocab), dims)``, as stored.
-
-        Subword rows are not included. Dense storage gives a view of the
-        matrix (read-only when memory-mapped); quantized storage
-        reconstructs the rows into a new array. finalfusion files usually
-        store unit rows with the norms in :attr:`~finalfusion.Embeddings.norms`.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).vectors.shape
-        (2, 2)
-        """
+    def _stored_rows(self) -> F32:
+        """The word rows as stored (a view of dense storage; reconstructed rows of quantized storage)."""
         n = len(self.vocab)
         storage = self.storage
         if isinstance(storage, NdArray):
             return storage.matrix[:n]
         return storage.rows(np.arange(n))
+
+    @property
+    def vectors(self) -> F32:
+        """gensim's ``vectors``: the raw word vectors, ``(len(vocab), dims)``, each row times its norm.
+
+        finalfusion files store unit rows and keep the lengths in
+        :attr:`~finalfusion.Embeddings.norms`; gensim's raw vectors are the
+        rows multiplied by the norms: a new, read-only array computed on
+        every access (keep it in a variable rather than indexing
+        ``emb.vectors[i]`` in a loop; :meth:`get_vector` gives one row). Without a norms chunk
+        the rows are the vectors as stored (a view of dense storage,
+        read-only when memory-mapped). Subword rows are not included (as in
+        gensim's ``FastTextKeyedVectors``); quantized storage reconstructs
+        the rows (a read-only array too).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings, NdArray, Norms, SimpleVocab
+        >>> emb = Embeddings(NdArray(np.array([[0.6, 0.8], [0, 1]], dtype=np.float32)), SimpleVocab(["a", "b"]), Norms([5.0, 2.0]))
+        >>> emb.vectors.round(3).tolist()
+        [[3.0, 4.0], [0.0, 2.0]]
+        """
+        rows = self._stored_rows()
+        if self.norms is None and isinstance(self.storage, NdArray):
+            return rows
+        raw: F32 = rows if self.norms is None else rows * self.norms.norms[:, None]
+        raw.flags.writeable = False  # a computed array: writing into it would change nothing, so it fails loudly
+        return raw
 
     @property
     def vector_size(self) -> int:
@@ -172,32 +172,94 @@ class KeyedVectorsMixin:
         """
         return self.dims
 
-    def get_vector(self, key: str, norm: bool = False) -> F32:
-        """gensim's ``get_vector``: the embedding of ``key`` (l2-normalised with ``norm=True``).
+    def get_vector(self, key: str | int, norm: bool = False) -> F32:
+        """gensim's ``get_vector``: the raw vector of ``key`` (l2-normalised with ``norm=True``).
 
-        An unknown word of a subword vocabulary is embedded through its
-        n-grams (as gensim's ``FastTextKeyedVectors`` does).
+        The raw vector of a vocabulary word is its row times its norm
+        (gensim's stored vector; ``emb[key]`` and ``emb.embedding(key)`` keep
+        finalfusion's unit row). ``key`` may also be an index, as in gensim.
+        An unknown word of a subword vocabulary gets what gensim's
+        ``FastTextKeyedVectors.get_vector`` gives: the mean of its n-gram
+        rows (their normalised sum with ``norm=True``).
 
         Raises
         ------
         KeyError
-            If ``key`` has no embedding.
+            If ``key`` has no embedding (also an unknown word without any
+            n-gram, where gensim returns a zero vector).
         TypeError
-            If ``key`` is not a ``str``.
+            If ``key`` is neither a ``str`` nor an ``int``.
 
         Examples
         --------
         >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> emb = Embeddings(NdArray(np.array([[3, 4]], dtype=np.float32)), SimpleVocab(["a"]))
-        >>> emb.get_vector("a").tolist(), emb.get_vector("a", norm=True).tolist()
-        ([3.0, 4.0], [0.6000000238418579, 0.800000011920929])
+        >>> from finalfusion import Embeddings, NdArray, Norms, SimpleVocab
+        >>> emb = Embeddings(NdArray(np.array([[0.6, 0.8]], dtype=np.float32)), SimpleVocab(["a"]), Norms([5.0]))
+        >>> [v.astype(float).round(3).tolist() for v in (emb.get_vector("a"), emb.get_vector(0, norm=True), emb["a"])]
+        [[3.0, 4.0], [0.6, 0.8], [0.6, 0.8]]
         """
-        check_word(key)
-        v = self.embedding(key)
-        if v is None:
+        if not isinstance(key, (int, np.integer)) or isinstance(key, bool):
+            check_word(key)
+        i = self.get_index(key, -1)
+        if i < 0 and not isinstance(key, str):
             raise KeyError(f"Key '{key}' not present")
-        return _unit(v).astype(np.float32) if norm else v
+        if i >= 0:
+            row = self.storage.row(i)
+            v = row if self.norms is None else row * self.norms.norms[i]
+        else:
+            found = self.embedding_with_norm(key)  # type: ignore[arg-type]
+            if found is None:
+                raise KeyError(f"Key '{key}' not present")
+            unit_sum, length = found
+            v = unit_sum * np.float32(length / len(self.vocab.subword_rows(key)))  # type: ignore[arg-type]
+        return _unit(v).astype(np.float32) if norm else np.asarray(v, dtype=np.float32)
+
+    def get_mean_vector(self, keys: Any, weights: Any = None, pre_normalize: bool = True, post_normalize: bool = False, ignore_missing: bool = True) -> F32:
+        """gensim's ``get_mean_vector``: the weighted mean of the vectors of ``keys`` (words, indices or vectors).
+
+        Vectors are :meth:`get_vector`'s (unit vectors with
+        ``pre_normalize``); vectors given as arrays are used as they are.
+        The sum is divided by the sum of the absolute weights, then
+        normalised with ``post_normalize``. Keys without an embedding are
+        left out, or raise ``KeyError`` with ``ignore_missing=False``.
+
+        Raises
+        ------
+        ValueError
+            If ``keys`` is empty or ``weights`` has another length.
+        KeyError
+            With ``ignore_missing=False``, for a key without an embedding.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings, NdArray, Norms, SimpleVocab
+        >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]), Norms([3.0, 1.0]))
+        >>> emb.get_mean_vector(["a", "b", "zz"]).tolist(), emb.get_mean_vector(["a", "b"], pre_normalize=False).tolist()
+        ([0.5, 0.5], [1.5, 0.5])
+        """
+        if len(keys) == 0:
+            raise ValueError("cannot compute mean with no input")
+        w = np.ones(len(keys), dtype=np.float32) if weights is None else np.asarray(weights, dtype=np.float32)
+        if len(keys) != w.shape[0]:
+            raise ValueError("keys and weights array must have same number of elements")
+        mean = np.zeros(self.dims, dtype=np.float32)
+        total = 0.0
+        for key, weight in zip(keys, w.tolist(), strict=True):
+            if isinstance(key, np.ndarray):
+                vec = key
+            else:
+                try:
+                    vec = self.get_vector(key, norm=pre_normalize)
+                except KeyError:
+                    if ignore_missing:
+                        continue
+                    raise KeyError(f"Key '{key}' not present in vocabulary") from None
+            mean += np.float32(weight) * vec
+            total += abs(weight)
+        if total > 0:
+            mean = (mean / np.float32(total)).astype(np.float32)
+        return _unit(mean).astype(np.float32) if post_normalize else mean
 
     def get_index(self, key: Any, default: int | None = None) -> int:
         """gensim's ``get_index``: the index of word ``key``; an int in range is its own index.
@@ -226,7 +288,7 @@ class KeyedVectorsMixin:
         raise KeyError(f"Key '{key}' not present")
 
     def has_index_for(self, key: Any) -> bool:
-        """gensim's ``has_index_for``: whether ``key`` is a vocabulary word (subword-only words are not).
+        """gensim's ``has_index_for``: whether ``key`` is a vocabulary word or index (subword-only words are not).
 
         Examples
         --------
@@ -239,7 +301,7 @@ class KeyedVectorsMixin:
         return self.get_index(key, -1) >= 0
 
     def get_normed_vectors(self) -> F32:
-        """gensim's ``get_normed_vectors``: :attr:`vectors` with unit rows (zero rows stay zero).
+        """gensim's ``get_normed_vectors``: the word rows as unit vectors (zero rows stay zero).
 
         Examples
         --------
@@ -249,270 +311,65 @@ class KeyedVectorsMixin:
         >>> emb.get_normed_vectors().astype(float).round(2).tolist()
         [[0.6, 0.8], [0.0, 0.0]]
         """
-        return _unit(np.asarray(self.vectors, dtype=np.float32)).astype(np.float32)
+        return _unit(np.asarray(self._stored_rows(), dtype=np.float32)).astype(np.float32)
 
-    def _rows_of(self, words: Iterable[str]) -> F32:
-        check_words(words)
-        return self._getitem_many(list(words))
+    # -- output ----------------------------------------------------------------------
+    def save_word2vec_format(
+        self,
+        fname: str | os.PathLike[str],
+        fvocab: str | os.PathLike[str] | None = None,
+        binary: bool = False,
+        total_vec: int | None = None,
+        write_header: bool = True,
+        prefix: str = "",
+        append: bool = False,
+        sort_attr: str = "count",
+    ) -> None:
+        """gensim's ``save_word2vec_format``: the raw word vectors in word2vec's text or binary format, byte for byte as gensim writes them.
 
-    # -- similarities ----------------------------------------------------------------
-    def similarity(self, w1: str, w2: str) -> float:
-        """gensim's ``similarity``: cosine similarity of two words.
-
-        ``nan`` if a vector has a NaN or infinite component (as gensim).
-
-        Raises
-        ------
-        KeyError
-            If a word has no embedding.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> emb = Embeddings(NdArray(np.array([[1, 0], [1, 1]], dtype=np.float32)), SimpleVocab(["a", "b"]))
-        >>> round(emb.similarity("a", "b"), 4)
-        0.7071
-        """
-        return float(np.dot(_unit(self.get_vector(w1).astype(np.float64)), _unit(self.get_vector(w2).astype(np.float64))))
-
-    def distance(self, w1: str, w2: str) -> float:
-        """gensim's ``distance``: ``1 - similarity(w1, w2)``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> emb = Embeddings(NdArray(np.array([[1, 0], [0, 1]], dtype=np.float32)), SimpleVocab(["a", "b"]))
-        >>> emb.distance("a", "b")
-        1.0
-        """
-        return 1.0 - self.similarity(w1, w2)
-
-    def n_similarity(self, ws1: Sequence[str], ws2: Sequence[str]) -> float:
-        """gensim's ``n_similarity``: cosine similarity of the means of two lists of embeddings.
-
-        The embeddings are averaged as :meth:`~finalfusion.Embeddings.embedding`
-        returns them: unit vectors when the rows were normalised on loading
-        (gensim then averages the raw vectors; its ``get_mean_vector(...,
-        pre_normalize=True)`` is what this computes).
-
-        ``nan`` if a vector has a NaN or infinite component (as gensim).
-
-        Raises
-        ------
-        ZeroDivisionError
-            If a list is empty (as gensim).
-        KeyError
-            If a word has no embedding (gensim silently leaves such words out).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> emb = Embeddings(NdArray(np.array([[1, 0], [0, 1], [1, 1]], dtype=np.float32)), SimpleVocab(["a", "b", "c"]))
-        >>> round(emb.n_similarity(["a", "b"], ["c"]), 4)
-        1.0
-        """
-        if not (len(ws1) and len(ws2)):
-            raise ZeroDivisionError("At least one of the passed list is empty.")
-        m1 = self._rows_of(ws1).astype(np.float64).mean(axis=0)
-        m2 = self._rows_of(ws2).astype(np.float64).mean(axis=0)
-        return float(np.dot(_unit(m1), _unit(m2)))
-
-    def distances(self, word_or_vector: str | npt.ArrayLike, other_words: Iterable[str] = ()) -> F32:
-        """gensim's ``distances``: cosine distances from a word or vector to ``other_words`` (default: every word).
-
-        Against every word the scan of :mod:`finalfusion.similarity` is used
-        (ADC scores on quantized storage), the word itself included.
-
-        Raises
-        ------
-        KeyError
-            If a word has no embedding.
-        NonFiniteError
-            (a ``ValueError``) If the query has a NaN or infinite component
-            (against given ``other_words``, their distances are ``nan`` instead).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> emb = Embeddings(NdArray(np.array([[1, 0], [0, 1]], dtype=np.float32)), SimpleVocab(["a", "b"]))
-        >>> emb.distances("a").tolist(), emb.distances(np.array([0, 2.0]), ["a"]).tolist()
-        ([0.0, 1.0], [1.0])
-        """
-        if isinstance(word_or_vector, str):
-            q = self.get_vector(word_or_vector)
-            what = f"the vector of the word {word_or_vector!r}"
-        else:
-            q = np.asarray(word_or_vector, dtype=np.float64)
-            if q.shape != (self.dims,):
-                raise ValueError(f"expected a vector of length {self.dims}, got shape {q.shape}")
-            what = "the query vector"
-        others = list(other_words)
-        if not others:
-            sims = _queries.most_similar(self, [unit_query(q, self.dims, what)], None, None, None)
-            return (1 - np.asarray(sims, dtype=np.float32)).astype(np.float32)
-        rows = _unit(self._rows_of(others).astype(np.float64))
-        return (1 - rows @ _unit(q.astype(np.float64))).astype(np.float32)  # type: ignore[no-any-return]
-
-    def closer_than(self, key1: str, key2: str) -> list[str]:
-        """gensim's ``closer_than``: the words closer to ``key1`` than vocabulary word ``key2`` is.
-
-        Raises
-        ------
-        KeyError
-            If ``key1`` has no embedding or ``key2`` is not a vocabulary word.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> m = np.array([[1, 0], [1, 0.1], [1, 0.5], [0, 1]], dtype=np.float32)
-        >>> Embeddings(NdArray(m), SimpleVocab(["a", "b", "c", "d"])).closer_than("a", "c")
-        ['b']
-        """
-        dists = self.distances(key1)
-        e1 = self.get_index(key1, -1)
-        e2 = self.get_index(key2)
-        words = self.vocab.words
-        return [words[i] for i in np.flatnonzero(dists < dists[e2]).tolist() if i != e1]
-
-    def rank(self, key1: str, key2: str) -> int:
-        """gensim's ``rank``: ``len(closer_than(key1, key2)) + 1``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> m = np.array([[1, 0], [1, 0.1], [1, 0.5], [0, 1]], dtype=np.float32)
-        >>> Embeddings(NdArray(m), SimpleVocab(["a", "b", "c", "d"])).rank("a", "c")
-        2
-        """
-        return len(self.closer_than(key1, key2)) + 1
-
-    def doesnt_match(self, words: Sequence[str]) -> str:
-        """gensim's ``doesnt_match``: the word farthest from the mean of the (unit) word vectors.
+        Words are written in index order (gensim's order for vectors without
+        counts, e.g. loaded from word2vec files), each vector as
+        :meth:`get_vector` gives it (row times norm). The text format writes
+        ``str()`` of each ``float32``; the binary format writes
+        ``prefix + word + " "`` and the little-endian ``float32`` values with
+        no newline, as gensim does. Subword rows are not written. A path is
+        replaced atomically (``append=True`` appends instead).
 
         Raises
         ------
         ValueError
-            If ``words`` is empty; :class:`~finalfusion.errors.NonFiniteError`
-            (a ``ValueError``) if a word's vector has a NaN or infinite component.
-        KeyError
-            If a word has no embedding (gensim leaves such words out with a log message).
+            If ``fvocab`` is given (there are no counts to store; gensim raises
+            too), or a word is empty or contains whitespace (it could not be
+            read back; gensim writes it anyway).
 
         Examples
         --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> m = np.array([[1, 0], [1, 0.1], [0, 1]], dtype=np.float32)
-        >>> Embeddings(NdArray(m), SimpleVocab(["cat", "dog", "car"])).doesnt_match(["cat", "dog", "car"])
-        'car'
+        >>> import io, numpy as np
+        >>> from finalfusion import Embeddings, NdArray, Norms, SimpleVocab
+        >>> emb = Embeddings(NdArray(np.array([[0.6, 0.8], [0, 1]], dtype=np.float32)), SimpleVocab(["a", "b"]), Norms([5.0, 2.0]))
+        >>> out = io.BytesIO()
+        >>> emb.save_word2vec_format(out)
+        >>> out.getvalue().decode()
+        '2 2\\na 3.0 4.0\\nb 0.0 2.0\\n'
         """
-        check_words(words)
-        if not len(words):
-            raise ValueError("cannot select a word from an empty list")
-        rows = self._rows_of(words).astype(np.float32)
-        check_finite_rows(rows, lambda i: f"the vector of the word {words[i]!r}")
-        rows = _unit(rows)
-        mean = _unit(rows.mean(axis=0))
-        dists = rows @ mean
-        return min(zip(dists.tolist(), words, strict=True))[1]
-
-    def similar_by_word(self, word: str, topn: int | None = 10, restrict_vocab: int | None = None) -> Any:
-        """gensim's ``similar_by_word``: :meth:`~finalfusion.Embeddings.most_similar` of one word.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> m = np.array([[1, 0], [1, 1], [0, 1]], dtype=np.float32)
-        >>> [w for w, _ in Embeddings(NdArray(m), SimpleVocab(["a", "b", "c"])).similar_by_word("a", topn=2)]
-        ['b', 'c']
-        """
-        check_word(word)
-        return self.most_similar(positive=[word], topn=topn, restrict_vocab=restrict_vocab)
-
-    def similar_by_vector(self, vector: npt.ArrayLike, topn: int | None = 10, restrict_vocab: int | None = None) -> Any:
-        """gensim's ``similar_by_vector``: the words most similar to a vector.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> m = np.array([[1, 0], [1, 1], [0, 1]], dtype=np.float32)
-        >>> [w for w, _ in Embeddings(NdArray(m), SimpleVocab(["a", "b", "c"])).similar_by_vector([0, 1.0], topn=2)]
-        ['c', 'b']
-        """
-        v = np.asarray(vector, dtype=np.float64)
-        if v.shape != (self.dims,):
-            raise ValueError(f"expected a vector of length {self.dims}, got shape {v.shape}")
-        return self.most_similar(positive=[v], topn=topn, restrict_vocab=restrict_vocab)
-
-    def evaluate_word_analogies(
-        self,
-        analogies: str | os.PathLike[str] | Iterable[str],
-        restrict_vocab: int = 300000,
-        case_insensitive: bool = True,
-        dummy4unknown: bool = False,
-        similarity_function: str = "most_similar",
-    ) -> tuple[float, list[dict[str, Any]]]:
-        """gensim's ``evaluate_word_analogies``: :meth:`~finalfusion.Embeddings.evaluate_analogies` with gensim's defaults and return shape.
-
-        Returns
-        -------
-        score, sections
-            The total accuracy, and one dict per section ``{"section": name,
-            "correct": [(a, b, c, d), ...], "incorrect": [...]}`` (words
-            upper-cased when ``case_insensitive``), then the
-            ``"Total accuracy"`` section. Questions with unknown words are
-            left out, or counted as incorrect with ``dummy4unknown=True``.
-
-        Raises
-        ------
-        FormatError
-            For a line that is neither a section header nor four words
-            (gensim skips such lines).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> m = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float32)
-        >>> emb = Embeddings(NdArray(m), SimpleVocab(["man", "king", "woman", "queen"]))
-        >>> score, sections = emb.evaluate_word_analogies([": family", "man king woman queen"])
-        >>> score, sections[0]["correct"], sections[-1]["section"]
-        (1.0, [('MAN', 'KING', 'WOMAN', 'QUEEN')], 'Total accuracy')
-        """
-        if similarity_function != "most_similar":
-            raise ValueError(f"only similarity_function='most_similar' is supported, got {similarity_function!r}")
-        if not isinstance(analogies, (str, os.PathLike)):
-            analogies = list(analogies)
-        outcomes: list[bool] = []
-        similarity.evaluate_analogies(self, analogies, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab, outcomes=outcomes)
-
-        def fold(w: str) -> str:
-            return w.upper() if case_insensitive else w
-
-        known = {fold(w) for w in self.vocab.words[: max(0, restrict_vocab)]}
-        answers = iter(outcomes)
-        sections: list[dict[str, Any]] = []
-        for name, items in _evaluation.read_analogies(analogies):
-            section: dict[str, Any] = {"section": name, "correct": [], "incorrect": []}
-            for _no, parts in items:
-                quad = tuple(fold(p) for p in parts)
-                if all(w in known for w in quad):
-                    section["correct" if next(answers) else "incorrect"].append(quad)
-                elif dummy4unknown:
-                    section["incorrect"].append(quad)
-            sections.append(section)
-        correct = [q for s in sections for q in s["correct"]]
-        incorrect = [q for s in sections for q in s["incorrect"]]
-        sections.append({"section": "Total accuracy", "correct": correct, "incorrect": incorrect})
-        score = len(correct) / (len(correct) + len(incorrect)) if correct or incorrect else 0.0
-        return score, sections
+        if fvocab is not None:
+            raise ValueError(f"Cannot store vocabulary with {sort_attr!r} because that attribute does not exist")
+        words = self.vocab.words
+        bad = next((w for w in words if not w or any(c.isspace() for c in prefix + w)), None)
+        if bad is not None:
+            raise ValueError(f"the word {bad!r} is empty or contains whitespace: a word2vec file cannot represent it")
+        total = len(words) if total_vec is None else total_vec
+        header = f"{total} {self.dims}\n".encode() if write_header else b""
+        with open(fname, "ab") if append and isinstance(fname, (str, os.PathLike)) else atomic_output(fname) as out:
+            out.write(header)
+            stored, norms, step = self._stored_rows(), self.norms, 4096
+            for lo in range(0, len(words), step):
+                rows = np.asarray(stored[lo : lo + step] if norms is None else stored[lo : lo + step] * norms.norms[lo : lo + step, None], dtype="<f4")
+                if binary:
+                    out.write(b"".join(f"{prefix}{w} ".encode() + r.tobytes() for w, r in zip(words[lo : lo + step], rows, strict=True)))
+                else:
+                    text = "".join(f"{prefix}{w} {' '.join(str(v) for v in r.astype(np.float32))}\n" for w, r in zip(words[lo : lo + step], rows, strict=True))
+                    out.write(text.encode())
 
     # -- conversion ------------------------------------------------------------------
     @classmethod
@@ -606,7 +463,7 @@ class KeyedVectorsMixin:
         models = _gensim_models("converting to gensim")
         words = list(self.vocab.words)
         n = len(words)
-        vectors = np.array(self.vectors, dtype=np.float32, order="C")
+        vectors = np.array(self._stored_rows(), dtype=np.float32, order="C")
         if unnormalize and self.norms is not None:
             vectors *= self.norms.norms[:, None]
         vocab = self.vocab

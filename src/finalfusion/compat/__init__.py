@@ -24,6 +24,7 @@ Examples
 from __future__ import annotations
 
 from finalfusion.compat import _finalfusion  # noqa: F401  (registers the finalfusion format)
+from finalfusion.compat._keyedvectors import load_word2vec_format
 from finalfusion.compat._registry import Format, formats
 from finalfusion.compat.fasttext import load_fasttext, write_fasttext
 from finalfusion.compat.floret import load_floret, write_floret
@@ -48,6 +49,7 @@ __all__ = [
     "load_text",
     "load_text_dims",
     "load_word2vec",
+    "load_word2vec_format",
     "sniff_format",
     "write_fasttext",
     "write_floret",

@@ -136,6 +136,10 @@ def most_similar(emb: Queryable, positive: Any, negative: Any, topn: int | None,
     keys: list[str] = []
     for item, default in items:
         key, w = (item[0], float(item[1])) if isinstance(item, tuple) else (item, default)
+        if isinstance(key, (int, np.integer)) and not isinstance(key, bool):  # gensim: an index is a key
+            if not 0 <= key < len(emb.vocab.words):
+                raise KeyError(f"Key '{key}' not present in vocabulary")
+            key = emb.vocab.words[int(key)]
         if isinstance(key, str):
             vec = emb.embedding(key)
             if vec is None:
@@ -144,7 +148,9 @@ def most_similar(emb: Queryable, positive: Any, negative: Any, topn: int | None,
             vec = unit_query(vec, index.dims, f"the vector of the word {key!r}")
         else:
             vec = np.asarray(key, dtype=np.float64)
-            if vec.shape == (index.dims,) and not np.isfinite(vec).all():
+            if vec.shape != (index.dims,):  # a scalar would broadcast into a wrong query
+                raise ValueError(f"expected a word, an index or a vector of length {index.dims}, got {type(key).__name__} of shape {vec.shape}")
+            if not np.isfinite(vec).all():
                 raise NonFiniteError(f"a query vector has a NaN or infinite component: {vec.tolist()[:10]}")
         with np.errstate(over="ignore", invalid="ignore"):  # an overflowing mean is refused by unit_query below
             total += w * vec
@@ -170,6 +176,6 @@ def as_list(x: Any) -> list[Any]:
     """
     if x is None:
         return []
-    if isinstance(x, str) or (isinstance(x, np.ndarray) and x.ndim == 1):
+    if isinstance(x, (str, int, np.integer)) or (isinstance(x, np.ndarray) and x.ndim == 1):
         return [x]
     return list(x)
