@@ -64,7 +64,7 @@ def _unit(v: npt.NDArray[Any]) -> npt.NDArray[Any]:
 
 def _gensim_models(what: str) -> Any:
     """``gensim.models``, or :class:`~finalfusion.errors.MissingExtraError` naming the ``interop`` extra."""
-    return import_extra("gensim.models", what)
+    return import_extra("gensim.models", what, extra="gensim")
 
 
 class KeyedVectorsMixin:
