@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-# finalfusion.plot needs matplotlib (the `docs` extra); its doctests draw with the Agg backend.
+# finalfusion.plot needs matplotlib (the `plot` extra); its doctests draw with the Agg backend.
 collect_ignore = [] if importlib.util.find_spec("matplotlib") else ["src/finalfusion/plot.py"]
 
 # The scripts that made the committed fixtures need the libraries they drive (gguf, safetensors, h5py ...)

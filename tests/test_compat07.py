@@ -16,7 +16,7 @@ from finalfusion.errors import BadMagic, FormatError, Truncated, UnknownChunk
 from finalfusion.io import ChunkIdentifier, Header, find_chunk
 from finalfusion.norms import Norms, load_norms
 from finalfusion.storage import PQ, QuantizedArray, load_ndarray, load_quantized_array
-from finalfusion.subword import FinalfusionHashIndexer
+from finalfusion.subword import ExplicitIndexer, FastTextIndexer, FinalfusionHashIndexer, ngrams
 from finalfusion.vocab import FinalfusionBucketVocab
 
 
@@ -110,7 +110,7 @@ def test_header_read_write_chunk(testdata: Path) -> None:
     with open(testdata / "python-ff_buckets.fifu", "rb") as f:
         header = Header.read_chunk(f)
         assert f.tell() == header.nbytes
-    assert header.chunk_ids == (ChunkIdentifier.Metadata, ChunkIdentifier.BucketSubwordVocab, ChunkIdentifier.NdArray)
+    assert header.chunk_ids == [ChunkIdentifier.Metadata, ChunkIdentifier.BucketSubwordVocab, ChunkIdentifier.NdArray]
     out = io.BytesIO()
     header.write_chunk(out)
     assert out.getvalue() == (testdata / "python-ff_buckets.fifu").read_bytes()[: header.nbytes]
@@ -323,3 +323,47 @@ def test_find_chunk_then_read_chunk_as_in_07(testdata: Path) -> None:
     assert find_chunk(buf, [ChunkIdentifier.NdNorms]) == ChunkIdentifier.NdNorms
     with pytest.raises(Truncated, match="runs past the end"):
         Norms.read_chunk(buf)
+
+
+# -- what running 0.7.1's own test suite found (tests/test_compat07_suite.py) -------------
+def test_read_chunk_header_after_find_chunk(testdata: Path) -> None:
+    with open(testdata / "python-simple_vocab.fifu", "rb") as f:
+        assert find_chunk(f, [ChunkIdentifier.SimpleVocab]) == ChunkIdentifier.SimpleVocab
+        at = f.tell()
+        f.seek(-12, 1)
+        chunk, length = finalfusion.io._read_chunk_header(f)
+        assert (chunk, f.tell()) == (ChunkIdentifier.SimpleVocab, at)
+        f.seek(length, 1)
+        assert finalfusion.io._read_chunk_header(f)[0] == ChunkIdentifier.NdArray
+    assert finalfusion.io._read_chunk_header(io.BytesIO()) is None
+    with pytest.raises(Truncated):
+        finalfusion.io._read_chunk_header(io.BytesIO(bytes(5)))
+    with pytest.raises(UnknownChunk):
+        finalfusion.io._read_chunk_header(io.BytesIO(struct.pack("<IQ", 77, 0)))
+
+
+@pytest.mark.parametrize("word", [None, 2, b"ab", 2.5])
+def test_a_word_that_is_not_a_str_is_a_type_error(word: object) -> None:
+    # these were hashed as their text ("None", "2" ...): a silently wrong answer
+    with pytest.raises(TypeError, match="a word must be a str"):
+        ngrams(word)  # type: ignore[arg-type]
+    for indexer in (FinalfusionHashIndexer(10), FastTextIndexer(1000), ExplicitIndexer(["<ab", "ab>"])):
+        with pytest.raises(TypeError, match="a word must be a str"):
+            indexer.subword_indices(word)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="a word must be a str"):
+            indexer.word_indices(word)  # type: ignore[arg-type]
+
+
+def test_explicit_indexer_contains_lists_and_indexers_as_in_0_7() -> None:
+    indexer = ExplicitIndexer([str(i) for i in range(10)])
+    assert ExplicitIndexer([str(i) for i in range(5)]) in indexer
+    assert [str(i) for i in range(5)] in indexer
+    assert ["0", "10"] not in indexer
+    assert "0" in indexer
+    assert "01" not in indexer
+    assert 0 not in indexer
+
+
+def test_explicit_ngram_index_without_an_ngram_names_it() -> None:
+    with pytest.raises(ValueError, match="no index for the n-gram 'a'"):
+        ExplicitIndexer(["a"], ngram_index={"b": 0})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import tracemalloc
 import warnings
 from pathlib import Path
@@ -341,3 +342,61 @@ def test_word_without_space_within_the_word_cap_names_the_record_and_offset(monk
 def test_writable_word_check_refuses_non_strings() -> None:
     with pytest.raises(TypeError, match="words must be str, got bytes: b'ab'"):
         check_writable_word(b"ab", "word2vec")  # type: ignore[arg-type]
+
+
+# -- a real BPE vocabulary whose pieces carry \r and \t (code trained with Windows line ends) ------
+
+
+def _crlf_bpe_vocabulary() -> list[str]:
+    """The pieces of a BPE model trained (tokenizers) on code with CRLF line ends and tabs, in id order."""
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Split(" ", "removed")
+    lines = ["foo(bar);\r\nbaz(qux);\r\n\tx = y;\r\n"] * 50 + ["call(a);\tcall(b);\r\n"] * 30
+    tok.train_from_iterator(lines, tokenizers.trainers.BpeTrainer(vocab_size=200, show_progress=False))
+    index = tok.get_vocab()
+    return sorted(index, key=index.__getitem__)
+
+
+def test_writer_refuses_pieces_with_cr_and_tab_naming_the_character(tmp_path: Path) -> None:
+    pieces = _crlf_bpe_vocabulary()
+    assert any("\r" in p for p in pieces)
+    assert any("\t" in p for p in pieces)
+    emb = embeddings_from(pieces, np.random.default_rng(0).standard_normal((len(pieces), 4)).astype(np.float32), normalize=True)
+    path = tmp_path / "pieces.bin"
+    with pytest.raises(ValueError, match=r"it contains ASCII whitespace \('\\[rtn]' at character \d+\)") as err:
+        write_word2vec(path, emb)
+    first = next(p for p in pieces if any(c in p for c in " \t\n\r\f\v"))
+    assert repr(first) in str(err.value)
+    assert not path.exists()
+
+
+def test_reader_names_the_trimming_when_cr_and_tab_pieces_collide(tmp_path: Path) -> None:
+    gensim_models = pytest.importorskip("gensim.models")
+    # gensim writes and reads back pieces with \r and \t (not \n, which ends its records)
+    pieces = [p for p in _crlf_bpe_vocabulary() if "\n" not in p]
+    assert {"\t", "\r"} <= set(pieces)
+    kv = gensim_models.KeyedVectors(4)
+    kv.add_vectors(pieces, np.random.default_rng(1).standard_normal((len(pieces), 4)).astype(np.float32))
+    path = tmp_path / "pieces.bin"
+    kv.save_word2vec_format(str(path), binary=True)
+    assert gensim_models.KeyedVectors.load_word2vec_format(str(path), binary=True).index_to_key == pieces
+    with pytest.raises(FormatError, match="once trimmed of whitespace") as err:
+        load_word2vec(path)
+    message = str(err.value)
+    # both records are named with their words as written ('\t' and '\r' are both '' once trimmed)
+    i, j = (int(n) for n in re.findall(r"record (\d+)", message)[:2])
+    assert f"{pieces[i - 1]!r}" in message
+    assert f"{pieces[j - 1]!r}" in message
+    assert pieces[i - 1].strip() == pieces[j - 1].strip()
+    assert pieces[i - 1] != pieces[j - 1]
+    assert "repeats record" in message
+
+
+def test_a_repeat_not_made_by_trimming_keeps_the_plain_message() -> None:
+    data = w2v_bytes(["\tx", "a", "a"], np.eye(3))
+    with pytest.raises(FormatError, match="record 3 repeats the word 'a' of record 2"):
+        load_word2vec(data)
+    assert load_word2vec(w2v_bytes(["\tx", ");\r", "y"], np.eye(3))).vocab.words == ["x", ");", "y"]
+    with pytest.raises(FormatError, match=r"record 3's word '\);\\r' is '\);' once trimmed .* repeats record 2's word '\);'"):
+        load_word2vec(w2v_bytes(["\tx", ");", ");\r"], np.eye(3)))

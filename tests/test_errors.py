@@ -54,12 +54,12 @@ def test_pickling_a_format_error_keeps_class_and_details(cls: type[FormatError])
 
 
 def test_missing_extra_error_is_an_import_error_that_pickles() -> None:
-    err = MissingExtraError("matplotlib", "finalfusion.plot", "docs")
-    assert str(err) == "finalfusion.plot needs the matplotlib package: pip install 'finalfusion-py[docs]'"
+    err = MissingExtraError("matplotlib", "finalfusion.plot", "plot")
+    assert str(err) == "finalfusion.plot needs the matplotlib package: pip install 'finalfusion-py[plot]'"
     assert isinstance(err, ModuleNotFoundError)
     assert finalfusion.MissingExtraError is MissingExtraError
     copy = pickle.loads(pickle.dumps(err))
-    assert (type(copy), str(copy), copy.name, copy.extra) == (MissingExtraError, str(err), "matplotlib", "docs")
+    assert (type(copy), str(copy), copy.name, copy.extra) == (MissingExtraError, str(err), "matplotlib", "plot")
 
 
 def test_import_extra_names_the_top_level_package(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,6 +77,10 @@ def _plot() -> None:
     finalfusion.plot.similarity_matrix(emb, ["a", "b"])
 
 
+def _to_gensim() -> None:
+    finalfusion.Embeddings(finalfusion.NdArray(np.eye(2, dtype=np.float32)), finalfusion.SimpleVocab(["a", "b"])).to_gensim()
+
+
 def _tokenize(kind: str) -> Callable[[], Any]:
     from finalfusion.vocab import HuggingFaceTokenizer, SentencePieceTokenizer
 
@@ -86,11 +90,12 @@ def _tokenize(kind: str) -> Callable[[], Any]:
 @pytest.mark.parametrize(
     ("hidden", "call", "extra"),
     [
-        (["matplotlib", "matplotlib.pyplot"], _plot, "docs"),
+        (["matplotlib", "matplotlib.pyplot"], _plot, "plot"),
+        (["gensim", "gensim.models"], _to_gensim, "gensim"),
         (["tokenizers"], _tokenize("huggingface"), "interop"),
         (["sentencepiece"], _tokenize("sentencepiece"), "interop"),
     ],
-    ids=["matplotlib", "tokenizers", "sentencepiece"],
+    ids=["matplotlib", "gensim", "tokenizers", "sentencepiece"],
 )
 def test_a_missing_optional_package_raises_missing_extra_error_naming_the_extra(
     monkeypatch: pytest.MonkeyPatch, hidden: list[str], call: Callable[[], Any], extra: str

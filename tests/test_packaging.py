@@ -53,3 +53,24 @@ def test_relative_links_resolve_inside_the_sdist(doc: str) -> None:
             target = target.with_suffix(".ipynb")  # the site renders notebooks as pages (docs/_hooks/notebook.py)
         assert target.exists(), f"{doc}: broken link {link}"
         assert included(target.resolve()), f"{doc}: {link} is not in the sdist"
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_plot_and_gensim_extras_install_only_what_they_need() -> None:
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert _names(extras["plot"]) == {"matplotlib"}  # not the docs extra's site tools and Jupyter kernel
+    assert _names(extras["gensim"]) == {"gensim"}  # not interop's fastText and floret, which compile for minutes
+    assert _names(extras["plot"]) <= _names(extras["docs"])
+    assert _names(extras["gensim"]) <= _names(extras["interop"])
+
+
+def test_every_extra_an_error_names_exists() -> None:
+    named = set()
+    for path in (ROOT / "src" / "finalfusion").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        named |= set(re.findall(r"import_extra\([^)]*extra=\"(\w+)\"", text))
+    assert {"plot", "gensim", "cli"} <= named
+    assert named <= set(PYPROJECT["project"]["optional-dependencies"])

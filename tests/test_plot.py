@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-matplotlib = pytest.importorskip("matplotlib", reason="finalfusion.plot needs matplotlib (the docs extra)")
+matplotlib = pytest.importorskip("matplotlib", reason="finalfusion.plot needs matplotlib (the plot extra)")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 

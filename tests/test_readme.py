@@ -37,3 +37,23 @@ def test_reconstruct_returns_embeddings() -> None:
     assert isinstance(dense, Embeddings)
     assert isinstance(dense.storage, NdArray)
     assert "# Embeddings again, with NdArray storage" in README
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md", "docs/getting-started.md"])
+def test_install_lines_work_before_the_package_is_published(page: str) -> None:
+    # `pip install 'finalfusion-py[cli]'` fails on a fresh machine while the package is on no index: every page that
+    # shows an index install says so and shows the install from a clone and from a built wheel.
+    root = Path(__file__).resolve().parents[1]
+    text = " ".join((root / page).read_text(encoding="utf-8").split())
+    assert re.search(r"pip install '?finalfusion-py", text)
+    assert "published" in text
+    assert "pip install -e" in text
+    assert "pip wheel --no-deps . -w dist" in text
+    pyproject = (root / "pyproject.toml").read_text(encoding="utf-8")
+    extras = set(re.findall(r"^(\w+) = \[", pyproject.partition("[project.optional-dependencies]")[2].partition("\n[")[0], re.MULTILINE))
+    assert {"cli", "plot", "gensim", "interop", "docs"} <= extras
+    for named in re.findall(r"finalfusion[-_]py[^\s\[`']*\[([\w,]+)\]", text):
+        assert set(named.split(",")) <= extras, (page, named)
+    # the wheel's name as flit builds it: the project name with "_", version, pure Python
+    for wheel in re.findall(r"dist/(\S+?\.whl)", text):
+        assert re.fullmatch(r"finalfusion_py-VERSION-py3-none-any\.whl", wheel), wheel

@@ -48,7 +48,7 @@ F32 = npt.NDArray[np.float32]
 
 def _gensim_models(what: str) -> Any:
     """``gensim.models``, or :class:`~finalfusion.errors.MissingExtraError` naming the ``interop`` extra."""
-    return import_extra("gensim.models", what)
+    return import_extra("gensim.models", what, extra="gensim")
 
 
 class KeyedVectorsMixin(GensimQueriesMixin):

@@ -156,7 +156,7 @@ def read_chunks(buf: Buffer) -> tuple[Header, list[tuple[int, Chunk]]]:
     >>> Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(out)
     >>> header, chunks = read_chunks(out.getvalue())
     >>> header.chunk_ids, [(offset, type(chunk).__name__) for offset, chunk in chunks]
-    ((<ChunkIdentifier.SimpleVocab: 1>, <ChunkIdentifier.NdArray: 2>), [(20, 'SimpleVocab'), (50, 'NdArray')])
+    ([<ChunkIdentifier.SimpleVocab: 1>, <ChunkIdentifier.NdArray: 2>], [(20, 'SimpleVocab'), (50, 'NdArray')])
     """
     return _read_chunks(buf, None)
 

@@ -13,6 +13,7 @@ offset       size    field
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
@@ -62,18 +63,49 @@ def header_nbytes(buf: Buffer) -> int:
     return FIXED_BYTES + 4 * int(n_chunks)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False)
 class Header:
     """The identifiers of the chunks a file contains, in order.
 
+    Immutable and hashable: the identifiers are kept in a tuple, and
+    :attr:`chunk_ids` gives them as a new ``list`` on each access, as
+    finalfusion-python 0.7 returned a list (changing that list does not
+    change the header).
+
+    Parameters
+    ----------
+    chunk_ids
+        The chunk identifiers in file order (:class:`ChunkIdentifier` or their
+        integer values).
+
     Examples
     --------
-    >>> h = Header((ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray))
-    >>> h.nbytes
-    20
+    >>> h = Header([ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray])
+    >>> h.nbytes, h.chunk_ids
+    (20, [<ChunkIdentifier.SimpleVocab: 1>, <ChunkIdentifier.NdArray: 2>])
+    >>> h.chunk_ids.append(ChunkIdentifier.NdNorms)  # a copy: the header is unchanged
+    >>> h == Header((1, 2)), len(h.chunk_ids)
+    (True, 2)
     """
 
-    chunk_ids: tuple[ChunkIdentifier, ...]
+    _ids: tuple[ChunkIdentifier, ...]
+
+    def __init__(self, chunk_ids: Iterable[ChunkIdentifier | int]) -> None:
+        object.__setattr__(self, "_ids", tuple(ChunkIdentifier(c) for c in chunk_ids))
+
+    @property
+    def chunk_ids(self) -> list[ChunkIdentifier]:
+        """The chunk identifiers in file order: a new ``list`` each time (finalfusion-python 0.7 returned a list).
+
+        Examples
+        --------
+        >>> Header((ChunkIdentifier.SimpleVocab,)).chunk_ids
+        [<ChunkIdentifier.SimpleVocab: 1>]
+        """
+        return list(self._ids)
+
+    def __repr__(self) -> str:
+        return f"Header(chunk_ids={self.chunk_ids!r})"
 
     @property
     def nbytes(self) -> int:
@@ -84,7 +116,7 @@ class Header:
         >>> Header((ChunkIdentifier.Metadata, ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray)).nbytes
         24
         """
-        return FIXED_BYTES + 4 * len(self.chunk_ids)
+        return FIXED_BYTES + 4 * len(self._ids)
 
     @classmethod
     def read(cls, reader: ByteReader) -> Header:
@@ -98,7 +130,7 @@ class Header:
         --------
         >>> data = b"FiFu" + bytes(4) + (1).to_bytes(4, "little") + (1).to_bytes(4, "little")  # version 0, one chunk: id 1
         >>> Header.read(ByteReader(data))
-        Header(chunk_ids=(<ChunkIdentifier.SimpleVocab: 1>,))
+        Header(chunk_ids=[<ChunkIdentifier.SimpleVocab: 1>])
         """
         reader.chunk = "header"
         if reader.remaining < 4:
@@ -122,7 +154,7 @@ class Header:
             raw = reader.u32("chunk identifier")
             ids.append(chunk_class(raw, offset=at, where="header").chunk_id)
             check_order(ids, offset=12, where="header")
-        return cls(tuple(ids))
+        return cls(ids)
 
     @staticmethod
     def read_chunk(file: BinaryIO) -> Header:
@@ -144,7 +176,7 @@ class Header:
         >>> Header((ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray)).write_chunk(f)
         >>> _ = f.seek(0)
         >>> Header.read_chunk(f).chunk_ids, f.tell()
-        ((<ChunkIdentifier.SimpleVocab: 1>, <ChunkIdentifier.NdArray: 2>), 20)
+        ([<ChunkIdentifier.SimpleVocab: 1>, <ChunkIdentifier.NdArray: 2>], 20)
         """
         data = file.read(FIXED_BYTES)
         if len(data) == FIXED_BYTES and data[:4] == MAGIC:
@@ -182,10 +214,10 @@ class Header:
         >>> buf = io.BytesIO()
         >>> Header((ChunkIdentifier.SimpleVocab, ChunkIdentifier.NdArray)).write(ByteWriter(buf))
         >>> Header.read(ByteReader(buf.getvalue())).chunk_ids
-        (<ChunkIdentifier.SimpleVocab: 1>, <ChunkIdentifier.NdArray: 2>)
+        [<ChunkIdentifier.SimpleVocab: 1>, <ChunkIdentifier.NdArray: 2>]
         """
         writer.raw(MAGIC)
         writer.u32(VERSION)
-        writer.u32(len(self.chunk_ids))
-        for cid in self.chunk_ids:
+        writer.u32(len(self._ids))
+        for cid in self._ids:
             writer.u32(int(cid))

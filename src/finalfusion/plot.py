@@ -2,8 +2,8 @@
 
 matplotlib is optional: it is imported when a function is called, and a
 missing installation raises :class:`~finalfusion.errors.MissingExtraError`
-(an :class:`ImportError`) that names the ``docs`` extra
-(``pip install 'finalfusion-py[docs]'``). Every function draws on the
+(an :class:`ImportError`) that names the ``plot`` extra
+(``pip install 'finalfusion-py[plot]'``, matplotlib only). Every function draws on the
 given matplotlib ``Axes`` (a new figure when ``ax`` is ``None``) and returns it,
 so the picture can be adjusted, combined with others or saved.
 
@@ -38,10 +38,10 @@ __all__ = ["norms", "pca", "projection", "similarity_matrix"]
 
 
 def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
-    """``ax``, or the axes of a new figure; without matplotlib a MissingExtraError names the ``docs`` extra."""
+    """``ax``, or the axes of a new figure; without matplotlib a MissingExtraError names the ``plot`` extra."""
     if ax is not None:
         return ax
-    plt = import_extra("matplotlib.pyplot", "finalfusion.plot", extra="docs")
+    plt = import_extra("matplotlib.pyplot", "finalfusion.plot", extra="plot")
     new: Axes = plt.subplots(figsize=size, layout="constrained")[1]
     return new
 

@@ -5,16 +5,18 @@ offset on failure); :func:`decode_words` decodes a block of them at once
 and falls back to :func:`decode_word` only to name a bad one.
 :func:`check_writable_word` / :func:`check_writable_words` refuse, before a
 write, words the word2vec and text formats cannot represent;
-:func:`first_repeat` finds the repeated word a reader refuses.
+:func:`first_repeat` finds the repeated word a reader refuses;
+:func:`check_trimmed_repeat` names the real cause when the repeat is made by
+trimming a word's whitespace (a vocabulary with pieces such as ``");\r"``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from finalfusion.errors import FormatError
 
-__all__ = ["check_writable_word", "check_writable_words", "decode_word", "decode_words", "first_repeat"]
+__all__ = ["check_trimmed_repeat", "check_writable_word", "check_writable_words", "decode_word", "decode_words", "first_repeat"]
 
 
 def decode_word(raw: bytes, lossy: bool, where: str, offset: int | None = None) -> str:
@@ -103,7 +105,11 @@ def check_writable_word(word: str, fmt: str) -> None:
     >>> check_writable_word("New York", "text")
     Traceback (most recent call last):
     ...
-    ValueError: text cannot represent the word 'New York': it contains ASCII whitespace
+    ValueError: text cannot represent the word 'New York': it contains ASCII whitespace (' ' at character 3)
+    >>> check_writable_word(");\\r", "word2vec")  # a BPE piece of text with Windows line ends
+    Traceback (most recent call last):
+    ...
+    ValueError: word2vec cannot represent the word ');\\r': it contains ASCII whitespace ('\\r' at character 2)
     >>> check_writable_word("\u3000edge", "word2vec")
     Traceback (most recent call last):
     ...
@@ -113,8 +119,9 @@ def check_writable_word(word: str, fmt: str) -> None:
         raise TypeError(f"words must be str, got {type(word).__name__}: {word!r}")
     if not word:
         raise ValueError(f"{fmt} cannot represent the empty word")
-    if any(c in _SEPARATORS for c in word):
-        raise ValueError(f"{fmt} cannot represent the word {word!r}: it contains ASCII whitespace")
+    at = next((i for i, c in enumerate(word) if c in _SEPARATORS), None)
+    if at is not None:
+        raise ValueError(f"{fmt} cannot represent the word {word!r}: it contains ASCII whitespace ({word[at]!r} at character {at})")
     if "\x00" in word:
         raise ValueError(f"{fmt} cannot represent the word {word!r}: it contains a NUL character")
     if fmt == "word2vec" and (word[0].isspace() or word[-1].isspace()):
@@ -155,3 +162,44 @@ def first_repeat(words: Sequence[str]) -> tuple[int, int] | None:
         if j != i:
             return i, j
     return None
+
+
+def check_trimmed_repeat(words: Sequence[str], untrimmed: Mapping[int, str], fmt: str, where: str) -> None:
+    """Raise :class:`FormatError` if the first repeated word repeats only because a reader trimmed its whitespace.
+
+    word2vec readers (finalfusion-rust's, finalfusion-python 0.7's, ours) trim
+    each word's edges, so pieces such as ``");\\r"`` and ``");"`` (or ``"\\t"``
+    and ``"\\r"``, both empty once trimmed) of a BPE or SentencePiece
+    vocabulary read as one word twice. The plain "repeats the word" error
+    would hide that; this one names both records' words as written.
+
+    Parameters
+    ----------
+    words
+        The words as read (trimmed).
+    untrimmed
+        ``{index: word before trimming}`` for the words that trimming changed.
+    fmt, where
+        The format and the unit of the input (``"word2vec"``, ``"word2vec record"``).
+
+    Examples
+    --------
+    >>> check_trimmed_repeat(["a", ");", ");"], {2: ");\\r"}, "word2vec", "word2vec record")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: word2vec: word2vec record 3's word ');\\r' is ');' once trimmed of whitespace, which repeats record 2's word ');' (...)...
+    >>> check_trimmed_repeat(["a", "b", "a"], {1: " b"}, "word2vec", "word2vec record")  # not caused by trimming: left to the plain error
+    """
+    repeat = first_repeat(words)
+    if repeat is None or not (repeat[0] in untrimmed or repeat[1] in untrimmed):
+        return
+    i, j = repeat
+    unit = where.split()[-1]
+    raise FormatError(
+        f"{where} {i + 1}'s word {untrimmed.get(i, words[i])!r} is {words[i]!r} once trimmed of whitespace, "
+        f"which repeats {unit} {j + 1}'s word {untrimmed.get(j, words[j])!r} ({fmt} readers trim words, as finalfusion-rust and 0.7 do: "
+        "the vocabulary has pieces that differ only in whitespace at their edges, which this format cannot keep apart)",
+        chunk=fmt,
+        expected="words that differ once trimmed",
+        found=repr(untrimmed.get(i, words[i])),
+    )

@@ -31,7 +31,7 @@ from finalfusion.compat._build import embeddings_from
 from finalfusion.compat._dims_line import DIMS_MISMATCH, check_trailing, dims_file_format, read_dims_header
 from finalfusion.compat._registry import register_format
 from finalfusion.compat._rows import RowSink, check_finite, check_limit, check_rows_writable, dense_matrix_with_norms, reuse_freed_memory
-from finalfusion.compat._words import check_writable_words, decode_words
+from finalfusion.compat._words import check_trimmed_repeat, check_writable_words, decode_words
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError, Truncated
 
@@ -77,7 +77,10 @@ def load_word2vec(file: Source, *, normalize: bool = True, lossy: bool = False, 
     ------
     FormatError
         For a malformed header, invalid UTF-8 (unless ``lossy``), a NaN or
-        infinite component, duplicate words, data after the announced
+        infinite component, duplicate words (words are trimmed of whitespace
+        at their edges, as finalfusion-rust and 0.7 read them; a repeat
+        that trimming makes, such as the BPE pieces ``");\\r"`` and ``");"``,
+        is named as such), data after the announced
         records; :class:`~finalfusion.errors.Truncated` if the input ends
         early. Errors name the record and byte offset.
 
@@ -93,12 +96,15 @@ def load_word2vec(file: Source, *, normalize: bool = True, lossy: bool = False, 
     """
     check_limit(limit)
     reuse_freed_memory()
+    untrimmed: dict[int, str] = {}
     with reporter(progress) as report, open_stream(file, report) as f:
-        words, matrix = _read(f, lossy, limit)
+        words, matrix = _read(f, lossy, limit, untrimmed)
+    if untrimmed:
+        check_trimmed_repeat(words, untrimmed, "word2vec", _WHERE)
     return embeddings_from(words, matrix, normalize, where=_WHERE)
 
 
-def _read(f: IO[bytes], lossy: bool, limit: int | None) -> tuple[list[str], npt.NDArray[np.float32]]:
+def _read(f: IO[bytes], lossy: bool, limit: int | None, untrimmed: dict[int, str]) -> tuple[list[str], npt.NDArray[np.float32]]:
     n, dims, pos = read_dims_header(f, "word2vec")
     take = n if limit is None else min(n, limit)
     vec = 4 * dims
@@ -132,7 +138,7 @@ def _read(f: IO[bytes], lossy: bool, limit: int | None) -> tuple[list[str], npt.
         buf = b"".join([carry, *parts]) if carry else b"".join(parts)
         parts.clear()
         held = need = 0
-        used = _parse_block(buf, base, vec, take - len(words), words, sink, lossy)
+        used = _parse_block(buf, base, vec, take - len(words), words, sink, lossy, untrimmed)
         carry = buf[used:]
         base += used
         if not used:
@@ -154,8 +160,8 @@ def _read(f: IO[bytes], lossy: bool, limit: int | None) -> tuple[list[str], npt.
     return words, sink.finish()
 
 
-def _parse_block(buf: bytes, base: int, vec: int, want: int, words: list[str], sink: RowSink, lossy: bool) -> int:
-    """Parse the complete records at the start of ``buf``; return the bytes consumed."""
+def _parse_block(buf: bytes, base: int, vec: int, want: int, words: list[str], sink: RowSink, lossy: bool, untrimmed: dict[int, str]) -> int:
+    """Parse the complete records at the start of ``buf``; return the bytes consumed (words that trimming changed go to ``untrimmed``)."""
     a = np.frombuffer(buf, dtype=np.uint8)
     spaces = np.flatnonzero(a == 0x20)
     # Separators whose vector ends inside the buffer.
@@ -178,7 +184,7 @@ def _parse_block(buf: bytes, base: int, vec: int, want: int, words: list[str], s
         _gather_vectors(buf, seps + 1, rows)
     first = len(words) + 1
     check_finite(rows, first, _WHERE)
-    words.extend(_decode_words(a, starts, seps, base, first, lossy))
+    words.extend(_decode_words(a, starts, seps, base, first, lossy, untrimmed))
     sink.commit(k)
     end = int(ends[-1])
     return end + 1 if end < len(a) and a[end] == 0x0A else end  # the next block starts with a word
@@ -242,11 +248,15 @@ def _gather_vectors(buf: bytes, offsets: npt.NDArray[np.int64], rows: npt.NDArra
 _UNTRIMMED = re.compile(r"[^\S ]|  |^ | $")
 
 
-def _decode_words(a: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], seps: npt.NDArray[np.int64], base: int, first: int, lossy: bool) -> list[str]:
+def _decode_words(
+    a: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], seps: npt.NDArray[np.int64], base: int, first: int, lossy: bool, untrimmed: dict[int, str]
+) -> list[str]:
     """Decode and trim a block's words at once (one by one only to name a bad record).
 
     The bytes of every word and its separating space are gathered with one
-    index array, decoded together and split at the spaces.
+    index array, decoded together and split at the spaces. A word that
+    trimming changes is kept as written in ``untrimmed`` (by its index), so
+    that a repeat made by trimming can be named as such.
     """
     lengths = seps - starts + 1
     total = int(lengths.sum())
@@ -259,7 +269,15 @@ def _decode_words(a: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], seps:
     text = decode_words(a[index].tobytes(), lossy, each)
     text = text[:-1]  # the last separator
     if _UNTRIMMED.search(text):
-        return [w.strip() for w in text.split(" ")]
+        # The newline that ends a record starts the next word: it is not part of the word (gensim drops it too).
+        plain = text.replace(" \n", " ")
+        plain = plain[1:] if plain.startswith("\n") else plain
+        if not _UNTRIMMED.search(plain):
+            return plain.split(" ")
+        raw = [w.lstrip("\n") for w in text.split(" ")]
+        out = [w.strip() for w in raw]
+        untrimmed.update((first - 1 + k, r) for k, (r, w) in enumerate(zip(raw, out, strict=True)) if r != w)
+        return out
     return text.split(" ")
 
 

@@ -44,7 +44,7 @@ from finalfusion.subword.hashing import (
     ngram_spans,
     word_hashes,
 )
-from finalfusion.subword.ngrams import BOW, EOW, check_ngram_count, check_ngram_range, ngram_blocks, ngram_count, ngrams
+from finalfusion.subword.ngrams import BOW, EOW, check_ngram_count, check_ngram_range, check_word_type, ngram_blocks, ngram_count, ngrams
 
 __all__ = [
     "ExplicitIndexer",
@@ -184,6 +184,7 @@ class SubwordIndexer:
         """
         out = self._words.get(word)
         if out is None:
+            check_word_type(word)
             out = self._word_indices(word)
             self._words.put(word, out, out.nbytes + sys.getsizeof(word))
         return out
@@ -210,6 +211,8 @@ class SubwordIndexer:
 
         Raises
         ------
+        TypeError
+            If ``word`` is not a ``str``.
         finalfusion.errors.LimitExceeded
             If the word has more than :data:`finalfusion.limits.MAX_NGRAMS_PER_WORD` n-grams.
 
@@ -220,6 +223,7 @@ class SubwordIndexer:
         >>> FastTextIndexer(2000000, 3, 6).subword_indices("ab", with_ngrams=True)[0]
         ('<ab>', 621742)
         """
+        check_word_type(word)
         if not with_ngrams and bracket:
             return [int(i) + offset for i in self.word_indices(word).tolist()]
         self._check_count(self._bracket(word) if bracket else word)
@@ -589,6 +593,9 @@ class ExplicitIndexer(SubwordIndexer):
             if len(index) != len(ngram_list):
                 raise ValueError(f"duplicate n-gram: {_first_duplicate(ngram_list)!r}")
         else:
+            missing = next((ng for ng in ngram_list if ng not in ngram_index), None)
+            if missing is not None:
+                raise ValueError(f"ngram_index has no index for the n-gram {missing!r} of the n-gram list")
             index = {ng: int(ngram_index[ng]) for ng in ngram_list}
             if len(index) != len(ngram_list):
                 raise ValueError(f"duplicate n-gram: {_first_duplicate(ngram_list)!r}")
@@ -675,7 +682,19 @@ class ExplicitIndexer(SubwordIndexer):
         return self._index[ngram]
 
     def __contains__(self, ngram: object) -> bool:
-        return ngram in self._index
+        """Whether the table has the n-gram; for an iterable (another indexer, a list), whether it has all of them (as 0.7).
+
+        Examples
+        --------
+        >>> idx = ExplicitIndexer(["<a", "a>"], 2, 2)
+        >>> "<a" in idx, ["<a", "a>"] in idx, ExplicitIndexer(["<a"], 2, 2) in idx, ["<a", "b>"] in idx, 0 in idx
+        (True, True, True, False, False)
+        """
+        if isinstance(ngram, str):
+            return ngram in self._index
+        if isinstance(ngram, Iterable):
+            return all(item in self for item in ngram)
+        return False
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._ngrams)

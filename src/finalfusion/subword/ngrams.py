@@ -18,7 +18,7 @@ import numpy.typing as npt
 from finalfusion import limits
 from finalfusion.errors import LimitExceeded
 
-__all__ = ["NgramTable", "check_ngram_count", "check_ngram_range", "ngram_blocks", "ngram_count", "ngram_table", "ngrams"]
+__all__ = ["NgramTable", "check_ngram_count", "check_ngram_range", "check_word_type", "ngram_blocks", "ngram_count", "ngram_table", "ngrams"]
 
 BOW: Final = "<"
 EOW: Final = ">"
@@ -99,6 +99,21 @@ def check_ngram_count(length: int, min_n: int, max_n: int, extra: int = 0) -> in
     return count
 
 
+def check_word_type(word: object) -> None:
+    """Raise ``TypeError`` naming the type unless ``word`` is a ``str`` (a number or ``None`` would be hashed as its text).
+
+    Examples
+    --------
+    >>> check_word_type("Berlin")
+    >>> check_word_type(None)
+    Traceback (most recent call last):
+    ...
+    TypeError: a word must be a str, not NoneType: None
+    """
+    if not isinstance(word, str):
+        raise TypeError(f"a word must be a str, not {type(word).__name__}: {word!r}")
+
+
 def ngrams(word: str, min_n: int = 3, max_n: int = 6, bracket: bool = True) -> list[str]:
     """The n-grams of ``word`` in finalfusion order.
 
@@ -119,6 +134,8 @@ def ngrams(word: str, min_n: int = 3, max_n: int = 6, bracket: bool = True) -> l
 
     Raises
     ------
+    TypeError
+        If ``word`` is not a ``str`` (0.7 raised it too).
     ValueError
         Unless ``1 <= min_n <= max_n <= finalfusion.limits.MAX_NGRAM_LEN``.
     finalfusion.errors.LimitExceeded
@@ -131,6 +148,7 @@ def ngrams(word: str, min_n: int = 3, max_n: int = 6, bracket: bool = True) -> l
     >>> ngrams("ab", 2, 3, bracket=False)
     ['ab']
     """
+    check_word_type(word)
     check_ngram_range(min_n, max_n)
     s = f"{BOW}{word}{EOW}" if bracket else word
     length = len(s)
