@@ -11,7 +11,7 @@ differences (a word without an embedding is always a ``KeyError``; zero
 vectors stay zero instead of becoming NaN) are in docs/migrating.md.
 
 gensim itself is imported only by :meth:`KeyedVectorsMixin.from_gensim` and
-:meth:`KeyedVectorsMixin.to_gensim` (the ``interop`` extra).
+:meth:`KeyedVectorsMixin.to_gensim` (the ``gensim`` extra).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ F32 = npt.NDArray[np.float32]
 
 
 def _gensim_models(what: str) -> Any:
-    """``gensim.models``, or :class:`~finalfusion.errors.MissingExtraError` naming the ``interop`` extra."""
+    """``gensim.models``, or :class:`~finalfusion.errors.MissingExtraError` naming the ``gensim`` extra."""
     return import_extra("gensim.models", what, extra="gensim")
 
 
@@ -394,7 +394,7 @@ class KeyedVectorsMixin(GensimQueriesMixin):
         Raises
         ------
         MissingExtraError
-            (an ``ImportError``) If gensim is not installed (the ``interop`` extra).
+            (an ``ImportError``) If gensim is not installed (the ``gensim`` extra).
         TypeError
             If a key is not a ``str``.
         NonFiniteError
@@ -448,7 +448,7 @@ class KeyedVectorsMixin(GensimQueriesMixin):
         Raises
         ------
         MissingExtraError
-            (an ``ImportError``) If gensim is not installed (the ``interop`` extra).
+            (an ``ImportError``) If gensim is not installed (the ``gensim`` extra).
 
         Examples
         --------
