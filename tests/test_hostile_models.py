@@ -1,0 +1,167 @@
+"""Model files are untrusted input (issue 24): what a file names is never followed, every bound holds, nothing crashes.
+
+One test per class of hostile input, each with several variants built by the real tools (h5py, gguf-py's
+GGUFWriter, safetensors' own layout), so that the next variant of a class is covered too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import finalfusion.limits
+from finalfusion import FormatError, load_finalfusion, load_lightseq
+
+# -- HDF5 (LightSeq): data stored outside the file is never read --------------------------------
+
+TABLE = np.array([[3.0, 4.0], [0.0, 1.0]], dtype="<f4")
+#: What another local file holds: it must never come back as vectors.
+SECRET = np.array([[7.0, 7.0], [7.0, 7.0]], dtype="<f4")
+
+
+def _other_file(tmp_path: Path) -> Path:
+    """Another local file: raw bytes and an HDF5 file holding the same values under /data, /src_embedding/..."""
+    h5py = pytest.importorskip("h5py")
+    (tmp_path / "secret.raw").write_bytes(SECRET.tobytes())
+    other = tmp_path / "other.hdf5"
+    with h5py.File(other, "w") as f:
+        f["data"] = SECRET
+        f["src_embedding/token_embedding"] = SECRET
+        f["src_embedding/norm_scale"] = np.ones(2, dtype="f4")
+    return other
+
+
+def _external_raw(f: Any, name: str, tmp_path: Path) -> None:
+    f.create_dataset(name, shape=(2, 2), dtype="<f4", external=[(str(tmp_path / "secret.raw"), 0, 16)])
+
+
+def _external_link(f: Any, name: str, tmp_path: Path) -> None:
+    import h5py
+
+    f[name] = h5py.ExternalLink(str(tmp_path / "other.hdf5"), "/data")
+
+
+def _external_group(f: Any, name: str, tmp_path: Path) -> None:
+    import h5py
+
+    group = name.split("/")[0]
+    del f[group]
+    f[group] = h5py.ExternalLink(str(tmp_path / "other.hdf5"), "/src_embedding")
+
+
+def _soft_link(f: Any, name: str, tmp_path: Path) -> None:
+    import h5py
+
+    f["elsewhere"] = SECRET
+    f[name] = h5py.SoftLink("/elsewhere")
+
+
+def _virtual(f: Any, name: str, tmp_path: Path) -> None:
+    import h5py
+
+    layout = h5py.VirtualLayout(shape=(2, 2), dtype="<f4")
+    layout[:] = h5py.VirtualSource(str(tmp_path / "other.hdf5"), "data", shape=(2, 2))
+    f.create_virtual_dataset(name, layout)
+
+
+HOSTILE_HDF5: dict[str, Callable[[Any, str, Path], None]] = {
+    "external raw storage": _external_raw,
+    "external link": _external_link,
+    "external link to the group": _external_group,
+    "soft link": _soft_link,
+    "virtual dataset": _virtual,
+}
+
+
+@pytest.mark.parametrize("target", ["src_embedding/token_embedding", "src_embedding/norm_scale"])
+@pytest.mark.parametrize("kind", sorted(HOSTILE_HDF5))
+def test_hdf5_data_outside_the_file_is_refused(tmp_path: Path, kind: str, target: str) -> None:
+    h5py = pytest.importorskip("h5py")
+    _other_file(tmp_path)
+    path = tmp_path / "model.hdf5"
+    with h5py.File(path, "w") as f:
+        f["src_embedding/norm_scale"] = np.ones(2, dtype="f4")
+        f["src_embedding/token_embedding"] = TABLE
+        if kind != "external link to the group":
+            del f[target]
+        HOSTILE_HDF5[kind](f, target, tmp_path)
+    with pytest.raises(FormatError, match="stored in the file") as err:
+        load_lightseq(path, ["a", "b"], normalize=False)
+    assert str(err.value.chunk).startswith("LightSeq HDF5")
+
+
+@pytest.mark.parametrize("kind", ["external link", "soft link", "virtual dataset", "external raw storage"])
+def test_hdf5_flags_and_config_outside_the_file_are_refused(tmp_path: Path, kind: str) -> None:
+    """The model kind and scaling flags are read from the file too: a link there is refused, not followed."""
+    h5py = pytest.importorskip("h5py")
+    _other_file(tmp_path)
+    path = tmp_path / "model.hdf5"
+    with h5py.File(path, "w") as f:
+        f["trg_embedding/norm_scale"] = np.ones(2, dtype="f4")
+        f["src_embedding/token_embedding"] = TABLE
+        f.create_group("model_conf")
+        HOSTILE_HDF5[kind](f, "model_conf/no_scale_embedding", tmp_path)
+    with pytest.raises(FormatError, match="stored in the file"):
+        load_lightseq(path, ["a", "b"], normalize=False)
+
+
+def test_hdf5_hard_links_inside_the_file_still_load(tmp_path: Path) -> None:
+    h5py = pytest.importorskip("h5py")
+    path = tmp_path / "model.hdf5"
+    with h5py.File(path, "w") as f:
+        f["src_embedding/norm_scale"] = np.ones(2, dtype="f4")
+        f.create_dataset("src_embedding/token_embedding", data=TABLE, chunks=(1, 2), compression="gzip")
+        f["model_conf/eos_id"] = np.array(2)
+        f["alias"] = f["src_embedding/token_embedding"]  # a second hard link to the same data: stored in the file
+    emb = load_lightseq(path, ["a", "b"], normalize=False)
+    assert emb.storage.matrix.tolist() == TABLE.tolist()
+    assert emb.metadata is not None
+    assert emb.metadata["lightseq"]["model"] == "GPT"
+
+
+# -- LightSeq: the hidden size is bounded like every width, so the .fifu reads back --------------
+
+
+def _field(n: int, payload: bytes) -> bytes:
+    length = len(payload)
+    varint = bytearray()
+    while True:
+        byte = length & 0x7F
+        length >>= 7
+        varint.append(byte | (0x80 if length else 0))
+        if not length:
+            break
+    return bytes([n << 3 | 2]) + bytes(varint) + payload
+
+
+def _lightseq_pb(hidden: int, rows: int) -> bytes:
+    table = np.arange(rows * hidden, dtype="<f4") + 1
+    return _field(1, _field(1, table.tobytes()) + _field(3, np.ones(hidden, dtype="<f4").tobytes()))
+
+
+@pytest.mark.parametrize("container", ["protobuf", "hdf5"])
+def test_lightseq_hidden_size_is_bounded_and_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, container: str) -> None:
+    def model(hidden: int) -> Any:
+        if container == "protobuf":
+            return _lightseq_pb(hidden, 2)
+        h5py = pytest.importorskip("h5py")
+        path = tmp_path / f"model{hidden}.hdf5"
+        with h5py.File(path, "w") as f:
+            f["src_embedding/norm_scale"] = np.ones(hidden, dtype="f4")
+            f["src_embedding/token_embedding"] = np.arange(2 * hidden, dtype="f4") + 1
+        return path
+
+    monkeypatch.setattr(finalfusion.limits, "MAX_DIMS", 8)
+    # Within the limit: loads, writes, reads back equal.
+    emb = load_lightseq(model(8), ["a", "b"])
+    emb.write(tmp_path / "ok.fifu")
+    back = load_finalfusion(tmp_path / "ok.fifu")
+    assert back.storage.matrix.tolist() == emb.storage.matrix.tolist()
+    # Past it: refused at load, as load_finalfusion would refuse the .fifu written from it.
+    with pytest.raises(FormatError, match="MAX_DIMS") as err:
+        load_lightseq(model(9), ["a", "b"])
+    assert "hidden size" in str(err.value)
