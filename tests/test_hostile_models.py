@@ -6,6 +6,8 @@ GGUFWriter, safetensors' own layout), so that the next variant of a class is cov
 
 from __future__ import annotations
 
+import json
+import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -165,3 +167,98 @@ def test_lightseq_hidden_size_is_bounded_and_round_trips(tmp_path: Path, monkeyp
     with pytest.raises(FormatError, match="MAX_DIMS") as err:
         load_lightseq(model(9), ["a", "b"])
     assert "hidden size" in str(err.value)
+
+
+# -- safetensors: a header is parsed in linear time; shapes are checked before they are multiplied ------
+
+
+def _safetensors_header(header: dict[str, Any], data: bytes = b"") -> bytes:
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def _many_tensors(n: int) -> dict[str, Any]:
+    return {f"t{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for i in range(n)}
+
+
+@pytest.mark.parametrize(
+    ("last", "error"),
+    [
+        (None, None),
+        ({"dtype": "F33", "shape": [0], "data_offsets": [0, 0]}, "unknown dtype"),
+        ({"dtype": "F32", "shape": [0]}, "lacks fields"),
+        ({"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}, "non-negative"),
+        ({"dtype": "F32", "shape": [1], "data_offsets": [0, 0]}, "disagree"),
+    ],
+)
+def test_safetensors_header_keys_are_searched_for_once_not_once_per_key(monkeypatch: pytest.MonkeyPatch, last: Any, error: str | None) -> None:
+    """A header of many short entries was searched once per key for the key's offset (quadratic: 2 MB took 15 s).
+
+    The offset is only needed for a message, so a valid header searches for no key and an invalid one for one.
+    """
+    from finalfusion.compat import safetensors as st
+
+    searches: list[str] = []
+    find = st._find_key
+    monkeypatch.setattr(st, "_find_key", lambda text, key, last=False: searches.append(key) or find(text, key, last))
+    header = _many_tensors(2000)
+    if last is not None:
+        header["bad"] = last
+    if error is None:
+        assert len(st.read_safetensors_header(_safetensors_header(header)).tensors) == 2000
+        assert searches == []
+    else:
+        with pytest.raises(FormatError, match=error) as err:
+            st.read_safetensors_header(_safetensors_header(header))
+        assert searches == ["bad"]
+        assert err.value.offset == 8 + json.dumps(header).index('"bad"')
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        [0, 10**4000],  # a zero first: the product is 0 and was accepted, with a 4000-digit dimension
+        [10**4000] * 200,  # 200 dimensions of 4000 digits: the product took seconds, the message held them all
+        [2**64, 1],
+        [1 << 40, 1 << 40, 1 << 40],
+        [2, 3, 10**300, 0],
+    ],
+)
+def test_safetensors_shape_dimensions_are_checked_before_multiplying(shape: list[int]) -> None:
+    from finalfusion.compat.safetensors import read_safetensors_header
+
+    with pytest.raises(FormatError, match="dimension") as err:
+        read_safetensors_header(_safetensors_header({"e": {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}}))
+    assert len(str(err.value)) < 400
+
+
+def _shard(directory: Path, name: str) -> None:
+    from safetensors.numpy import save_file
+
+    save_file({"embeddings": TABLE}, str(directory / name))
+
+
+@pytest.mark.parametrize("hostile", ["a\x00b.safetensors", "/etc/passwd", "../x.safetensors", "sub/x.safetensors", "", ".", ".."])
+@pytest.mark.parametrize("opened", [True, False])
+def test_safetensors_every_shard_name_follows_the_sibling_rule(tmp_path: Path, hostile: str, opened: bool) -> None:
+    """Every name of a sharded index is checked by the one rule, the shard that holds the table or another one."""
+    pytest.importorskip("safetensors")
+    from finalfusion import load_safetensors
+
+    _shard(tmp_path, "model-1.safetensors")
+    weight_map = {"embeddings": hostile if opened else "model-1.safetensors", "lm_head.weight": "model-1.safetensors" if opened else hostile}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(FormatError, match="a shard must be a file next to the index") as err:
+        load_safetensors(tmp_path, tokenizer=["a", "b"])
+    assert err.value.found == hostile
+
+
+def test_safetensors_sibling_shards_still_load(tmp_path: Path) -> None:
+    pytest.importorskip("safetensors")
+    from finalfusion import load_safetensors
+
+    _shard(tmp_path, "model-1.safetensors")
+    _shard(tmp_path, "model-2.safetensors")
+    weight_map = {"embeddings": "model-2.safetensors", "other": "model-1.safetensors"}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    assert load_safetensors(tmp_path, tokenizer=["a", "b"], normalize=False).storage.matrix.tolist() == TABLE.tolist()
