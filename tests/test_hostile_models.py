@@ -7,6 +7,7 @@ GGUFWriter, safetensors' own layout), so that the next variant of a class is cov
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -262,3 +263,130 @@ def test_safetensors_sibling_shards_still_load(tmp_path: Path) -> None:
     weight_map = {"embeddings": "model-2.safetensors", "other": "model-1.safetensors"}
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     assert load_safetensors(tmp_path, tokenizer=["a", "b"], normalize=False).storage.matrix.tolist() == TABLE.tolist()
+
+
+# -- GGUF: standard keys have llama.cpp's types; the header's objects are bounded; decoding names the installed gguf --------
+
+GGUF_TOKENS = ["<unk>", "a", "b"]
+
+
+def _gguf(path: Path, *, typed_kv: list[tuple[Any, ...]] = (), arrays: dict[str, Any] | None = None, table: Any = None, raw_dtype: Any = None) -> Path:
+    """A llama-vocabulary GGUF file written by gguf-py's GGUFWriter, with extra keys."""
+    gguf = pytest.importorskip("gguf")
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(GGUF_TOKENS)
+    writer.add_token_scores([0.0, -1.0, -2.0])
+    writer.add_token_types([2, 1, 1])
+    for args in typed_kv:
+        writer.add_key_value(*args)
+    for key, value in (arrays or {}).items():
+        writer.add_array(key, value)
+    table = np.arange(6, dtype=np.float32).reshape(3, 2) + 1 if table is None else table
+    writer.add_tensor("token_embd.weight", table, raw_dtype=raw_dtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _typed(key: str, kind: str) -> tuple[Any, ...]:
+    gguf = pytest.importorskip("gguf")
+    t = gguf.GGUFValueType
+    return {
+        "array of bools": (key, [True, False], t.ARRAY, t.BOOL),
+        "array of ints": (key, [1, 2], t.ARRAY, t.UINT32),
+        "string": (key, "false", t.STRING),
+        "float": (key, 1.5, t.FLOAT32),
+    }[kind]
+
+
+@pytest.mark.parametrize("kind", ["array of bools", "array of ints", "string", "float"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "tokenizer.ggml.add_space_prefix",
+        "tokenizer.ggml.remove_extra_whitespaces",
+        "tokenizer.ggml.bos_token_id",
+        "tokenizer.ggml.unknown_token_id",
+        "tokenizer.ggml.model",
+        "general.alignment",
+    ],
+)
+def test_gguf_standard_keys_of_the_wrong_type_are_refused(tmp_path: Path, key: str, kind: str) -> None:
+    """A flag stored as an array let numpy's ValueError escape (truth value of an array); a string "false" was true."""
+    from finalfusion import load_gguf
+
+    if key == "tokenizer.ggml.model" and kind == "string":
+        kind = "float"
+    args = _typed(key, kind)
+    path = tmp_path / "model.gguf"
+    if key == "tokenizer.ggml.model":  # replace the one the writer adds
+        gguf = pytest.importorskip("gguf")
+        writer = gguf.GGUFWriter(str(path), "llama")
+        writer.add_key_value(*args)
+        writer.add_token_list(GGUF_TOKENS)
+        writer.add_tensor("token_embd.weight", np.ones((3, 2), dtype=np.float32))
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+    else:
+        _gguf(path, typed_kv=[args])
+    with pytest.raises(FormatError, match=f"{key} is not a") as err:
+        load_gguf(path)
+    assert type(err.value) is FormatError
+    assert err.value.offset is not None
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "one key of 70,000 nested arrays",
+        "one key of 300 x 300 nested arrays",
+        "70,000 keys",
+    ],
+)
+def test_gguf_metadata_items_are_bounded(tmp_path: Path, shape: str) -> None:
+    """Nested empty arrays cost hundreds of bytes each from 12 of file: 30 MB took 7-12 s and 750 MB."""
+    from finalfusion import load_gguf
+    from finalfusion.compat.gguf import read_gguf
+
+    gguf = pytest.importorskip("gguf")
+    n = finalfusion.limits.MAX_MODEL_METADATA_ITEMS + 4464
+    if shape.startswith("70,000 keys"):
+        path = _gguf(tmp_path / "model.gguf", typed_kv=[(f"k.{i}", 0, gguf.GGUFValueType.UINT8) for i in range(n)])
+    elif "300 x 300" in shape:
+        path = _gguf(tmp_path / "model.gguf", arrays={"general.nested": [[[0]] * 300] * 300})
+    else:
+        path = _gguf(tmp_path / "model.gguf", arrays={"general.nested": [[0]] * n})
+    with pytest.raises(FormatError, match="MAX_MODEL_METADATA_ITEMS"):
+        load_gguf(path)
+    with pytest.raises(FormatError, match="MAX_MODEL_METADATA_ITEMS"):
+        read_gguf(path.read_bytes())
+
+
+def test_gguf_metadata_items_within_the_bound_load(tmp_path: Path) -> None:
+    from finalfusion.compat.gguf import read_gguf
+
+    path = _gguf(tmp_path / "model.gguf", arrays={"general.nested": [[0]] * 1000})
+    assert len(read_gguf(path.read_bytes()).kv["general.nested"]) == 1000
+
+
+@pytest.mark.parametrize("ggml_type", ["I8", "I16", "I32", "Q8_1"])
+def test_gguf_a_type_the_installed_gguf_cannot_decode_names_its_version(tmp_path: Path, ggml_type: str) -> None:
+    """The gguf package is installed: "install the extra" is wrong; the message names the installed version."""
+    from importlib import metadata
+
+    from finalfusion import load_gguf
+
+    gguf = pytest.importorskip("gguf")
+    if ggml_type == "Q8_1":
+        table, raw = np.zeros((3, 40), dtype=np.uint8), gguf.GGMLQuantizationType.Q8_1
+    else:
+        table, raw = np.ones((3, 2), dtype=f"i{int(ggml_type[1:]) // 8}"), None
+    path = _gguf(tmp_path / "model.gguf", table=table, raw_dtype=raw)
+    # Today's code raised MissingExtraError ("install the extra"), which is no FormatError.
+    with pytest.raises(FormatError, match=re.escape(f"the installed gguf {metadata.version('gguf')} cannot decode {ggml_type} tensors")):
+        load_gguf(path)
