@@ -390,3 +390,82 @@ def test_gguf_a_type_the_installed_gguf_cannot_decode_names_its_version(tmp_path
     # Today's code raised MissingExtraError ("install the extra"), which is no FormatError.
     with pytest.raises(FormatError, match=re.escape(f"the installed gguf {metadata.version('gguf')} cannot decode {ggml_type} tensors")):
         load_gguf(path)
+
+
+# -- write_gguf: a tokenizer that loaded is written, and the file reads back ---------------------------------
+
+
+def _bpe_variant(variant: str) -> tuple[list[str], bytes]:
+    pytest.importorskip("tokenizers")
+    from _model_helpers import train_byte_level_bpe
+
+    text = train_byte_level_bpe(300)
+    doc = json.loads(text)
+    words = [w for w, _ in sorted(doc["model"]["vocab"].items(), key=lambda kv: kv[1])]
+    if variant == "UTF-16":
+        return words, text.encode("utf-16")
+    if variant == "UTF-8 with BOM":
+        return words, b"\xef\xbb\xbf" + text.encode()
+    if variant == "merges as one string":
+        doc["model"]["merges"] = "a b"
+    elif variant == "merges of numbers":
+        doc["model"]["merges"] = [[1, 2]]
+    elif variant == "merges that join no tokens":
+        doc["model"]["merges"] = ["zzz yyy"]
+    elif variant == "added_tokens not a list":
+        doc["added_tokens"] = {"0": "x"}
+    elif variant == "added token that is not an object":
+        doc["added_tokens"] = ["<|endoftext|>"]
+    return words, json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        "UTF-16",
+        "UTF-8 with BOM",
+        "merges as one string",
+        "merges of numbers",
+        "merges that join no tokens",
+        "added_tokens not a list",
+        "added token that is not an object",
+    ],
+)
+def test_write_gguf_writes_what_loaded_and_reads_it_back(tmp_path: Path, variant: str) -> None:
+    """UnicodeDecodeError, TypeError and AttributeError escaped write_gguf, or it wrote merges its reader refuses."""
+    from finalfusion import Embeddings
+    from finalfusion._tokenizers import HuggingFaceTokenizer
+    from finalfusion.compat.gguf import load_gguf, write_gguf
+    from finalfusion.storage import NdArray
+    from finalfusion.vocab.tokenizer import TokenizerVocab
+
+    words, data = _bpe_variant(variant)
+    matrix = np.random.default_rng(0).standard_normal((len(words), 4)).astype(np.float32)
+    emb = Embeddings(NdArray(matrix), TokenizerVocab(words, HuggingFaceTokenizer(data)))
+    write_gguf(tmp_path / "model.gguf", emb, unnormalize=False)
+    back = load_gguf(tmp_path / "model.gguf", normalize=False)
+    assert list(back.vocab.words) == words
+    np.testing.assert_array_equal(back.storage.matrix, matrix)
+    assert back.metadata is not None
+    assert back.metadata["gguf"]["tokenizer"] == (
+        "gpt2" if variant in ("UTF-16", "UTF-8 with BOM", "added_tokens not a list", "added token that is not an object") else "none"
+    )
+
+
+@pytest.mark.parametrize("where", ["word", "architecture", "name"])
+def test_write_gguf_names_a_string_gguf_cannot_hold(tmp_path: Path, where: str) -> None:
+    """A lone surrogate is not UTF-8: a ValueError naming the key, not UnicodeEncodeError from inside the writer."""
+    from finalfusion import Embeddings
+    from finalfusion.compat.gguf import write_gguf
+    from finalfusion.metadata import Metadata
+    from finalfusion.storage import NdArray
+    from finalfusion.vocab import SimpleVocab
+
+    words = ["a", "b\ud800" if where == "word" else "b"]
+    meta = Metadata({"gguf": {where: "x\udcff"}}) if where != "word" else None
+    emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(words), metadata=meta)
+    key = {"word": "element 1 of tokenizer.ggml.tokens", "architecture": "general.architecture", "name": "general.name"}[where]
+    with pytest.raises(ValueError, match=re.escape(key) + ".*lone surrogate") as err:
+        write_gguf(tmp_path / "model.gguf", emb)
+    assert type(err.value) is ValueError
+    assert not (tmp_path / "model.gguf").exists()
