@@ -9,6 +9,8 @@ __all__ = [
     "DEFAULT_ALIGNMENT",
     "FORMAT",
     "GGML_TYPES",
+    "INTEGER",
+    "INTEGERS",
     "KEY_TYPES",
     "MAGIC",
     "MAX_ARRAY_DEPTH",
@@ -86,6 +88,11 @@ NUMPY: Final[dict[int, str]] = {
 }
 
 
+#: Pseudo value type of :data:`KEY_TYPES`: any integer scalar (token ids: llama.cpp wants uint32, gguf-py reads every width;
+#: a bool, float, string or array is refused either way).
+INTEGER: Final = -1
+INTEGERS: Final = frozenset({U8, I8, U16, I16, U32, I32, U64, I64})
+
 #: Value type (and element type of an array, ``None``: any number) of the standard keys this library reads, as llama.cpp
 #: requires them (its ``gguf_get_val_*`` and ``llama_model_loader`` refuse a key of another type). Checked while
 #: the header is parsed, before a value is read: a flag stored as an array or a string never reaches a reader.
@@ -105,7 +112,7 @@ KEY_TYPES: Final[dict[str, tuple[int, int | None]]] = {
     "tokenizer.ggml.remove_extra_whitespaces": (BOOL, None),
     "tokenizer.ggml.add_bos_token": (BOOL, None),
     "tokenizer.ggml.add_eos_token": (BOOL, None),
-    **{f"tokenizer.ggml.{name}_token_id": (U32, None) for name in ("bos", "eos", "unknown", "unk", "pad", "padding", "seperator", "cls", "mask")},
+    **{f"tokenizer.ggml.{name}_token_id": (INTEGER, None) for name in ("bos", "eos", "unknown", "unk", "pad", "padding", "seperator", "cls", "mask")},
 }
 #: Names of the value types, for messages.
 TYPE_NAMES: Final = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool", "string", "array", "uint64", "int64", "float64")

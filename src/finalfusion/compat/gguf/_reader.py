@@ -15,6 +15,8 @@ from finalfusion.compat.gguf._layout import (
     DEFAULT_ALIGNMENT,
     FORMAT,
     GGML_TYPES,
+    INTEGER,
+    INTEGERS,
     KEY_TYPES,
     MAGIC,
     MAX_ARRAY_DEPTH,
@@ -94,7 +96,7 @@ def _check_key_type(cur: ByteReader, key: str, vtype: int) -> None:
     """A standard key must have the type llama.cpp requires (:data:`KEY_TYPES`): checked before its value is read."""
     want, element = KEY_TYPES[key]
     etype = cur.u32(f"element type of {key}") if vtype == ARRAY else None
-    if vtype == want and (etype is None or (etype == element if element is not None else etype in SCALARS)):
+    if (vtype == want or (want == INTEGER and vtype in INTEGERS)) and (etype is None or (etype == element if element is not None else etype in SCALARS)):
         if etype is not None:
             cur.pos -= 4  # the element type is read again with the array
         return
@@ -102,10 +104,10 @@ def _check_key_type(cur: ByteReader, key: str, vtype: int) -> None:
     def name(t: int | None) -> str:
         return TYPE_NAMES[t] if t is not None and 0 <= t < len(TYPE_NAMES) else f"type {t}"
 
-    expected = ("a list of strings" if element == STRING else "a numeric array") if want == ARRAY else f"a {name(want)}"
+    expected = ("a list of strings" if element == STRING else "a numeric array") if want == ARRAY else "an integer" if want == INTEGER else f"a {name(want)}"
     found = name(vtype) + (f" of {name(etype)}" if etype is not None else "")
     at = cur.pos - (8 if etype is not None else 4)
-    raise FormatError(f"{key} is not {expected}", offset=at, chunk=FORMAT, expected=f"{expected} (value type {want}, as llama.cpp requires)", found=found)
+    raise FormatError(f"{key} is not {expected}", offset=at, chunk=FORMAT, expected=f"{expected} (as llama.cpp requires)", found=found)
 
 
 def read_gguf(data: Any) -> GGUFFile:
