@@ -16,7 +16,7 @@ from finalfusion.vocab import HuggingFaceTokenizer, TokenizerVocab
 def test_tokens_that_are_not_a_list_of_strings_are_refused() -> None:
     with pytest.raises(FormatError, match=re.escape("tokenizer.ggml.tokens is not a list of strings")) as err:
         load_gguf(gguf([kv_u32("tokenizer.ggml.tokens", 2)]))
-    assert err.value.found == "int"
+    assert err.value.found == "uint32"
 
 
 def test_a_file_without_tokens_names_the_keys_it_has() -> None:
@@ -35,7 +35,7 @@ def test_token_types_that_are_not_numbers_are_refused() -> None:
     data = gguf([TOKENS, kv_string("tokenizer.ggml.model", "gpt2"), kv_string("tokenizer.ggml.token_type", "normal")])
     with pytest.raises(FormatError, match=re.escape("tokenizer.ggml.token_type is not a numeric array")) as err:
         load_gguf(data)
-    assert err.value.found == "str"
+    assert err.value.found == "string"
 
 
 def test_token_types_of_another_length_than_the_tokens_are_refused() -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "MAX_METADATA_ITEMS",
     "MAX_METADATA_NUMBER_LEN",
     "MAX_MODEL_HEADER_BYTES",
+    "MAX_MODEL_METADATA_ITEMS",
     "MAX_NGRAMS_PER_WORD",
     "MAX_NGRAM_LEN",
     "MAX_TOKENIZE_BYTES",
@@ -110,6 +111,14 @@ MAX_CACHE_BYTES: int = 1 << 25
 #: without a descriptor); a file of known size is bounded by its size instead. Real
 #: headers, tokenizer included, take a few MB.
 MAX_MODEL_HEADER_BYTES: int = 1 << 26
+
+#: Most metadata keys plus arrays (each array of an array of arrays counts one) in a GGUF header. A
+#: key costs about 150 bytes of memory and an array a few hundred (a numpy array or a list), from 12
+#: to 13 bytes of file: 30 MB of nested empty arrays took 7-12 s and 750 MB. Real models have a few
+#: dozen keys and arrays (the token list, scores and merges are one array each, however long);
+#: 2**16 keeps a header's objects within ~20 MB and its parse within a fraction of a second. A header
+#: past it is a :class:`~finalfusion.FormatError`.
+MAX_MODEL_METADATA_ITEMS: int = 1 << 16
 
 #: Longest unknown word, in bytes of UTF-8, that a model's tokenizer is given
 #: (:class:`finalfusion.vocab.TokenizerVocab`: GGUF, SentencePiece,

@@ -37,6 +37,7 @@ from typing import IO, Any, Final, cast
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._binary import check_dims
 from finalfusion._source import Source, input_size, local_path, peek, sized_or_stream
 from finalfusion._stream import StreamReader
 from finalfusion.compat._build import embeddings_from
@@ -260,18 +261,72 @@ def _hdf5_table(source: Any, side: str) -> _Table:
 
 
 def _dataset(f: Any, name: str) -> Any:
-    import h5py  # type: ignore[import-untyped,unused-ignore]
+    """The dataset ``name`` (``None`` when absent), reached through hard links only and with its data stored in the file itself.
 
-    obj = f.get(name)
+    A file's content is data, never an instruction (DESIGN.md, convention
+    16): HDF5 can make a name point elsewhere -- a soft link, an external
+    link to another file, a dataset whose raw data is an external file
+    (``H5Pset_external``) or a virtual dataset mapping other files. Each is
+    refused here, from the link and the creation property list alone,
+    before a byte of data is read: a model file cannot make the loader
+    read (or block on) another local file.
+    """
+    obj = _linked(f, name)
     if obj is None:
         return None
+    import h5py  # type: ignore[import-untyped,unused-ignore]
+
     if not isinstance(obj, h5py.Dataset):
         raise FormatError(f"{name} is not a dataset", chunk=f"{_FORMAT} HDF5", expected="a dataset", found=type(obj).__name__)
+    plist = obj.id.get_create_plist()
+    layout = plist.get_layout()
+    external = plist.get_external_count()
+    if external or layout not in _STORED_INSIDE or obj.is_virtual:
+        what = f"{external} external file(s)" if external else "a virtual dataset" if obj.is_virtual or layout == h5py.h5d.VIRTUAL else f"layout {layout}"
+        raise FormatError(
+            f"the data of {name} is not stored in the file",
+            chunk=f"{_FORMAT} HDF5 {name}",
+            expected="a compact, contiguous or chunked dataset stored in the file itself",
+            found=what,
+        )
     return obj
 
 
+#: Dataset layouts whose data the file itself holds (h5py.h5d.COMPACT, CONTIGUOUS, CHUNKED); not VIRTUAL (3).
+_STORED_INSIDE: Final = frozenset({0, 1, 2})
+
+
+def _linked(f: Any, name: str) -> Any:
+    """The object at ``name`` (``None`` when absent), each part of the path a hard link (soft and external links are refused, never followed)."""
+    import h5py  # type: ignore[import-untyped,unused-ignore]
+
+    node = f
+    parts = name.split("/")
+    for i, part in enumerate(parts):
+        if not isinstance(node, h5py.Group):
+            return None
+        link = node.get(part, getlink=True)
+        if link is None:
+            return None
+        if not isinstance(link, h5py.HardLink):
+            path = "/".join(parts[: i + 1])
+            target = f"{link.filename}:{link.path}" if isinstance(link, h5py.ExternalLink) else getattr(link, "path", "")
+            raise FormatError(
+                f"{path} is a {type(link).__name__} (to {target}), not an object stored in the file",
+                chunk=f"{_FORMAT} HDF5 {path}",
+                expected="a hard link (links are never followed)",
+                found=type(link).__name__,
+            )
+        node = node[part]
+    return node
+
+
+def _has(f: Any, name: str) -> bool:
+    return _linked(f, name) is not None
+
+
 def _hdf5_read(f: Any, side: str, file_size: int) -> _Table:
-    transformer = "trg_embedding" in f
+    transformer = _has(f, "trg_embedding")
     if transformer:
         model = "Transformer"
         hidden_name = "trg_embedding/norm_scale"
@@ -280,7 +335,8 @@ def _hdf5_read(f: Any, side: str, file_size: int) -> _Table:
     else:
         if side != "src":
             raise ValueError(f"side={side!r}: a LightSeq GPT or BERT model has only a source embedding (side='src')")
-        model = "GPT" if ("model_conf/eos_id" in f or "model_conf/sampling_method" in f) else ("BERT" if "model_conf/is_post_ln" in f else "GPT or BERT")
+        gpt = _has(f, "model_conf/eos_id") or _has(f, "model_conf/sampling_method")
+        model = "GPT" if gpt else ("BERT" if _has(f, "model_conf/is_post_ln") else "GPT or BERT")
         hidden_name = "src_embedding/norm_scale"
         no_scale = None
     norm = _dataset(f, hidden_name)
@@ -316,6 +372,8 @@ def _hdf5_read(f: Any, side: str, file_size: int) -> _Table:
 
 
 def _scalar(ds: Any, name: str) -> Any:
+    if ds.dtype.kind not in "biuf":
+        raise FormatError(f"{name} is not a number", chunk=f"{_FORMAT} HDF5", expected="a boolean, integer or float", found=str(ds.dtype))
     value = np.asarray(ds[()]).reshape(-1)
     if value.size != 1:
         raise FormatError(f"{name} is not a single value", chunk=f"{_FORMAT} HDF5", expected="a scalar", found=f"{value.size} values")
@@ -435,6 +493,8 @@ def load_lightseq(file: Source, vocab: Any, *, side: str = "src", normalize: boo
     buf, name, path = _open_buffer(file)
     t = _hdf5_table(path if path is not None else buf, side) if _is_hdf5(bytes(buf[:8])) else _proto_table(buf, side)
     where = f"{_FORMAT} {t.model} {side}_embedding.token_embedding"
+    # The hidden size is the row width: bounded like every reader's (else the .fifu written from it cannot be read back).
+    check_dims(t.hidden, offset=t.offset, chunk=f"{_FORMAT} {t.model}", what="hidden size (len(norm_scale))")
     if t.n_values % t.hidden or t.n_values == 0:
         raise FormatError(
             "the table's size is not a positive multiple of the hidden size (len(norm_scale))",

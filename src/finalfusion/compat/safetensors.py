@@ -26,8 +26,8 @@ own tokenizer.
 
 from __future__ import annotations
 
+import functools
 import json
-import math
 import mmap
 import os
 import struct
@@ -266,8 +266,9 @@ def _parse_header(raw: bytes | bytearray, size: int | None, name: str) -> Safete
     try:
         obj = json.loads(text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
     except _Duplicate as dup:
-        at = 8 + len(text[: _find_key(text, dup.key, last=True)].encode("utf-8"))
-        raise FormatError("the header names a tensor twice", offset=at, chunk=_FORMAT, expected="unique names", found=dup.key) from None
+        raise FormatError(
+            "the header names a tensor twice", offset=_key_offset(text, dup.key, last=True), chunk=_FORMAT, expected="unique names", found=dup.key
+        ) from None
     except json.JSONDecodeError as exc:
         at = 8 + len(text[: exc.pos].encode("utf-8"))
         raise FormatError("the header is not valid JSON", offset=at, chunk=_FORMAT, expected="a JSON object", found=exc.msg) from None
@@ -280,15 +281,24 @@ def _parse_header(raw: bytes | bytearray, size: int | None, name: str) -> Safete
     metadata: dict[str, str] = {}
     tensors: dict[str, TensorInfo] = {}
     for key, entry in obj.items():
-        at = 8 + len(text[: _find_key(text, key)].encode("utf-8"))
+        # A key's byte offset is searched for only when an error names it: once per header, never once per key
+        # (a search per key made a 2 MB header of short entries quadratic).
+        key_at = functools.partial(_key_offset, text, key)
         if key == "__metadata__":
             if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
-                raise FormatError("__metadata__ must map strings to strings", offset=at, chunk=_FORMAT, expected="an object of strings", found=_short(entry))
+                raise FormatError(
+                    "__metadata__ must map strings to strings", offset=key_at(), chunk=_FORMAT, expected="an object of strings", found=_short(entry)
+                )
             metadata = dict(entry)
             continue
-        tensors[key] = _tensor_entry(key, entry, at)
+        tensors[key] = _tensor_entry(key, entry, key_at)
     _check_ranges(tensors, None if size is None else size - data_start, data_start, text)
     return SafetensorsHeader(data_start, tensors, metadata)
+
+
+def _key_offset(text: str, key: str, last: bool = False) -> int:
+    """Byte offset in the file of ``key`` in the header ``text`` (for messages: called once, when an error is raised)."""
+    return 8 + len(text[: _find_key(text, key, last)].encode("utf-8"))
 
 
 def _json_kind(text: str) -> str:
@@ -305,40 +315,68 @@ def _find_key(text: str, key: str, last: bool = False) -> int:
 
 
 def _short(value: Any) -> str:
+    """A value for a message, at most 80 characters; a long list or a huge integer is never converted whole."""
+    if isinstance(value, list) and len(value) > 8:
+        return _short(value[:8])[:-1] + f", ... ({len(value)} items)]"
+    if isinstance(value, list) and any(_is_int(v) and v.bit_length() > 96 for v in value):
+        return "[" + ", ".join(_short_int(v) if _is_int(v) else _short(v) for v in value) + "]"
+    if _is_int(value):
+        return _short_int(value)
     text = json.dumps(value) if not isinstance(value, str) else value
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _short_int(value: int) -> str:
+    """An integer for a message: its digits, or its size when it has more than 30 (a huge one is never converted whole)."""
+    return str(value) if value.bit_length() <= 96 else f"an integer of {value.bit_length()} bits"
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _tensor_entry(key: str, entry: Any, at: int) -> TensorInfo:
+def _tensor_entry(key: str, entry: Any, where_at: Callable[[], int]) -> TensorInfo:
     where = f"{_FORMAT} tensor {key!r}"
     if not isinstance(entry, dict):
-        raise FormatError("a tensor entry must be an object", offset=at, chunk=where, expected='{"dtype", "shape", "data_offsets"}', found=_short(entry))
+        raise FormatError(
+            "a tensor entry must be an object", offset=where_at(), chunk=where, expected='{"dtype", "shape", "data_offsets"}', found=_short(entry)
+        )
     missing = [f for f in ("dtype", "shape", "data_offsets") if f not in entry]
     if missing:
         raise FormatError(
-            "a tensor entry lacks fields", offset=at, chunk=where, expected="dtype, shape and data_offsets", found=f"missing {', '.join(missing)}"
+            "a tensor entry lacks fields", offset=where_at(), chunk=where, expected="dtype, shape and data_offsets", found=f"missing {', '.join(missing)}"
         )
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-        raise FormatError("unknown dtype", offset=at, chunk=where, expected=f"one of {sorted(DTYPE_BITS)}", found=_short(dtype))
+        raise FormatError("unknown dtype", offset=where_at(), chunk=where, expected=f"one of {sorted(DTYPE_BITS)}", found=_short(dtype))
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
-        raise FormatError("shape must be a list of non-negative integers", offset=at, chunk=where, expected="[d0, d1, ...]", found=_short(shape))
+        raise FormatError("shape must be a list of non-negative integers", offset=where_at(), chunk=where, expected="[d0, d1, ...]", found=_short(shape))
     if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) and o >= 0 for o in offsets):
-        raise FormatError("data_offsets must be two non-negative integers", offset=at, chunk=where, expected="[begin, end]", found=_short(offsets))
+        raise FormatError("data_offsets must be two non-negative integers", offset=where_at(), chunk=where, expected="[begin, end]", found=_short(offsets))
     begin, end = offsets
     if end < begin:
-        raise FormatError("data_offsets end before they begin", offset=at, chunk=where, expected="begin <= end", found=offsets)
-    bits = math.prod(shape) * DTYPE_BITS[dtype]
-    if bits >= 8 * 2**64:
-        raise FormatError("the shape's byte size overflows 64 bits", offset=at, chunk=where, expected="a byte size below 2**64", found=shape)
+        raise FormatError("data_offsets end before they begin", offset=where_at(), chunk=where, expected="begin <= end", found=_short(offsets))
+    # Dimension by dimension, each checked before it is multiplied in: a product of huge integers
+    # (JSON allows thousands of digits each) is never computed, nor printed whole.
+    bits = DTYPE_BITS[dtype]
+    for i, d in enumerate(shape):
+        if d >= 2**64:
+            raise FormatError(
+                f"dimension {i} of the shape does not fit 64 bits", offset=where_at(), chunk=where, expected="dimensions below 2**64", found=_short_int(d)
+            )
+        bits *= d
+        if bits >= 8 * 2**64:
+            raise FormatError(
+                "the shape's byte size overflows 64 bits",
+                offset=where_at(),
+                chunk=where,
+                expected="a byte size below 2**64",
+                found=f"{len(shape)} dimensions, overflowing at dimension {i}",
+            )
     if bits % 8 or bits // 8 != end - begin:
         raise FormatError(
             "the shape and dtype disagree with the byte range",
-            offset=at,
+            offset=where_at(),
             chunk=where,
             expected=f"{bits / 8:g} bytes ({' x '.join(map(str, shape)) or 'scalar'} {dtype})",
             found=f"{end - begin} bytes (data_offsets [{begin}, {end}])",
@@ -425,9 +463,15 @@ def _locate_sharded(index: Path, tensor: str | None) -> _Located:
     weight_map = obj.get("weight_map") if isinstance(obj, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise FormatError("the index has no weight_map", offset=0, chunk=where, expected='{"weight_map": {tensor: shard file}}', found=_short(obj))
+    # Every shard name is checked by the one rule (not only the one opened): an index naming any file
+    # that is not a sibling -- absolute, with a directory part or '..', with a NUL -- is not a checkpoint.
+    shards = {
+        shard_name: Path(sibling(index.parent, shard_name, chunk=where, message="a shard must be a file next to the index"))
+        for shard_name in set(weight_map.values())
+    }
     name = _choose_name(list(weight_map), tensor, str(index))
     shard_name = weight_map[name]
-    shard = Path(sibling(index.parent, shard_name, chunk=where, message="a shard must be a file next to the index"))
+    shard = shards[shard_name]
     with open(shard, "rb") as f:
         header = read_safetensors_header(f, name=str(shard))
     if name not in header.tensors:

@@ -12,7 +12,7 @@ import numpy.typing as npt
 from finalfusion._binary import check_dims
 from finalfusion._threads import CPUS, run_tasks
 from finalfusion.compat.gguf._layout import FORMAT, GGML_TYPES, GGUFFile, GGUFTensor
-from finalfusion.errors import FormatError, MissingExtraError, import_extra
+from finalfusion.errors import FormatError, import_extra
 
 __all__ = ["DECODE_THREADS", "decode_tensor", "matrix_shape", "rows_per_block"]
 
@@ -88,16 +88,37 @@ def _decode_with_gguf(raw: npt.NDArray[np.uint8], out: npt.NDArray[np.float32], 
         for at in fields:
             blocks[:, at : at + 2] = blocks[:, at : at + 2][:, ::-1]
         rows = blocks.reshape(rows.shape)
+    # The package is installed from here on: a type it does not know or cannot decode is this version's limit,
+    # never "install the extra".
     try:
         qtype = gguf.GGMLQuantizationType(tensor.ggml_type)
     except ValueError:  # a type newer than the installed gguf package
-        raise MissingExtraError("gguf", f"decoding a {name} tensor (unknown to this version of gguf)") from None
+        raise _not_decodable(tensor) from None
     try:
         out[...] = quants.dequantize(rows, qtype)
-    except NotImplementedError as exc:
-        raise MissingExtraError("gguf", f"decoding a {name} tensor ({exc})") from None
-    except ValueError as exc:  # the package is there and knows the type: it is the data it cannot decode
-        raise FormatError(f"gguf cannot decode tensor {tensor.name}", chunk=FORMAT, expected=f"{name} blocks", found=str(exc)[:200]) from None
+    except NotImplementedError:
+        raise _not_decodable(tensor) from None
+    except ValueError as exc:  # the package knows the type: it is the data it cannot decode
+        raise FormatError(f"gguf cannot decode tensor {tensor.name}", chunk=FORMAT, expected=f"{tensor.type_name} blocks", found=str(exc)[:200]) from None
+
+
+def _not_decodable(tensor: GGUFTensor) -> FormatError:
+    name, version = tensor.type_name, _version()
+    return FormatError(
+        f"the installed gguf {version} cannot decode {name} tensors ({tensor.name})",
+        chunk=FORMAT,
+        expected=f"a type gguf {version} decodes (a newer gguf may decode {name})",
+        found=f"{name} (ggml type {tensor.ggml_type})",
+    )
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("gguf")
+    except metadata.PackageNotFoundError:  # a gguf without distribution metadata (a source checkout)
+        return "(unknown version)"
 
 
 def decode_tensor(head: GGUFFile, tensor: GGUFTensor, out: npt.NDArray[np.float32] | None = None) -> npt.NDArray[np.float32]:
@@ -112,10 +133,10 @@ def decode_tensor(head: GGUFFile, tensor: GGUFTensor, out: npt.NDArray[np.float3
     Raises
     ------
     MissingExtraError
-        For a type that needs the ``gguf`` package when it is not installed,
-        or is too old to know the type.
+        For a type that needs the ``gguf`` package when it is not installed.
     FormatError
-        When ``gguf`` knows the type but cannot decode the data.
+        When the installed ``gguf`` does not know or cannot decode the type
+        (the message names its version), or cannot decode the data.
 
     Examples
     --------

@@ -5,7 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["DEFAULT_ALIGNMENT", "FORMAT", "GGML_TYPES", "MAGIC", "MAX_ARRAY_DEPTH", "NUMPY", "SCALARS", "TYPE_ID", "VERSIONS", "GGUFFile", "GGUFTensor"]
+__all__ = [
+    "DEFAULT_ALIGNMENT",
+    "FORMAT",
+    "GGML_TYPES",
+    "INTEGER",
+    "INTEGERS",
+    "KEY_TYPES",
+    "MAGIC",
+    "MAX_ARRAY_DEPTH",
+    "NUMPY",
+    "SCALARS",
+    "TYPE_ID",
+    "TYPE_NAMES",
+    "VERSIONS",
+    "GGUFFile",
+    "GGUFTensor",
+]
 
 FORMAT: Final = "GGUF"
 MAGIC: Final = b"GGUF"
@@ -70,6 +86,36 @@ NUMPY: Final[dict[int, str]] = {
     I64: "i8",
     F64: "f8",
 }
+
+
+#: Pseudo value type of :data:`KEY_TYPES`: any integer scalar (token ids: llama.cpp wants uint32, gguf-py reads every width;
+#: a bool, float, string or array is refused either way).
+INTEGER: Final = -1
+INTEGERS: Final = frozenset({U8, I8, U16, I16, U32, I32, U64, I64})
+
+#: Value type (and element type of an array, ``None``: any number) of the standard keys this library reads, as llama.cpp
+#: requires them (its ``gguf_get_val_*`` and ``llama_model_loader`` refuse a key of another type). Checked while
+#: the header is parsed, before a value is read: a flag stored as an array or a string never reaches a reader.
+KEY_TYPES: Final[dict[str, tuple[int, int | None]]] = {
+    "general.alignment": (U32, None),
+    "general.architecture": (STRING, None),
+    "general.name": (STRING, None),
+    "tokenizer.ggml.model": (STRING, None),
+    "tokenizer.ggml.pre": (STRING, None),
+    "tokenizer.huggingface.json": (STRING, None),
+    "tokenizer.ggml.tokens": (ARRAY, STRING),
+    "tokenizer.ggml.merges": (ARRAY, STRING),
+    "tokenizer.ggml.scores": (ARRAY, None),
+    "tokenizer.ggml.token_type": (ARRAY, None),
+    "tokenizer.ggml.precompiled_charsmap": (ARRAY, None),
+    "tokenizer.ggml.add_space_prefix": (BOOL, None),
+    "tokenizer.ggml.remove_extra_whitespaces": (BOOL, None),
+    "tokenizer.ggml.add_bos_token": (BOOL, None),
+    "tokenizer.ggml.add_eos_token": (BOOL, None),
+    **{f"tokenizer.ggml.{name}_token_id": (INTEGER, None) for name in ("bos", "eos", "unknown", "unk", "pad", "padding", "seperator", "cls", "mask")},
+}
+#: Names of the value types, for messages.
+TYPE_NAMES: Final = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool", "string", "array", "uint64", "int64", "float64")
 
 
 @dataclass(frozen=True)

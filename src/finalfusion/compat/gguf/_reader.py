@@ -15,12 +15,15 @@ from finalfusion.compat.gguf._layout import (
     DEFAULT_ALIGNMENT,
     FORMAT,
     GGML_TYPES,
+    INTEGER,
+    INTEGERS,
+    KEY_TYPES,
     MAGIC,
     MAX_ARRAY_DEPTH,
     NUMPY,
     SCALARS,
     STRING,
-    U32,
+    TYPE_NAMES,
     VERSIONS,
     GGUFFile,
     GGUFTensor,
@@ -33,13 +36,27 @@ __all__ = ["find_tensor", "read_gguf", "read_stream"]
 class _Reader(ByteReader):
     """:class:`~finalfusion._binary.ByteReader` in GGUF's dialect: ``u64`` string lengths, GGUF's message for invalid UTF-8."""
 
-    __slots__ = ()
+    __slots__ = ("items", "max_items")
+    items: int
+    max_items: int
+
+    def count_item(self, what: str, at: int) -> None:
+        """One more metadata key or array: refused past :data:`finalfusion.limits.MAX_MODEL_METADATA_ITEMS`."""
+        self.items += 1
+        if self.items > self.max_items:
+            raise FormatError(
+                f"too many metadata keys and arrays (at {what})",
+                offset=at,
+                chunk=FORMAT,
+                expected=f"at most {self.max_items} (finalfusion.limits.MAX_MODEL_METADATA_ITEMS)",
+                found="more",
+            )
 
     def _utf8_error(self, what: str, raw: bytes | bytearray | memoryview, exc: UnicodeDecodeError, start: int) -> FormatError:
         return FormatError(f"{what} is not valid UTF-8", offset=start + exc.start, chunk=self.chunk, expected="UTF-8", found=bytes(raw[:40]))
 
 
-def _value(cur: ByteReader, vtype: int, what: str, depth: int = 0) -> Any:
+def _value(cur: _Reader, vtype: int, what: str, depth: int = 0) -> Any:
     """One metadata value of GGUF type ``vtype``: a scalar, a string, a numpy array of numbers or a list of strings or arrays."""
     if vtype in SCALARS:
         return cur.scalar(SCALARS[vtype], what)
@@ -47,6 +64,7 @@ def _value(cur: ByteReader, vtype: int, what: str, depth: int = 0) -> Any:
         return cur.string(what)
     if vtype == ARRAY:
         at = cur.pos
+        cur.count_item(what, at)
         etype = cur.u32(f"element type of {what}")
         count = cur.u64(f"element count of {what}")
         if etype in SCALARS:
@@ -72,6 +90,24 @@ def _value(cur: ByteReader, vtype: int, what: str, depth: int = 0) -> Any:
             return [_value(cur, ARRAY, what, depth + 1) for _ in range(count)]
         raise FormatError(f"unknown element type of {what}", offset=at, chunk=FORMAT, expected="a GGUF value type 0..12", found=etype)
     raise FormatError(f"unknown value type of {what}", offset=cur.pos - 4, chunk=FORMAT, expected="a GGUF value type 0..12", found=vtype)
+
+
+def _check_key_type(cur: ByteReader, key: str, vtype: int) -> None:
+    """A standard key must have the type llama.cpp requires (:data:`KEY_TYPES`): checked before its value is read."""
+    want, element = KEY_TYPES[key]
+    etype = cur.u32(f"element type of {key}") if vtype == ARRAY else None
+    if (vtype == want or (want == INTEGER and vtype in INTEGERS)) and (etype is None or (etype == element if element is not None else etype in SCALARS)):
+        if etype is not None:
+            cur.pos -= 4  # the element type is read again with the array
+        return
+
+    def name(t: int | None) -> str:
+        return TYPE_NAMES[t] if t is not None and 0 <= t < len(TYPE_NAMES) else f"type {t}"
+
+    expected = ("a list of strings" if element == STRING else "a numeric array") if want == ARRAY else "an integer" if want == INTEGER else f"a {name(want)}"
+    found = name(vtype) + (f" of {name(etype)}" if etype is not None else "")
+    at = cur.pos - (8 if etype is not None else 4)
+    raise FormatError(f"{key} is not {expected}", offset=at, chunk=FORMAT, expected=f"{expected} (as llama.cpp requires)", found=found)
 
 
 def read_gguf(data: Any) -> GGUFFile:
@@ -104,7 +140,10 @@ def _parse(data: Any, total: int | None) -> GGUFFile:
         version = int.from_bytes(version.to_bytes(4, "little"), "big")
     if version not in VERSIONS:
         raise UnsupportedVersion("unsupported GGUF version", offset=4, chunk=FORMAT, expected="2 or 3", found=version)
+    from finalfusion import limits
+
     cur = _Reader(data, 8, chunk=FORMAT, order=order, length_bytes=8)
+    cur.items, cur.max_items = 0, limits.MAX_MODEL_METADATA_ITEMS
     n_tensors = cur.u64("tensor count")
     n_kv = cur.u64("metadata count")
     if n_kv > cur.remaining // 13:
@@ -115,9 +154,10 @@ def _parse(data: Any, total: int | None) -> GGUFFile:
         key = cur.string("metadata key")
         if key in kv:
             raise FormatError("duplicate metadata key", offset=at, chunk=FORMAT, expected="distinct keys", found=key)
+        cur.count_item(key, at)
         vtype = cur.u32(f"value type of {key}")
-        if key == "general.alignment" and vtype != U32:  # as llama.cpp (gguf_get_val_u32 asserts the type) and gguf-py
-            raise FormatError("general.alignment is not a uint32", offset=cur.pos - 4, chunk=FORMAT, expected=f"value type {U32} (uint32)", found=vtype)
+        if key in KEY_TYPES:
+            _check_key_type(cur, key, vtype)
         kv[key] = _value(cur, vtype, key)
     if n_tensors > cur.remaining // 24:
         raise Truncated("the tensor count is larger than the file can hold", offset=8, chunk=FORMAT, expected=f"at most {cur.remaining // 24}", found=n_tensors)

@@ -205,25 +205,57 @@ def tokenizer_kv(vocab: Vocab) -> list[tuple[str, int, Any]]:
             out += [(f"tokenizer.ggml.{k}_token_id", U32, v) for k, v in spm.special.items() if 0 <= v < len(words)]
             return out
     if isinstance(tok, HuggingFaceTokenizer):
-        out = [("tokenizer.ggml.model", STRING, "none"), ("tokenizer.ggml.tokens", ARRAY, (STRING, words))]
-        try:
-            doc = json.loads(tok.to_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            doc = None
-        model = doc.get("model") if isinstance(doc, dict) else None
-        if isinstance(model, dict) and model.get("type") == "BPE" and "ByteLevel" in json.dumps(doc.get("pre_tokenizer")):
-            merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
-            token_types = np.full(len(words), NORMAL, dtype=np.int32)
-            for added in doc.get("added_tokens") or []:
-                i = added.get("id")
-                if isinstance(i, int) and 0 <= i < len(words):
-                    token_types[i] = CONTROL if added.get("special") else USER_DEFINED
-            out = [
-                ("tokenizer.ggml.model", STRING, "gpt2"),
-                ("tokenizer.ggml.tokens", ARRAY, (STRING, words)),
-                ("tokenizer.ggml.token_type", ARRAY, (I32, token_types)),
-                ("tokenizer.ggml.merges", ARRAY, (STRING, merges)),
-            ]
-        out.append(("tokenizer.huggingface.json", STRING, tok.to_bytes().decode("utf-8")))
-        return out
+        text = _json_text(tok.to_bytes())
+        return [*_gpt2_kv(text, words), ("tokenizer.huggingface.json", STRING, text)]
     return [("tokenizer.ggml.model", STRING, "none"), ("tokenizer.ggml.tokens", ARRAY, (STRING, words))]
+
+
+def _json_text(data: bytes) -> str:
+    """A ``tokenizer.json`` as text, whatever encoding JSON allows it (UTF-8 with or without BOM, UTF-16, UTF-32): GGUF strings are UTF-8.
+
+    Raises
+    ------
+    ValueError
+        When the bytes are not text in any of them.
+    """
+    try:
+        return data.decode(json.detect_encoding(data)).lstrip("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"the tokenizer's tokenizer.json is not text (UTF-8, -16 or -32): {exc}") from None
+
+
+def _gpt2_kv(text: str, words: list[str]) -> list[tuple[str, int, Any]]:
+    """llama.cpp's ``gpt2`` keys for a byte-level BPE ``tokenizer.json``, when its merges are ones the GGUF reader takes back; else the token list alone.
+
+    The document comes from a tokenizer that loaded (lazily: its merges may be
+    anything JSON holds), so every part is checked before it is used: the file
+    written is one :func:`gguf_tokenizer` reads, or the ``gpt2`` keys are left out.
+    """
+    plain: list[tuple[str, int, Any]] = [("tokenizer.ggml.model", STRING, "none"), ("tokenizer.ggml.tokens", ARRAY, (STRING, words))]
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return plain
+    model = doc.get("model") if isinstance(doc, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "BPE" or "ByteLevel" not in json.dumps(doc.get("pre_tokenizer")):
+        return plain
+    raw = model.get("merges", [])
+    if not isinstance(raw, list) or not all(isinstance(m, str) or (isinstance(m, list) and len(m) == 2 and all(isinstance(p, str) for p in m)) for m in raw):
+        return plain
+    merges = [m if isinstance(m, str) else " ".join(m) for m in raw]
+    try:
+        _check_merges(merges, words)
+    except FormatError:
+        return plain
+    token_types = np.full(len(words), NORMAL, dtype=np.int32)
+    added_tokens = doc.get("added_tokens")
+    for added in added_tokens if isinstance(added_tokens, list) else []:
+        i = added.get("id") if isinstance(added, dict) else None
+        if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(words):
+            token_types[i] = CONTROL if added.get("special") is True else USER_DEFINED
+    return [
+        ("tokenizer.ggml.model", STRING, "gpt2"),
+        ("tokenizer.ggml.tokens", ARRAY, (STRING, words)),
+        ("tokenizer.ggml.token_type", ARRAY, (I32, token_types)),
+        ("tokenizer.ggml.merges", ARRAY, (STRING, merges)),
+    ]

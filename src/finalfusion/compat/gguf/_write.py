@@ -18,38 +18,66 @@ __all__ = ["write_gguf"]
 
 
 class _Out:
-    """Little-endian GGUF writer of metadata values."""
+    """Little-endian GGUF writer of metadata values.
+
+    Every value is checked against its GGUF type as it is packed: a string
+    that UTF-8 cannot encode (a lone surrogate) or a number outside its type
+    raises a :class:`ValueError` naming the key, never ``UnicodeEncodeError``
+    or ``OverflowError`` from deep inside the writer.
+    """
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
 
-    def string(self, s: str) -> None:
-        b = s.encode("utf-8")
+    def string(self, s: str, what: str = "a string") -> None:
+        try:
+            b = s.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{what} cannot be written as GGUF (UTF-8): {s[max(0, exc.start - 20) : exc.end + 20]!r} holds a lone surrogate") from None
         self.parts.append(struct.pack("<Q", len(b)) + b)
 
     def kv(self, key: str, vtype: int, value: Any) -> None:
-        self.string(key)
+        self.string(key, f"metadata key {key!r}")
         self.parts.append(struct.pack("<I", vtype))
         if vtype == STRING:
-            self.string(value)
+            self.string(value, key)
         elif vtype == ARRAY:
             etype, items = value
             self.parts.append(struct.pack("<IQ", etype, len(items)))
             if etype == STRING:
                 pack = struct.Struct("<Q").pack
                 joined = bytearray()
-                for t in items:
-                    b = t.encode("utf-8")
+                for i, t in enumerate(items):
+                    try:
+                        b = t.encode("utf-8")
+                    except UnicodeEncodeError:
+                        self.string(t, f"element {i} of {key}")  # raises, naming the element
+                        raise
                     joined += pack(len(b))
                     joined += b
                 self.parts.append(bytes(joined))
             else:
-                self.parts.append(np.asarray(items, dtype=np.dtype("<" + NUMPY[etype])).tobytes())
+                self.parts.append(_numbers(key, etype, items))
         else:
-            self.parts.append(struct.pack("<" + SCALARS[vtype], value))
+            try:
+                self.parts.append(struct.pack("<" + SCALARS[vtype], value))
+            except (struct.error, OverflowError, TypeError) as exc:
+                raise ValueError(f"{key} cannot be written as GGUF value type {vtype}: {value!r} ({exc})") from None
 
     def data(self) -> bytes:
         return b"".join(self.parts)
+
+
+def _numbers(key: str, etype: int, items: Any) -> bytes:
+    """A numeric array's bytes, refusing (not wrapping or crashing on) values outside the element type."""
+    dtype = np.dtype("<" + NUMPY[etype])
+    try:
+        values = np.asarray(items)
+        if dtype.kind in "iu" and values.size and (values.dtype.kind not in "biu" or values.min() < np.iinfo(dtype).min or values.max() > np.iinfo(dtype).max):
+            raise OverflowError(f"values from {values.min()} to {values.max()} ({values.dtype})")
+        return np.asarray(values, dtype=dtype).tobytes()
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise ValueError(f"{key} cannot be written as a GGUF array of {dtype}: {exc}") from None
 
 
 def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnormalize: bool = True, fsync: bool = False) -> None:
@@ -74,7 +102,9 @@ def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnorma
     Raises
     ------
     ValueError
-        For another ``dtype``; :class:`~finalfusion.errors.NonFiniteError`
+        For another ``dtype``; for a word, a tokenizer value or a metadata
+        string that GGUF cannot hold (a lone surrogate is not UTF-8, a token
+        type beyond int32), naming the key; :class:`~finalfusion.errors.NonFiniteError`
         (a ``ValueError``), before anything is written, for a row with a
         NaN or infinite value, also one that multiplying its norm back
         overflows or that ``F16`` cannot hold (beyond 65504).
