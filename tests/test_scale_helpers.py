@@ -5,6 +5,7 @@ Runs without the scale extra (the pandas test is skipped without pandas).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -102,3 +103,38 @@ def test_file_changed_follows_ray_style_attributes() -> None:
     looped = RuntimeError("x")
     looped.__context__ = looped
     assert file_changed(looped) is None
+
+
+def _bad_queries() -> list[tuple[str, object, str]]:
+    """(case, partition, the row its message names): missing values, numbers, bytes, in lists, arrays and Series."""
+    cases: list[tuple[str, object, str]] = [
+        ("None", ["berlin", None], "words[1]"),
+        ("NaN", ["berlin", "paris", float("nan")], "words[2]"),
+        ("int", [123, "berlin"], "words[0]"),
+        ("bytes", ["berlin", b"paris"], "words[1]"),
+        ("object array", np.array(["berlin", None], dtype=object), "words[1]"),
+    ]
+    pd = pytest.importorskip("pandas", reason="pandas is not installed (it comes with the scale extra)")
+    cases += [
+        ("Series with NaN", pd.Series(["berlin", np.nan, "paris"], index=[10, 11, 12]), "row 11 (position 1)"),
+        ("Series with None", pd.Series(["berlin", "paris", None], index=["a", "b", "c"], dtype=object), "row 'c' (position 2)"),
+        ("string Series with NA", pd.Series(["berlin", pd.NA], index=[7, 8], dtype="string"), "row 8 (position 1)"),
+        ("Series of numbers", pd.Series([1.5, 2.5], index=[3, 4]), "row 3 (position 0)"),
+    ]
+    return cases
+
+
+def test_neighbours_partition_refuses_what_is_not_a_word(emb: finalfusion.Embeddings) -> None:
+    """Every query must be a str, as for word_similarity_batch (which refuses the same items); the message names the row."""
+    for case, words, row in _bad_queries():
+        with pytest.raises(TypeError, match=re.escape(row)):
+            neighbours_partition(words, emb, k=2)
+        with pytest.raises(TypeError, match="must be a str"):
+            emb.word_similarity_batch(list(words), 2)  # type: ignore[call-overload]
+        assert case
+    with pytest.raises(TypeError, match="single str"):
+        neighbours_partition("berlin", emb)
+    # str subclasses are words, answered as plain str
+    got = neighbours_partition(np.array(["berlin", "paris"]), emb, k=2)
+    assert got == neighbours_partition(["berlin", "paris"], emb, k=2)
+    assert all(type(w) is str for w, _ in got)

@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion.errors import FileChangedError
+from finalfusion.vocab._words import check_word_items
 
 if TYPE_CHECKING:
     from finalfusion.embeddings import Embeddings
@@ -169,7 +170,10 @@ def neighbours_partition(words: Any, emb: Embeddings, k: int = 10) -> Any:
 
     Built on :meth:`~finalfusion.Embeddings.word_similarity_batch`: each word
     is excluded from its own results; a word without an embedding gets an
-    empty list.
+    empty list. Every query must be a ``str``, as for
+    ``word_similarity_batch``: ``None``, NaN (a missing value of a pandas
+    column), numbers and ``bytes`` raise ``TypeError`` naming the row (drop
+    missing values first, e.g. ``series.dropna()``).
 
     Parameters
     ----------
@@ -187,6 +191,12 @@ def neighbours_partition(words: Any, emb: Embeddings, k: int = 10) -> Any:
         ``(word, [(neighbour, cosine), ...])`` per query word, best first
         (a Series with the input's index for a Series).
 
+    Raises
+    ------
+    TypeError
+        If a query is not a ``str``, naming its position (and index label
+        for a Series), or ``words`` is a single string.
+
     Examples
     --------
     >>> import numpy as np
@@ -197,7 +207,7 @@ def neighbours_partition(words: Any, emb: Embeddings, k: int = 10) -> Any:
     [('a', [('b', 0.8)]), ('zz', [])]
     """
     pd = _pandas_series(words)
-    queries = [str(w) for w in words]
+    queries = _query_words(words, pd)
     idx, sims = emb.word_similarity_batch(queries, k)
     vocab_words = emb.vocab.words
     rows = [(w, [(vocab_words[j], float(s)) for j, s in zip(idx[i].tolist(), sims[i].tolist(), strict=True) if j >= 0]) for i, w in enumerate(queries)]
@@ -206,6 +216,22 @@ def neighbours_partition(words: Any, emb: Embeddings, k: int = 10) -> Any:
     out = np.empty(len(rows), dtype=object)
     out[:] = rows
     return pd.Series(out, index=words.index, name=words.name, dtype=object)
+
+
+def _query_words(words: Any, pd: Any) -> list[str]:
+    """The query words of a partition as a list, each checked to be a ``str`` (the rule of ``word_similarity_batch``)."""
+    if isinstance(words, (str, bytes)):
+        raise TypeError(f"words must be a partition of query words, not a single {type(words).__name__}: {words!r:.60}")
+    queries = list(words)
+    try:
+        check_word_items(queries)
+    except TypeError:
+        i, bad = next((i, w) for i, w in enumerate(queries) if not isinstance(w, str))
+        label = words.index[i] if pd is not None else None
+        label = label.item() if isinstance(label, np.generic) else label  # 11, not np.int64(11)
+        row = f"row {label!r} (position {i})" if pd is not None else f"words[{i}]"
+        raise TypeError(f"query words must be str: {row} is {type(bad).__name__} {bad!r:.60} (drop missing values first)") from None
+    return [str(w) for w in queries]  # subclasses such as numpy.str_ become plain str
 
 
 class EmbedBatches:
