@@ -138,3 +138,40 @@ def test_neighbours_partition_refuses_what_is_not_a_word(emb: finalfusion.Embedd
     got = neighbours_partition(np.array(["berlin", "paris"]), emb, k=2)
     assert got == neighbours_partition(["berlin", "paris"], emb, k=2)
     assert all(type(w) is str for w, _ in got)
+
+
+def test_shared_embeddings_fail_in_the_helper_not_in_unpickling(tmp_path: Path) -> None:
+    """scale.shared: unpickling never raises; every helper raises FileChangedError (or the OSError) on first use."""
+    import pickle
+    import shutil
+
+    from finalfusion.scale import shared
+
+    path = tmp_path / "sample.fifu"
+    shutil.copy(SAMPLE, path)
+    old = finalfusion.load_finalfusion(path, mmap=True)
+    data = pickle.dumps(shared(old))
+    assert len(data) < 1000  # still a reference to the file
+    early = pickle.loads(data)  # resolved now: keeps the old file's mapping
+    finalfusion.Embeddings(finalfusion.NdArray(np.asarray(old.storage) * 2), old.vocab).write(path)
+    late = pickle.loads(data)  # does not raise
+    helpers = [
+        lambda e: embed_partition([["berlin"]], e),
+        lambda e: embed_documents(e, [["berlin"]]),
+        lambda e: neighbours_partition(["berlin"], e, k=2),
+        lambda e: EmbedBatches(e),
+    ]
+    for helper in helpers:
+        with pytest.raises(finalfusion.FileChangedError, match="changed since the embeddings were pickled"):
+            helper(late)
+        with pytest.raises(finalfusion.FileChangedError):
+            helper(pickle.loads(pickle.dumps(late)))  # passed on unresolved, it fails the same way
+    np.testing.assert_array_equal(embed_partition([["berlin"]], early)[0], old.embedding_batch(["berlin"])[0])
+    path.unlink()
+    with pytest.raises(FileNotFoundError):
+        embed_partition([["berlin"]], pickle.loads(data))
+    eager = finalfusion.load_finalfusion(SAMPLE)
+    by_value = pickle.loads(pickle.dumps(shared(eager)))
+    assert neighbours_partition(["berlin"], by_value, k=2) == neighbours_partition(["berlin"], eager, k=2)
+    with pytest.raises(TypeError, match="takes Embeddings"):
+        shared(shared(eager))  # type: ignore[arg-type]
