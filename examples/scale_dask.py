@@ -44,7 +44,10 @@ def start_cluster() -> tuple[Any, Any]:
 # --8<-- [start:share]
 def share(client: Any, emb: finalfusion.Embeddings) -> Any:
     """Send the embeddings to every worker once; pass the returned future to tasks."""
-    return client.scatter(emb, broadcast=True)  # mmap=True: a ~200-byte reference each
+    from finalfusion.scale import shared
+
+    # mmap=True: a ~200-byte reference each; shared(): a replaced file fails the task that uses it, never Dask's transfer
+    return client.scatter(shared(emb), broadcast=True)
 
 
 # --8<-- [end:share]

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +108,9 @@ def test_bad_question_files(analogy_emb: Embeddings, tmp_path: Path) -> None:
         evaluate_analogies(analogy_emb, ["Paris Frankreich Berlin Deutschland"])
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b": s\nParis Frankreich Berlin Deutsch\xfcland\n")
-    with pytest.raises(UnicodeDecodeError):
+    with pytest.raises(FormatError, match="line 2 is not UTF-8") as err:
         evaluate_analogies(analogy_emb, bad)
+    assert err.value.offset == len(b": s\nParis Frankreich Berlin Deutsch")
 
 
 def test_quantized_and_unnormalised_storage(testdata: Path) -> None:
@@ -128,3 +136,88 @@ def test_evaluation_matches_single_analogy_queries(analogy_emb: Embeddings, tmp_
             res = analogy_emb.analogy(*parts[:3])
             correct += res is not None and res[0].word == parts[3]
     assert ev.correct == correct
+
+
+@contextmanager
+def _served(data: bytes, fifo: Path | None = None) -> Iterator[int | Path]:
+    """A pipe (its read end) or a FIFO (its path) that a writer thread fills once with ``data``, then closes.
+
+    A reader that opens the FIFO a second time would block for ever; after 5 s a guard opens it
+    for writing and closes it, so such a reader sees an empty file instead of hanging the test.
+    """
+    done = threading.Event()
+    if fifo is None:
+        r, w = os.pipe()
+        target: int | Path = r
+    else:
+        os.mkfifo(fifo)
+        target = fifo
+
+    def write() -> None:
+        fd = w if fifo is None else os.open(fifo, os.O_WRONLY)
+        with open(fd, "wb") as f:
+            f.write(data)
+
+    def guard() -> None:
+        if fifo is None or done.wait(5.0):
+            return
+        while not done.wait(0.1):
+            with contextlib.suppress(OSError):  # OSError: no reader waiting
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    threads = [threading.Thread(target=write, daemon=True), threading.Thread(target=guard, daemon=True)]
+    for t in threads:
+        t.start()
+    try:
+        yield target
+    finally:
+        done.set()
+        for t in threads:
+            t.join(timeout=10)
+        if fifo is None:
+            os.close(r)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="names a pipe by /dev/fd/N")
+@pytest.mark.parametrize("spelling", ["evaluate_analogies", "evaluate_word_analogies"])
+def test_questions_are_read_once(analogy_emb: Embeddings, tmp_path: Path, spelling: str) -> None:
+    """A pipe (by path and as a file object), a FIFO and a subprocess's output give what the regular file gives."""
+
+    def run(source: Any) -> Any:
+        if spelling == "evaluate_analogies":
+            return ours_counts(evaluate_analogies(analogy_emb, source))
+        score, sections = analogy_emb.evaluate_word_analogies(source)
+        return score, [(s["section"], len(s["correct"]) + len(s["incorrect"])) for s in sections]
+
+    path = question_file(tmp_path, analogy_emb.vocab.words)
+    data = path.read_bytes()
+    want = run(path)
+    assert want != run([]), "the questions must give a result that an empty input does not"
+    with _served(data) as r:
+        assert run(f"/dev/fd/{r}") == want, "pipe by path"
+    with _served(data) as r, open(os.dup(int(r)), "rb") as f:
+        assert run(f) == want, "pipe as a file object"
+    with _served(data, tmp_path / "fifo") as fifo:
+        assert run(fifo) == want, "FIFO"
+    with subprocess.Popen(["cat", str(path)], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        assert run(f"/dev/fd/{proc.stdout.fileno()}") == want, "a subprocess's output"
+
+
+@pytest.mark.parametrize(
+    ("lines", "error", "match"),
+    [
+        ([": s", None], TypeError, "got NoneType on line 2"),
+        ([": s", "Paris Frankreich Berlin Deutschland", 123], TypeError, "got int on line 3"),
+        ([b": s", b"Paris Frankreich Berlin Deutschland", None], TypeError, "got NoneType on line 3"),
+        ([": s", ["Paris", "Frankreich", "Berlin", "Deutschland"]], TypeError, "got list on line 2"),
+        ([b": s", b"Paris Frankreich Berlin Deutsch\xfcland"], FormatError, "line 2 is not UTF-8"),
+        (b": s\nParis Frankreich Berlin Deutschland\n", TypeError, "not bytes"),
+    ],
+)
+def test_question_lines_must_be_text(analogy_emb: Embeddings, lines: Any, error: type[Exception], match: str) -> None:
+    """Lines that are not text are refused with an error naming the line, in both spellings."""
+    with pytest.raises(error, match=match):
+        evaluate_analogies(analogy_emb, lines)
+    with pytest.raises(error, match=match):
+        analogy_emb.evaluate_word_analogies(lines)

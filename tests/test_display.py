@@ -152,3 +152,85 @@ def test_empty_things_display() -> None:
     buf = io.BytesIO()
     emb.write(buf)
     assert "none" in parse(finalfusion.load_finalfusion(buf.getvalue())._repr_html_()).cells
+
+
+def _concrete_vocab_types() -> set[type]:
+    """Every public vocabulary class the package defines (after importing every module, so none is missed)."""
+    import importlib
+    import pkgutil
+
+    from finalfusion.vocab.base import SubwordVocab, Vocab
+
+    for info in pkgutil.walk_packages(finalfusion.__path__, "finalfusion."):
+        importlib.import_module(info.name)
+    found: set[type] = set()
+    todo = [Vocab]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls not in (Vocab, SubwordVocab) and not cls.__name__.startswith("_"):
+            found.add(cls)
+    return found
+
+
+def _vocab_cases() -> list[tuple[str, object]]:
+    """One vocabulary of every type, the tokenizer ones with real tokenizers trained here (each type at least once)."""
+    from _model_helpers import train_byte_level_bpe, train_sentencepiece, train_wordpiece
+    from finalfusion.subword import ExplicitIndexer, FastTextIndexer, FinalfusionHashIndexer, FloretIndexer
+    from finalfusion.vocab import (
+        ExplicitVocab,
+        FastTextVocab,
+        FinalfusionBucketVocab,
+        FloretVocab,
+        HuggingFaceTokenizer,
+        SentencePieceTokenizer,
+        SimpleVocab,
+        TokenizerVocab,
+    )
+
+    words = ["<b>berlin</b>", "a&b", "$x$"]
+    cases: list[tuple[str, object]] = [
+        ("simple", SimpleVocab(words)),
+        ("bucket", FinalfusionBucketVocab(words, FinalfusionHashIndexer(4, 3, 5))),
+        ("fasttext", FastTextVocab(words, FastTextIndexer(16, 3, 6))),
+        ("explicit", ExplicitVocab(words, ExplicitIndexer(["<b>", "a&b", "$x$"], 3, 3))),
+        ("floret", FloretVocab(FloretIndexer(16, 3, 6, n_hashes=2))),
+    ]
+    tokenizers = pytest.importorskip("tokenizers")
+    for name, train in (("wordpiece", train_wordpiece), ("byte-level-bpe", train_byte_level_bpe)):
+        text = train()
+        tok = tokenizers.Tokenizer.from_str(text)
+        tokens = [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+        cases.append((name, TokenizerVocab(tokens, HuggingFaceTokenizer(text))))
+    spm = pytest.importorskip("sentencepiece")
+    proto = train_sentencepiece("unigram", False)
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    cases.append(("sentencepiece", TokenizerVocab([sp.IdToPiece(i) for i in range(sp.GetPieceSize())], SentencePieceTokenizer(proto))))
+    return cases
+
+
+def test_every_vocabulary_type_displays(tmp_path: Path) -> None:
+    """Every Vocab subclass, alone and inside Embeddings (also read back from a .fifu), gives a well-formed table."""
+    cases = _vocab_cases()
+    assert {type(v) for _, v in cases} == _concrete_vocab_types(), "a vocabulary type has no display case here: add one"
+    for name, vocab in cases:
+        emb = finalfusion.Embeddings(finalfusion.NdArray(np.ones((vocab.upper_bound, 4), dtype=np.float32)), vocab)  # type: ignore[attr-defined]
+        path = tmp_path / f"{name}.fifu"
+        emb.write(path)
+        back = finalfusion.load_finalfusion(path, mmap=True)
+        assert type(back.vocab) is type(vocab), name
+        for shown in (vocab, emb, back, back.vocab):
+            html = shown._repr_html_()  # type: ignore[attr-defined]
+            cells = parse(html).cells
+            table = dict(zip(cells[::2], cells[1::2], strict=True))
+            assert table["vocabulary"] == type(vocab).__name__, name
+            assert table["words"] == f"{len(vocab.words):,}", name  # type: ignore[attr-defined]
+            assert "<b>berlin" not in html, name
+            if type(vocab).__name__ == "TokenizerVocab":
+                kind = "sentencepiece" if name == "sentencepiece" else "huggingface"
+                assert kind in table["tokenizer"], (name, table)
+                assert "n-gram lengths" not in table, name
+            elif name != "simple":
+                assert table["n-gram lengths"].replace("\u2013", "-") == f"{vocab.min_n}-{vocab.max_n}", name  # type: ignore[attr-defined]
+            if vocab.words:  # type: ignore[attr-defined]
+                assert table["first words"].startswith(vocab.words[0]), name  # type: ignore[attr-defined]

@@ -101,3 +101,39 @@ def test_documentation_pictures_are_drawn(tmp_path: Path) -> None:
         assert data.startswith(PNG), path
         assert (ROOT / "docs" / "img" / path.name).read_bytes().startswith(PNG), f"docs/img/{path.name} is committed"
         assert 5_000 < len(data) < 200_000, (path, len(data))
+
+
+#: Words matplotlib would not show as written: mathtext (one of them breaks savefig), TeX specials, a hidden-label prefix.
+HOSTILE = ["$x^2$", "$\\frac{$", "$", "$$", "a_b", "_hidden", "100%", "#1", "{}", "\\", "^~&"]
+
+
+def _hostile_emb() -> finalfusion.Embeddings:
+    matrix = np.random.default_rng(0).standard_normal((len(HOSTILE), 8)).astype(np.float32)
+    return finalfusion.Embeddings(finalfusion.NdArray(matrix), finalfusion.SimpleVocab(HOSTILE))
+
+
+def _saved_literally(ax, texts) -> list[str]:  # type: ignore[no-untyped-def]
+    """Save the figure in three formats, then the texts (after drawing), each checked to be drawn without math."""
+    import io
+
+    for fmt in ("png", "svg", "pdf"):
+        ax.figure.savefig(io.BytesIO(), format=fmt)
+    shown = list(texts())
+    for t in shown:
+        assert not t.get_parse_math(), t.get_text()
+        assert not t.get_usetex(), t.get_text()
+    return [t.get_text() for t in shown]
+
+
+def test_words_are_drawn_literally() -> None:
+    """Every text made from data keeps the word (no mathtext, no TeX, no hidden legend entry), and the figure saves."""
+    emb = _hostile_emb()
+    ax = plot.projection(emb, HOSTILE)
+    assert _saved_literally(ax, lambda: ax.texts) == HOSTILE
+    groups = {"$\\frac{$": HOSTILE[:4], "_hidden": HOSTILE[4:8], "": HOSTILE[8:], "a_b $x$": HOSTILE[:2]}
+    ax = plot.projection(emb, groups)
+    assert _saved_literally(ax, lambda: ax.texts) == [w for g in groups.values() for w in g]
+    assert _saved_literally(ax, lambda: ax.get_legend().get_texts()) == ["$\\frac{$", "_hidden", "a_b $x$"]
+    ax = plot.similarity_matrix(emb, HOSTILE)
+    assert _saved_literally(ax, ax.get_xticklabels) == HOSTILE
+    assert _saved_literally(ax, ax.get_yticklabels) == HOSTILE

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ import cloudpickle  # noqa: E402  (comes with distributed)
 
 import finalfusion  # noqa: E402
 from conftest import assert_same_neighbours, load_script, mapping_memory_kb, scale_corpus, touch_rows  # noqa: E402
-from finalfusion.scale import embed_partition, file_changed, neighbours_partition  # noqa: E402
+from finalfusion.scale import EmbedBatches, SharedEmbeddings, embed_partition, file_changed, neighbours_partition, shared  # noqa: E402
 
 pytestmark = pytest.mark.scale
 # Small worker-side helpers of this module and of conftest travel by value (workers cannot import the tests).
@@ -107,12 +110,17 @@ def test_ships_a_reference_not_the_matrix(scale_emb: finalfusion.Embeddings, sca
     assert len(cloudpickle.dumps(eager_graph)) > matrix_bytes
 
 
+def touch_shared_rows(handle: SharedEmbeddings) -> int:
+    """conftest.touch_rows on the embeddings that share() sent (on a worker)."""
+    return touch_rows(handle.embeddings)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/smaps (Linux only)")
 def test_workers_share_the_mapped_pages(client: Any, remote: Any, scale_file: Path) -> None:
     workers = sorted(client.scheduler_info()["workers"])
     assert len(workers) == 2
     assert sorted(client.who_has(remote)[remote.key]) == workers  # the broadcast reached both
-    pids = [client.submit(touch_rows, remote, workers=[w], pure=False).result() for w in workers]
+    pids = [client.submit(touch_shared_rows, remote, workers=[w], pure=False).result() for w in workers]
     assert len(set(pids)) == 2
     assert os.getpid() not in pids  # worker processes, not threads of this one
     size_kb = scale_file.stat().st_size / 1024
@@ -143,9 +151,11 @@ def test_replaced_file_fails_with_file_changed_error(client: Any, tmp_path: Path
     with pytest.raises(Exception) as err:  # noqa: PT011  (Dask wraps it in a RuntimeError)
         db.from_sequence(docs, npartitions=2).map_partitions(embed_partition, old).compute()
     assert isinstance(file_changed(err.value), finalfusion.FileChangedError), repr(err.value)
-    # Scattering the old reference again fails on the workers; Dask reports it by name only.
-    with pytest.raises(Exception, match="FileChangedError"):
-        ex.share(client, old)
+    # Scattering the old embeddings again under a new key cannot fail inside Dask (share() wraps them with
+    # scale.shared); the first task that uses them fails with the FileChangedError itself.
+    again = client.scatter(shared(old), broadcast=True, hash=False)  # hash=False: a new key (ex.share would reuse the old one)
+    with pytest.raises(finalfusion.FileChangedError):
+        client.submit(embed_partition, docs, again, pure=False).result(timeout=30)
     # Reloaded in the client, the new file is used everywhere.
     reloaded = finalfusion.load_finalfusion(path, mmap=True)
     for got, want in zip(ex.embed_bag(ex.share(client, reloaded), docs, npartitions=2), want_new, strict=True):
@@ -159,3 +169,54 @@ def test_example_main(client: Any, capsys: pytest.CaptureFixture[str]) -> None:
     assert out[:2] == ["berlin is a city -> (4, 16)", "berliner café -> (2, 16)"]
     assert out[2].startswith("berlin -> ")
     assert len(out[2].split(", ")) == 3
+
+
+@contextmanager
+def late_worker(client: Any) -> Iterator[str]:
+    """A third worker process that joins the running cluster (a real ``dask worker``); yields its address."""
+    before = set(client.scheduler_info()["workers"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", client.scheduler.address, "--nthreads", "1", "--no-nanny", "--no-dashboard"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        client.wait_for_workers(len(before) + 1, timeout=60)
+        (address,) = set(client.scheduler_info()["workers"]) - before
+        yield address
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        client.wait_for_workers(len(before), timeout=30)
+
+
+def test_worker_joining_after_a_replace_fails_fast(client: Any, tmp_path: Path) -> None:
+    """Every helper, run on a worker that joined after the file was replaced, raises FileChangedError (Dask once waited for ever)."""
+    path = tmp_path / "sample.fifu"
+    shutil.copy(SAMPLE, path)
+    old = finalfusion.load_finalfusion(path, mmap=True)
+    remote = ex.share(client, old)  # on the two workers there now
+    first_workers = sorted(client.who_has(remote)[remote.key])
+    assert len(first_workers) == 2
+    finalfusion.Embeddings(finalfusion.NdArray(np.asarray(old.storage) * 2), old.vocab).write(path)  # atomic replace
+    gone_path = tmp_path / "gone.fifu"
+    shutil.copy(SAMPLE, gone_path)
+    gone = ex.share(client, finalfusion.load_finalfusion(gone_path, mmap=True))
+    gone_path.unlink()
+    calls = [(embed_partition, ([["berlin", "zzz"]], remote)), (neighbours_partition, (["berlin", None], remote)), (EmbedBatches, (remote,))]
+    with late_worker(client) as address:
+        assert address not in first_workers
+        for fn, args in calls:
+            future = client.submit(fn, *args, workers=[address], pure=False)
+            with pytest.raises(finalfusion.FileChangedError, match="changed since the embeddings were pickled"):
+                future.result(timeout=30)  # bounded: before the fix, this waited for ever
+        # A deleted file: the OSError, also raised by the task.
+        with pytest.raises(FileNotFoundError):
+            client.submit(embed_partition, [["berlin"]], gone, workers=[address], pure=False).result(timeout=30)
+        # Wrapped embeddings inside a task graph: the scheduler and the worker unpickle them without failing; the task fails.
+        with pytest.raises(finalfusion.FileChangedError):
+            client.submit(neighbours_partition, ["berlin"], shared(old), workers=[address], pure=False).result(timeout=30)
+        # The workers that were there keep the file they mapped when the embeddings arrived (the old one), never a mix.
+        for worker in first_workers:
+            got = client.submit(embed_partition, [["berlin"]], remote, workers=[worker], pure=False).result(timeout=30)
+            np.testing.assert_array_equal(got[0], old.embedding_batch(["berlin"])[0])

@@ -5,6 +5,7 @@ Runs without the scale extra (the pandas test is skipped without pandas).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -102,3 +103,75 @@ def test_file_changed_follows_ray_style_attributes() -> None:
     looped = RuntimeError("x")
     looped.__context__ = looped
     assert file_changed(looped) is None
+
+
+def _bad_queries() -> list[tuple[str, object, str]]:
+    """(case, partition, the row its message names): missing values, numbers, bytes, in lists, arrays and Series."""
+    cases: list[tuple[str, object, str]] = [
+        ("None", ["berlin", None], "words[1]"),
+        ("NaN", ["berlin", "paris", float("nan")], "words[2]"),
+        ("int", [123, "berlin"], "words[0]"),
+        ("bytes", ["berlin", b"paris"], "words[1]"),
+        ("object array", np.array(["berlin", None], dtype=object), "words[1]"),
+    ]
+    pd = pytest.importorskip("pandas", reason="pandas is not installed (it comes with the scale extra)")
+    cases += [
+        ("Series with NaN", pd.Series(["berlin", np.nan, "paris"], index=[10, 11, 12]), "row 11 (position 1)"),
+        ("Series with None", pd.Series(["berlin", "paris", None], index=["a", "b", "c"], dtype=object), "row 'c' (position 2)"),
+        ("string Series with NA", pd.Series(["berlin", pd.NA], index=[7, 8], dtype="string"), "row 8 (position 1)"),
+        ("Series of numbers", pd.Series([1.5, 2.5], index=[3, 4]), "row 3 (position 0)"),
+    ]
+    return cases
+
+
+def test_neighbours_partition_refuses_what_is_not_a_word(emb: finalfusion.Embeddings) -> None:
+    """Every query must be a str, as for word_similarity_batch (which refuses the same items); the message names the row."""
+    for case, words, row in _bad_queries():
+        with pytest.raises(TypeError, match=re.escape(row)):
+            neighbours_partition(words, emb, k=2)
+        with pytest.raises(TypeError, match="must be a str"):
+            emb.word_similarity_batch(list(words), 2)  # type: ignore[call-overload]
+        assert case
+    with pytest.raises(TypeError, match="single str"):
+        neighbours_partition("berlin", emb)
+    # str subclasses are words, answered as plain str
+    got = neighbours_partition(np.array(["berlin", "paris"]), emb, k=2)
+    assert got == neighbours_partition(["berlin", "paris"], emb, k=2)
+    assert all(type(w) is str for w, _ in got)
+
+
+def test_shared_embeddings_fail_in_the_helper_not_in_unpickling(tmp_path: Path) -> None:
+    """scale.shared: unpickling never raises; every helper raises FileChangedError (or the OSError) on first use."""
+    import pickle
+    import shutil
+
+    from finalfusion.scale import shared
+
+    path = tmp_path / "sample.fifu"
+    shutil.copy(SAMPLE, path)
+    old = finalfusion.load_finalfusion(path, mmap=True)
+    data = pickle.dumps(shared(old))
+    assert len(data) < 1000  # still a reference to the file
+    early = pickle.loads(data)  # resolved now: keeps the old file's mapping
+    finalfusion.Embeddings(finalfusion.NdArray(np.asarray(old.storage) * 2), old.vocab).write(path)
+    late = pickle.loads(data)  # does not raise
+    helpers = [
+        lambda e: embed_partition([["berlin"]], e),
+        lambda e: embed_documents(e, [["berlin"]]),
+        lambda e: neighbours_partition(["berlin"], e, k=2),
+        lambda e: EmbedBatches(e),
+    ]
+    for helper in helpers:
+        with pytest.raises(finalfusion.FileChangedError, match="changed since the embeddings were pickled"):
+            helper(late)
+        with pytest.raises(finalfusion.FileChangedError):
+            helper(pickle.loads(pickle.dumps(late)))  # passed on unresolved, it fails the same way
+    np.testing.assert_array_equal(embed_partition([["berlin"]], early)[0], old.embedding_batch(["berlin"])[0])
+    path.unlink()
+    with pytest.raises(FileNotFoundError):
+        embed_partition([["berlin"]], pickle.loads(data))
+    eager = finalfusion.load_finalfusion(SAMPLE)
+    by_value = pickle.loads(pickle.dumps(shared(eager)))
+    assert neighbours_partition(["berlin"], by_value, k=2) == neighbours_partition(["berlin"], eager, k=2)
+    with pytest.raises(TypeError, match="takes Embeddings"):
+        shared(shared(eager))  # type: ignore[arg-type]

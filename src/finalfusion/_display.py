@@ -94,13 +94,30 @@ def _words_preview(words: Sequence[str]) -> str:
     return shown + (", …" if len(words) > SHOWN_WORDS else "")
 
 
+def _optional(obj: Any, name: str) -> Any:
+    """``obj.name``, or ``None`` where the type does not have it.
+
+    Properties that do not apply to a type raise ``AttributeError`` (a
+    ``TokenizerVocab`` has no n-gram lengths): every row beyond the ones all
+    vocabularies share is read through here, so a new type shows fewer rows
+    instead of breaking the display.
+    """
+    return getattr(obj, name, None)
+
+
 def _vocab_rows(vocab: Any) -> list[tuple[str, str]]:
     words = vocab.words
     rows = [("vocabulary", escape(type(vocab).__name__)), ("words", f"{len(words):,}")]
-    indexer = getattr(vocab, "subword_indexer", None)
-    if indexer is not None:
-        rows.append(("subword rows", f"{vocab.upper_bound - len(words):,} ({escape(type(indexer).__name__)})"))
-        rows.append(("n-gram lengths", f"{int(vocab.min_n)}&ndash;{int(vocab.max_n)}"))
+    tokenizer = _optional(vocab, "tokenizer")
+    indexer = _optional(vocab, "subword_indexer")
+    if tokenizer is not None:
+        kind = _optional(tokenizer, "kind")
+        rows.append(("tokenizer", escape(f"{type(tokenizer).__name__} ({kind})" if kind else type(tokenizer).__name__)))
+    elif indexer is not None:
+        rows.append(("subword rows", f"{int(vocab.upper_bound) - len(words):,} ({escape(type(indexer).__name__)})"))
+        min_n, max_n = _optional(vocab, "min_n"), _optional(vocab, "max_n")
+        if min_n is not None and max_n is not None:
+            rows.append(("n-gram lengths", f"{int(min_n)}&ndash;{int(max_n)}"))
     if len(words):
         rows.append(("first words", _words_preview(words)))
     return rows

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion import similarity
 from finalfusion.errors import import_extra
 from finalfusion.similarity import _queries
 from finalfusion.similarity import evaluation as _evaluation
@@ -517,10 +516,9 @@ class GensimQueriesMixin:
         """
         if similarity_function != "most_similar":
             raise ValueError(f"only similarity_function='most_similar' is supported, got {similarity_function!r}")
-        if not isinstance(analogies, (str, os.PathLike)):
-            analogies = list(analogies)
+        questions = _evaluation.read_analogies(analogies)  # read once: the input may be a pipe
         outcomes: list[bool] = []
-        similarity.evaluate_analogies(self, analogies, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab, outcomes=outcomes)  # type: ignore[arg-type]
+        _evaluation.evaluate_questions(self, questions, case_insensitive=case_insensitive, restrict_vocab=restrict_vocab, outcomes=outcomes)  # type: ignore[arg-type]
 
         def fold(w: str) -> str:
             return w.upper() if case_insensitive else w
@@ -528,7 +526,7 @@ class GensimQueriesMixin:
         known = {fold(w) for w in self.vocab.words[: max(0, restrict_vocab)]}
         answers = iter(outcomes)
         sections: list[dict[str, Any]] = []
-        for name, items in _evaluation.read_analogies(analogies):
+        for name, items in questions:
             section: dict[str, Any] = {"section": name, "correct": [], "incorrect": []}
             for _no, parts in items:
                 quad = tuple(fold(p) for p in parts)

@@ -7,6 +7,13 @@ missing installation raises :class:`~finalfusion.errors.MissingExtraError`
 given matplotlib ``Axes`` (a new figure when ``ax`` is ``None``) and returns it,
 so the picture can be adjusted, combined with others or saved.
 
+Every text that comes from data -- words, group names -- is shown literally:
+matplotlib would read ``$...$`` as mathtext (``$\\frac{$`` even breaks
+``savefig``) and hide legend entries whose label starts with ``_``. One helper,
+:func:`_literal`, turns math and TeX off on each such text object, so the text
+objects carry the word itself (``get_text()`` is the word) and it is drawn as
+written.
+
 Examples
 --------
 >>> import matplotlib
@@ -21,8 +28,8 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +38,7 @@ from finalfusion.errors import import_extra
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.text import Text
 
     from finalfusion.embeddings import Embeddings
 
@@ -44,6 +52,16 @@ def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
     plt = import_extra("matplotlib.pyplot", "finalfusion.plot", extra="plot")
     new: Axes = plt.subplots(figsize=size, layout="constrained")[1]
     return new
+
+
+#: Text properties of every text that comes from data: no mathtext, no TeX (the word as written).
+_LITERAL: Final[dict[str, Any]] = {"parse_math": False, "usetex": False}
+
+
+def _literal(texts: Iterable[Text]) -> None:
+    """Show ``texts`` (made from words or other data) literally: the one place that escapes data for matplotlib."""
+    for text in texts:
+        text.update(_LITERAL)
 
 
 def _word_list(words: Sequence[str]) -> list[str]:
@@ -144,15 +162,18 @@ def projection(emb: Embeddings, words: Sequence[str] | Mapping[str, Sequence[str
     points = pca(_vectors(emb, flat), components=2)
     ax = _axes(ax, (7.0, 5.5))
     start = 0
-    for name, group in groups.items():
+    handles = []
+    for group in groups.values():
         xy = points[start : start + len(group)]
-        ax.scatter(xy[:, 0], xy[:, 1], label=name or None, s=28)
+        handles.append(ax.scatter(xy[:, 0], xy[:, 1], s=28))
         if annotate:
             for word, (x, y) in zip(group, xy.tolist(), strict=True):
-                ax.annotate(word, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=9)
+                _literal([ax.annotate(word, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=9)])
         start += len(group)
     if any(groups):
-        ax.legend(loc="best", fontsize=9)
+        # Handles and labels passed explicitly: matplotlib would drop a group whose name starts with "_".
+        named = [(handle, name) for handle, name in zip(handles, groups, strict=True) if name]
+        _literal(ax.legend([h for h, _ in named], [n for _, n in named], loc="best", fontsize=9).get_texts())
     ax.set_xlabel("first principal component")
     ax.set_ylabel("second principal component")
     ax.set_title("Words projected with PCA")
@@ -209,6 +230,7 @@ def similarity_matrix(emb: Embeddings, words: Sequence[str], ax: Axes | None = N
     image = ax.imshow(sims, cmap=cmap, vmin=min(0.0, float(sims.min())), vmax=1.0)
     ax.set_xticks(range(len(words)), words, rotation=60, ha="right")
     ax.set_yticks(range(len(words)), words)
+    _literal([*ax.get_xticklabels(), *ax.get_yticklabels()])
     if annotate if annotate is not None else len(words) <= 12:
         for i in range(len(words)):
             for j in range(len(words)):

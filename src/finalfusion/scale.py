@@ -11,6 +11,16 @@ recognised only when pandas is already imported (which it is whenever one is
 passed in), and this module creates no threads (``embedding_batch`` runs with
 ``threads=1`` by default: the engine already runs one task per core).
 
+To send embeddings to a cluster, wrap them with :func:`shared`: the wrapper
+unpickles without touching the file, and the helper that first uses it on a
+worker maps and checks the file. A file replaced since the embeddings were
+loaded then fails *that task* with :class:`~finalfusion.FileChangedError`,
+which every engine reports, instead of failing inside the engine's own
+transfer of the data (where Dask waits for ever: a worker that joins after the
+replace and copies scattered embeddings from a peer cannot unpickle them, and
+Dask's issue 6705 leaves the task waiting). Every helper accepts plain
+embeddings or the wrapper and goes through one function to resolve it.
+
 The tested examples that use these helpers on real clusters are
 ``examples/scale_dask.py`` and ``examples/scale_ray.py``.
 
@@ -27,25 +37,133 @@ Examples
 
 from __future__ import annotations
 
+import pickle
 import sys
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Union, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from finalfusion.errors import FileChangedError
+from finalfusion.vocab._words import check_word_items
 
 if TYPE_CHECKING:
     from finalfusion.embeddings import Embeddings
 
-__all__ = ["EmbedBatches", "embed_documents", "embed_partition", "file_changed", "neighbours_partition"]
+__all__ = ["EmbedBatches", "SharedEmbeddings", "embed_documents", "embed_partition", "file_changed", "neighbours_partition", "shared"]
 
 #: Accepted values of ``pooling``.
 POOLINGS: Final = (None, "mean", "sum")
 
 
-def embed_documents(emb: Embeddings, documents: Iterable[Sequence[str]], *, pooling: str | None = None, threads: int = 1) -> list[npt.NDArray[np.float32]]:
+class SharedEmbeddings:
+    """Embeddings to send to a cluster: unpickling never raises, the first use does.
+
+    Made by :func:`shared`. Pickled, it holds the pickle of the embeddings (a
+    ~200-byte reference to the file for memory-mapped ones). Unpickling tries
+    to unpickle the embeddings (map the file and check that it is the one
+    loaded); if that fails -- the file changed or is gone -- it keeps the
+    bytes, and :attr:`embeddings`, read by the helper a task runs, raises
+    :class:`~finalfusion.FileChangedError` (or the ``OSError``) in that task,
+    where every engine reports it. A worker keeps the mapping it made (of the
+    old file, if the file is replaced later: never a mix).
+
+    Examples
+    --------
+    >>> import pickle
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> handle = shared(Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])))
+    >>> pickle.loads(pickle.dumps(handle)).embeddings.vocab.words
+    ['a', 'b']
+    """
+
+    __slots__ = ("_data", "_emb")
+
+    def __init__(self, emb: Embeddings) -> None:
+        if cast(object, emb) is None or isinstance(emb, SharedEmbeddings):
+            raise TypeError(f"shared() takes Embeddings, got {type(emb).__name__}")
+        self._emb: Embeddings | None = emb
+        self._data: bytes | None = None
+
+    @property
+    def embeddings(self) -> Embeddings:
+        """The embeddings, unpickled (file mapped and checked) on first use in this process.
+
+        Raises
+        ------
+        FileChangedError
+            If the embeddings were memory-mapped and their file has changed since.
+        """
+        emb = self._emb
+        if emb is None:
+            data = self._data
+            if data is None:  # another thread of this worker resolved it meanwhile (it sets _emb first)
+                return cast("Embeddings", self._emb)
+            emb = pickle.loads(data)
+            self._emb = emb
+            self._data = None  # resolved: pickling again pickles the embeddings (mapped ones: the same reference)
+        return emb
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        data = self._data
+        if data is None:
+            data = pickle.dumps(self._emb, protocol=pickle.HIGHEST_PROTOCOL)
+        return (_unpickle_shared, (data,))
+
+    def __repr__(self) -> str:
+        state = "unresolved" if self._emb is None else repr(self._emb)
+        return f"SharedEmbeddings({state})"
+
+
+def _unpickle_shared(data: bytes) -> SharedEmbeddings:
+    """Unpickle a :class:`SharedEmbeddings`: resolve it now if that works, else keep the bytes and never raise.
+
+    Resolving now keeps the mapping a worker gets when the embeddings arrive
+    (a file replaced later does not concern it); a failure (a changed or
+    deleted file) is left to the first use, inside a task.
+    """
+    handle = SharedEmbeddings.__new__(SharedEmbeddings)
+    handle._emb = None
+    handle._data = data
+    try:
+        handle._emb = pickle.loads(data)
+        handle._data = None
+    except Exception:
+        pass
+    return handle
+
+
+def shared(emb: Embeddings) -> SharedEmbeddings:
+    """Wrap embeddings for a cluster, so a changed file fails the task that uses them (not the engine's transfer).
+
+    Scatter or put the result (``client.scatter(shared(emb), broadcast=True)``,
+    ``ray.put(shared(emb))``) and pass it to the helpers of this module.
+    Memory-mapped embeddings still travel as a ~200-byte reference; each
+    worker maps the file once, on first use.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+    >>> [m.tolist() for m in embed_partition([["b"]], shared(emb))]
+    [[[0.0, 1.0]]]
+    """
+    return SharedEmbeddings(emb)
+
+
+#: What every helper takes: embeddings, or embeddings wrapped by :func:`shared`.
+EmbeddingsArg = Union["Embeddings", SharedEmbeddings]
+
+
+def _embeddings(emb: EmbeddingsArg) -> Embeddings:
+    """The embeddings behind a helper's argument: the one place a :class:`SharedEmbeddings` is resolved."""
+    return emb.embeddings if isinstance(emb, SharedEmbeddings) else emb
+
+
+def embed_documents(emb: EmbeddingsArg, documents: Iterable[Sequence[str]], *, pooling: str | None = None, threads: int = 1) -> list[npt.NDArray[np.float32]]:
     """Embed many tokenised documents with one batch lookup.
 
     All tokens of all documents go through a single
@@ -55,8 +173,8 @@ def embed_documents(emb: Embeddings, documents: Iterable[Sequence[str]], *, pool
     Parameters
     ----------
     emb
-        The embeddings (memory-mapped ones are shipped to workers as a
-        reference to their file).
+        The embeddings, or embeddings wrapped by :func:`shared` (memory-mapped
+        ones are shipped to workers as a reference to their file).
     documents
         Token sequences (lists, tuples, numpy arrays of ``str``).
     pooling
@@ -97,6 +215,7 @@ def embed_documents(emb: Embeddings, documents: Iterable[Sequence[str]], *, pool
     """
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    emb = _embeddings(emb)
     docs: list[list[str]] = []
     for d in documents:
         if isinstance(d, str):
@@ -132,7 +251,7 @@ def _pandas_series(obj: Any) -> Any:
     return None
 
 
-def embed_partition(partition: Any, emb: Embeddings, *, pooling: str | None = None, threads: int = 1) -> Any:
+def embed_partition(partition: Any, emb: EmbeddingsArg, *, pooling: str | None = None, threads: int = 1) -> Any:
     """Embed one partition of tokenised documents (for ``map_partitions``).
 
     A Dask bag partition (any iterable of token lists) gives a list; a pandas
@@ -164,12 +283,15 @@ def embed_partition(partition: Any, emb: Embeddings, *, pooling: str | None = No
     return pd.Series(out, index=partition.index, name=partition.name, dtype=object)
 
 
-def neighbours_partition(words: Any, emb: Embeddings, k: int = 10) -> Any:
+def neighbours_partition(words: Any, emb: EmbeddingsArg, k: int = 10) -> Any:
     """Nearest neighbours of a partition of query words with one batched query.
 
     Built on :meth:`~finalfusion.Embeddings.word_similarity_batch`: each word
     is excluded from its own results; a word without an embedding gets an
-    empty list.
+    empty list. Every query must be a ``str``, as for
+    ``word_similarity_batch``: ``None``, NaN (a missing value of a pandas
+    column), numbers and ``bytes`` raise ``TypeError`` naming the row (drop
+    missing values first, e.g. ``series.dropna()``).
 
     Parameters
     ----------
@@ -177,7 +299,7 @@ def neighbours_partition(words: Any, emb: Embeddings, k: int = 10) -> Any:
         Query words: a list (Dask bag partition, a chunk of a list) or a
         pandas Series.
     emb
-        The embeddings.
+        The embeddings, or embeddings wrapped by :func:`shared`.
     k
         Neighbours per word.
 
@@ -186,6 +308,12 @@ def neighbours_partition(words: Any, emb: Embeddings, k: int = 10) -> Any:
     list or pandas.Series
         ``(word, [(neighbour, cosine), ...])`` per query word, best first
         (a Series with the input's index for a Series).
+
+    Raises
+    ------
+    TypeError
+        If a query is not a ``str``, naming its position (and index label
+        for a Series), or ``words`` is a single string.
 
     Examples
     --------
@@ -196,8 +324,9 @@ def neighbours_partition(words: Any, emb: Embeddings, k: int = 10) -> Any:
     >>> [(w, [(n, round(s, 2)) for n, s in nb]) for w, nb in neighbours_partition(["a", "zz"], emb, k=1)]
     [('a', [('b', 0.8)]), ('zz', [])]
     """
+    emb = _embeddings(emb)
     pd = _pandas_series(words)
-    queries = [str(w) for w in words]
+    queries = _query_words(words, pd)
     idx, sims = emb.word_similarity_batch(queries, k)
     vocab_words = emb.vocab.words
     rows = [(w, [(vocab_words[j], float(s)) for j, s in zip(idx[i].tolist(), sims[i].tolist(), strict=True) if j >= 0]) for i, w in enumerate(queries)]
@@ -206,6 +335,22 @@ def neighbours_partition(words: Any, emb: Embeddings, k: int = 10) -> Any:
     out = np.empty(len(rows), dtype=object)
     out[:] = rows
     return pd.Series(out, index=words.index, name=words.name, dtype=object)
+
+
+def _query_words(words: Any, pd: Any) -> list[str]:
+    """The query words of a partition as a list, each checked to be a ``str`` (the rule of ``word_similarity_batch``)."""
+    if isinstance(words, (str, bytes)):
+        raise TypeError(f"words must be a partition of query words, not a single {type(words).__name__}: {words!r:.60}")
+    queries = list(words)
+    try:
+        check_word_items(queries)
+    except TypeError:
+        i, bad = next((i, w) for i, w in enumerate(queries) if not isinstance(w, str))
+        label = words.index[i] if pd is not None else None
+        label = label.item() if isinstance(label, np.generic) else label  # 11, not np.int64(11)
+        row = f"row {label!r} (position {i})" if pd is not None else f"words[{i}]"
+        raise TypeError(f"query words must be str: {row} is {type(bad).__name__} {bad!r:.60} (drop missing values first)") from None
+    return [str(w) for w in queries]  # subclasses such as numpy.str_ become plain str
 
 
 class EmbedBatches:
@@ -219,7 +364,8 @@ class EmbedBatches:
     Parameters
     ----------
     emb
-        The embeddings.
+        The embeddings, or embeddings wrapped by :func:`shared` (resolved
+        when the instance is made: once per Ray actor).
     column
         Name of the input column of token lists.
     output
@@ -244,10 +390,10 @@ class EmbedBatches:
     ([7, 8], [[1.0, 1.0], [0.0, 1.0]])
     """
 
-    def __init__(self, emb: Embeddings, column: str = "tokens", output: str = "vectors", *, pooling: str | None = None) -> None:
+    def __init__(self, emb: EmbeddingsArg, column: str = "tokens", output: str = "vectors", *, pooling: str | None = None) -> None:
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-        self.emb = emb
+        self.emb = _embeddings(emb)
         self.column = column
         self.output = output
         self.pooling = pooling

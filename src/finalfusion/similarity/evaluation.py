@@ -127,24 +127,82 @@ class AnalogyEvaluation:
         return "\n".join(lines)
 
 
-def read_analogies(questions: Any) -> list[tuple[str, list[tuple[int, list[str]]]]]:
+#: A parsed question file: ``[(section, [(line_no, [a, b, c, d]), ...]), ...]``.
+Questions = list[tuple[str, list[tuple[int, list[str]]]]]
+
+
+def _question_lines(questions: Any) -> tuple[str, list[str]]:
+    """The lines of ``questions`` read once, and a name for messages.
+
+    A path is read whole in one pass (a pipe or FIFO can be read only once);
+    an iterable of lines is consumed once. ``bytes`` lines are UTF-8.
+    """
+    if isinstance(questions, (str, os.PathLike)):
+        name = os.fspath(questions)
+        with open(questions, "rb") as f:
+            data = f.read()
+        try:
+            return name, data.decode("utf-8").splitlines()
+        except UnicodeDecodeError as exc:
+            line_no = data.count(b"\n", 0, exc.start) + 1
+            raise FormatError(
+                f"{name}: line {line_no} is not UTF-8",
+                chunk="analogy questions",
+                offset=exc.start,
+                expected="UTF-8 text",
+                found=repr(data[exc.start : exc.end]),
+            ) from None
+    if isinstance(questions, (bytes, bytearray, memoryview)):
+        raise TypeError(f"questions must be a path or an iterable of lines, not {type(questions).__name__}")
+    name = "<questions>"
+    lines: list[str] = []
+    for no, item in enumerate(questions, 1):
+        if isinstance(item, (bytes, bytearray)):
+            try:
+                lines.append(bytes(item).decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise FormatError(
+                    f"{name}: line {no} is not UTF-8", chunk="analogy questions", expected="UTF-8 text", found=repr(bytes(item)[exc.start : exc.end])
+                ) from None
+        elif isinstance(item, str):
+            lines.append(item)
+        else:
+            raise TypeError(f"analogy question lines must be str or bytes, got {type(item).__name__} on line {no}: {item!r:.60}")
+    return name, lines
+
+
+def read_analogies(questions: Any) -> Questions:
     """Parse the word2vec analogy format: ``: section`` lines, then ``a b c d`` lines.
 
-    Blank lines are ignored. Returns ``[(section, [(line_no, [a, b, c, d]), ...]), ...]``.
+    The input is read exactly once, so a pipe or FIFO works. Blank lines are
+    ignored. Returns ``[(section, [(line_no, [a, b, c, d]), ...]), ...]``.
+
+    Parameters
+    ----------
+    questions
+        Path of a UTF-8 question file (read once, whole), or an iterable of
+        lines (``str``, or ``bytes`` in UTF-8, such as a file object).
+
+    Raises
+    ------
+    FormatError
+        If a line is neither a ``:`` section header nor four words, a
+        question comes before the first section, or a line is not UTF-8.
+    TypeError
+        If a line is neither ``str`` nor ``bytes`` (naming the line), or
+        ``questions`` is ``bytes`` rather than lines.
 
     Examples
     --------
     >>> read_analogies([": capitals", "Paris France Berlin Germany", "", ": empty"])
     [('capitals', [(2, ['Paris', 'France', 'Berlin', 'Germany'])]), ('empty', [])]
+    >>> read_analogies([": s", None])
+    Traceback (most recent call last):
+    ...
+    TypeError: analogy question lines must be str or bytes, got NoneType on line 2: None
     """
-    if isinstance(questions, (str, os.PathLike)):
-        with open(questions, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        name = os.fspath(questions)
-    else:
-        lines = [line.decode("utf-8") if isinstance(line, bytes) else line for line in questions]
-        name = "<questions>"
-    sections: list[tuple[str, list[tuple[int, list[str]]]]] = []
+    name, lines = _question_lines(questions)
+    sections: Questions = []
     for no, line in enumerate(lines, 1):
         text = line.strip()
         if not text:
@@ -191,7 +249,8 @@ def evaluate_analogies(
     emb
         The embeddings.
     questions
-        Path of a question file (UTF-8) or an iterable of lines.
+        Path of a question file (UTF-8; read once, so a pipe or FIFO works)
+        or an iterable of lines (``str``, or UTF-8 ``bytes``).
     case_insensitive
         Compare words upper-cased, as gensim does by default.
     restrict_vocab
@@ -212,8 +271,10 @@ def evaluate_analogies(
     Raises
     ------
     FormatError
-        If a line is neither a ``:`` section header nor four words, or a
-        question comes before the first section.
+        If a line is neither a ``:`` section header nor four words, a
+        question comes before the first section, or a line is not UTF-8.
+    TypeError
+        If a line is neither ``str`` nor ``bytes`` (the message names the line).
     NonFiniteError
         (a ``ValueError``) If a question's query word has a NaN or infinite
         component, naming the word.
@@ -229,6 +290,38 @@ def evaluate_analogies(
     >>> ev = evaluate_analogies(emb, [": royals", "man king woman queen", "man king woman princess"])
     >>> ev.correct, ev.total, ev.skipped
     (1, 1, 1)
+    """
+    return evaluate_questions(
+        emb,
+        read_analogies(questions),
+        case_insensitive=case_insensitive,
+        restrict_vocab=restrict_vocab,
+        batch_size=batch_size,
+        progress=progress,
+        outcomes=outcomes,
+    )
+
+
+def evaluate_questions(
+    emb: Queryable,
+    sections: Questions,
+    *,
+    case_insensitive: bool = False,
+    restrict_vocab: int | None = None,
+    batch_size: int = 512,
+    progress: ProgressArg = None,
+    outcomes: list[bool] | None = None,
+) -> AnalogyEvaluation:
+    """:func:`evaluate_analogies` on questions already parsed by :func:`read_analogies` (so a caller reads its input once).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> m = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float32)
+    >>> emb = Embeddings(NdArray(m), SimpleVocab(["man", "king", "woman", "queen"]))
+    >>> evaluate_questions(emb, read_analogies([": royals", "man king woman queen"])).correct
+    1
     """
     index = query_index(emb)
     limit = index.n if restrict_vocab is None else min(index.n, max(0, int(restrict_vocab)))
@@ -246,7 +339,6 @@ def evaluate_analogies(
     out: list[AnalogySection] = []
     step = max(1, batch_size)
     report = progress_callback(progress)
-    sections = read_analogies(questions)
     total, done = sum(len(items) for _, items in sections), 0
     for name, items in sections:
         todo = [keys for keys in ([fold(p) for p in parts] for _no, parts in items) if all(key in known for key in keys)]
