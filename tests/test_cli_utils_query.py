@@ -92,7 +92,7 @@ def test_similar_reads_the_words_of_its_input_file(emb: finalfusion.Embeddings, 
     words.write_text("berlin\n\nthe\n", encoding="utf-8")
     expected = neighbours(emb.word_similarity("berlin", k=10)) + neighbours(emb.word_similarity("the", k=10))
     assert ok("similar", SAMPLE, words) == expected
-    assert ok("similar", SAMPLE, "-", stdin="berlin\nthe\n") == expected
+    assert ok("similar", "-f", "finalfusion_mmap", SAMPLE, "-", stdin="berlin\nthe\n") == expected
     # Words on the command line are an explicit option of ours.
     assert ok("similar", SAMPLE, "-w", "berlin", "the") == expected
     r = run("similar", SAMPLE, words, "-w", "berlin")
@@ -135,7 +135,7 @@ def test_analogy_reads_queries_from_its_input_file_and_stdin(emb: finalfusion.Em
     queries = tmp_path / "queries.txt"
     queries.write_text("berlin paris london\n\n  the of and \n", encoding="utf-8")
     expected = neighbours(emb.analogy("berlin", "paris", "london", k=5)) + neighbours(emb.analogy("the", "of", "and", k=5))
-    assert ok("analogy", "-k", 5, SAMPLE, queries) == expected
+    assert ok("analogy", "-f", "finalfusion", "-k", 5, SAMPLE, queries) == expected
     assert ok("analogy", "-k", 5, SAMPLE, stdin=queries.read_text(encoding="utf-8")) == expected
     assert ok("analogy", "-k", 5, SAMPLE, "-w", "berlin", "paris", "london", "the", "of", "and") == expected
     assert ok("analogy", "-k", 5, "-s", "angular", SAMPLE, queries) == (
