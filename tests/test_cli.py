@@ -220,9 +220,9 @@ def test_select(tmp_path: Path) -> None:
     words = tmp_path / "words.txt"
     words.write_text("the\nberlin\nthe\nnotaword\n")
     out = tmp_path / "sel.fifu"
-    assert "'notaword'" in fails(1, "select", SAMPLE, out, words)
+    assert "'notaword'" in fails(1, "select", "--no-subwords", SAMPLE, out, words)
     assert not out.exists()
-    ok("select", "--ignore-unknown", SAMPLE, out, words)
+    ok("select", "--no-subwords", "--ignore-unknown", SAMPLE, out, words)
     sel, orig = finalfusion.load_finalfusion(out), finalfusion.load_finalfusion(SAMPLE)
     assert sel.vocab.words == ["the", "berlin"]
     np.testing.assert_array_equal(sel["berlin"], orig["berlin"])
@@ -252,7 +252,7 @@ def test_bucket_to_explicit(files: dict[str, Path], tmp_path: Path) -> None:
 def test_similar_arguments_and_stdin() -> None:
     emb = finalfusion.load_finalfusion(SAMPLE)
     expected = [(r.word, r.similarity) for r in emb.word_similarity("berlin", k=3)]
-    out = ok("similar", "-k", 3, SAMPLE, "berlin")
+    out = ok("similar", "-k", 3, SAMPLE, "-w", "berlin")
     lines = [line.split("\t") for line in out.splitlines()]
     assert [w for w, _ in lines] == [w for w, _ in expected]
     np.testing.assert_allclose([float(s) for _, s in lines], [s for _, s in expected], atol=1e-6)
@@ -274,40 +274,44 @@ def test_similar_from_pipe(files: dict[str, Path]) -> None:
 def test_analogy_arguments_stdin_and_include() -> None:
     emb = finalfusion.load_finalfusion(SAMPLE)
     expected = [r.word for r in emb.analogy("berlin", "paris", "the", k=3)]
-    out = ok("analogy", "-k", 3, SAMPLE, "berlin", "paris", "the")
+    out = ok("analogy", "-k", 3, SAMPLE, "-w", "berlin", "paris", "the")
     assert [line.split("\t")[0] for line in out.splitlines()] == expected
     assert ok("analogy", "-k", 3, SAMPLE, stdin="berlin paris the\n") == out
     included = [r.word for r in emb.analogy("berlin", "paris", "the", k=3, mask=(False, True, True))]
-    out = ok("analogy", "-k", 3, "--include", "a", "--", SAMPLE, "berlin", "paris", "the")
+    out = ok("analogy", "-k", 3, "--include", "a", "--", SAMPLE, stdin="berlin paris the\n")
     assert [line.split("\t")[0] for line in out.splitlines()] == included
-    js = json.loads(ok("analogy", "--json", "-k", 1, SAMPLE, "berlin", "paris", "the"))
+    js = json.loads(ok("analogy", "--json", "-k", 1, SAMPLE, "-w", "berlin", "paris", "the"))
     assert js["query"] == ["berlin", "paris", "the"]
     assert js["results"][0]["word"] == expected[0]
-    assert "three words" in fails(1, "analogy", SAMPLE, "berlin", "paris")
+    assert "three words" in fails(1, "analogy", SAMPLE, "-w", "berlin", "paris")
     assert "three words" in fails(1, "analogy", SAMPLE, stdin="berlin paris\n")
 
 
 def test_unknown_query_word(files: dict[str, Path]) -> None:
-    r = ff("similar", files["word2vec"], "zzzunknown")
+    r = ff("similar", files["word2vec"], stdin="zzzunknown\n")
     assert r.returncode == 0
     assert r.stdout == ""
-    assert "no embedding for 'zzzunknown'" in r.stderr
+    assert r.stderr == "Could not compute embedding for: zzzunknown\n"  # finalfusion-utils src/similar.rs line 108
 
 
 def test_compute_accuracy(tmp_path: Path) -> None:
     questions = tmp_path / "q.txt"
     questions.write_text(": family\nthe of and in\nthe of and to\n: unknown-only\nfoo bar baz qux\n")
     ev = finalfusion.load_finalfusion(SAMPLE).evaluate_analogies(str(questions))
+    # finalfusion-utils' report (its exact lines are checked in test_cli_utils_query.py)
     out = ok("compute-accuracy", SAMPLE, questions)
     lines = out.splitlines()
     assert lines[0].startswith(f"family: {ev.sections[0].correct}/2 correct, accuracy: ")
-    assert lines[1] == "unknown-only: 0/0 correct, accuracy: n/a, skipped: 1"
-    assert lines[2].startswith(f"Total: {ev.correct}/2 correct")
-    assert lines[3] == "Skipped: 1/3 (33.33%)"
+    assert lines[1].startswith(f"Total: {ev.correct}/2 correct")
+    assert lines[2] == "Skipped: 1/3 (33.33333333333333%)"
     assert ok("compute-accuracy", SAMPLE, stdin=questions.read_text()) == out
     js = json.loads(ok("compute-accuracy", "--json", SAMPLE, questions))
     assert js["sections"][1]["accuracy"] is None
     assert js["total"]["total"] == 2
+    # gensim's evaluation and report with its options
+    lines = ok("compute-accuracy", "--case-insensitive", SAMPLE, questions).splitlines()
+    assert lines[1] == "unknown-only: 0/0 correct, accuracy: n/a, skipped: 1"
+    assert lines[3] == "Skipped: 1/3 (33.33%)"
     bad = tmp_path / "bad.txt"
     bad.write_text(": s\nonly three words\n")
     err = fails(1, "compute-accuracy", SAMPLE, bad)

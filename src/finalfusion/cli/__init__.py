@@ -30,7 +30,7 @@ PROG = "finalfusion"
 
 _EPILOG = """examples:
   finalfusion convert GoogleNews-vectors-negative300.bin.gz vectors.fifu
-  finalfusion similar vectors.fifu berlin
+  echo berlin | finalfusion similar vectors.fifu
   finalfusion info vectors.fifu
 
 'finalfusion COMMAND --help' shows the options and an example of each command."""

@@ -39,12 +39,14 @@ def register(subparsers: Any) -> None:
     m = subparser(
         subparsers,
         "metadata",
-        "print the metadata of a finalfusion file as TOML, or replace it",
+        "print the metadata of a finalfusion file as TOML (to OUT or standard output), or replace it",
         """
         finalfusion metadata vectors.fifu
+        finalfusion metadata vectors.fifu metadata.toml
         finalfusion metadata --set training.toml vectors.fifu""",
     )
     m.add_argument("input", metavar="FILE", help="finalfusion file")
+    m.add_argument("output", metavar="OUT", nargs="?", help="write the TOML to this file (default, or '-': standard output), as finalfusion-utils")
     m.add_argument("--set", metavar="FILE.toml", help="replace the metadata by this TOML file (the file is rewritten atomically)")
     m.add_argument("--remove", action="store_true", help="remove the metadata chunk (rewritten atomically)")
     m.set_defaults(func=run_metadata)
@@ -190,18 +192,34 @@ def _load_finalfusion(path: str) -> Embeddings:
         raise CliError(f"{path}: {one_line(exc)}") from None
 
 
+def _write_text(path: str, text: str) -> None:
+    from finalfusion._atomic import atomic_output
+
+    try:
+        with atomic_output(path) as f:
+            f.write(text.encode("utf-8"))
+    except OSError as exc:
+        raise CliError(f"{path}: {one_line(exc)}") from None
+
+
 def run_metadata(args: argparse.Namespace) -> int:
     """Print or replace the metadata of ``args.input``."""
     from finalfusion.cli._convert import WriteOptions, read_metadata, write_as
 
-    emb = _load_finalfusion(args.input)
     if args.set is not None and args.remove:
         raise CliError("--set and --remove exclude each other")
+    if args.output is not None and (args.set is not None or args.remove):
+        raise CliError(f"OUT ({args.output}) is where the metadata is printed; --set and --remove rewrite FILE itself")
+    emb = _load_finalfusion(args.input)
     if args.set is None and not args.remove:
-        if emb.metadata is not None:
-            sys.stdout.write(emb.metadata.to_toml())
-        else:
+        # finalfusion-utils src/metadata.rs lines 45-60: the TOML (nothing without metadata) to OUT or stdout.
+        text = "" if emb.metadata is None else emb.metadata.to_toml()
+        if emb.metadata is None:
             print(f"finalfusion metadata: {args.input} has no metadata", file=sys.stderr)
+        if args.output in (None, "-"):
+            sys.stdout.write(text)
+        else:
+            _write_text(args.output, text)
         return 0
     emb.metadata = None if args.remove else read_metadata(args.set)
     write_as(args.input, emb, "finalfusion", WriteOptions())

@@ -23,17 +23,29 @@ def register(subparsers: Any) -> None:
     s = subparser(
         subparsers,
         "select",
-        "keep only the words listed in a file, in that order",
+        "keep only the words listed in a file (or standard input), as finalfusion-utils' select",
         """
         finalfusion select vectors.fifu small.fifu words.txt
-        finalfusion select --subwords cc.de.300.bin domain.fifu domain-words.txt""",
+        finalfusion select -i -t textdims vectors.fifu small.vec words.txt
+        finalfusion select --no-subwords cc.de.300.bin domain.fifu domain-words.txt""",
     )
     s.add_argument("input", metavar="IN", help="embeddings (any format)")
-    s.add_argument("output", metavar="OUT", help="file to write (format from the extension, or --to)")
+    s.add_argument("output", metavar="OUT", help="file to write (format from the extension, or -t/--to)")
     s.add_argument("words", metavar="WORDS", nargs="?", help="one word per line (spaces allowed; duplicates kept once); default: standard input")
-    unknown = s.add_mutually_exclusive_group()
-    unknown.add_argument("--subwords", action="store_true", help="embed words missing from the vocabulary through their subwords (else they are an error)")
-    unknown.add_argument("--ignore-unknown", action="store_true", help="leave out words without an embedding (else they are an error)")
+    s.add_argument(
+        "-i",
+        "--ignore-unknown",
+        action="store_true",
+        help="leave out words without an embedding (else they are an error), as finalfusion-utils' -i",
+    )
+    subwords = s.add_mutually_exclusive_group()
+    subwords.add_argument(
+        "--subwords",
+        action="store_true",
+        default=True,
+        help="embed words missing from the vocabulary through their subwords where the vocabulary has them (the default, as finalfusion-utils)",
+    )
+    subwords.add_argument("--no-subwords", dest="subwords", action="store_false", help="only words of the vocabulary; others have no embedding (addition)")
     s.add_argument("-v", "--verbose", action="store_true", help="name every word left out on stderr")
     s.add_argument(
         "-t", "--to", dest="output_format", metavar="FORMAT", choices=output_format_names(), help="output format (default: from the extension of OUT)"
@@ -110,8 +122,8 @@ def select_words(
             progress("select", lo + len(block), len(unique))
     if missing and not ignore_unknown:
         shown = ", ".join(map(repr, missing[:5])) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        hint = "" if subwords else " (--subwords embeds them through their subwords where the vocabulary has them)"
-        raise CliError(f"{len(missing)} word(s) have no embedding: {shown}; --ignore-unknown leaves them out{hint}")
+        hint = "" if subwords else " (without --no-subwords they are embedded through their subwords where the vocabulary has them)"
+        raise CliError(f"{len(missing)} word(s) have no embedding: {shown}; -i/--ignore-unknown leaves them out{hint}")
     matrix = np.stack(rows) if rows else np.zeros((0, emb.dims), dtype=np.float32)
     metadata = Metadata({"source_embeddings": source}) if source is not None else Metadata({})
     if emb.metadata is not None:
