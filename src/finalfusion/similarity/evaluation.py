@@ -235,14 +235,16 @@ def evaluate_analogies(
     ``unit(b) - unit(a) + unit(c)`` (3CosAdd) among the candidates, the
     three query words excluded; it is correct if that word is ``d``.
 
-    Defaults follow finalfusion-utils ``compute-accuracy``: case-sensitive,
-    every vocabulary word is a candidate, and a question whose four words
-    are not all known vocabulary words is skipped (counted in ``skipped``,
+    Defaults: case-sensitive, every vocabulary word is a candidate, and a
+    question whose four words are not all known vocabulary words is skipped (counted in ``skipped``,
     not in ``total``). ``case_insensitive=True, restrict_vocab=300000``
     reproduces gensim's ``evaluate_word_analogies`` defaults: words are
     compared upper-cased, a query word uses the first vocabulary entry with
     its upper-cased form, only the first ``restrict_vocab`` words are known
     and candidates, and every case variant of a query word is excluded.
+    (finalfusion-utils' ``compute-accuracy`` skips a question only when its
+    answer is unknown; the ``finalfusion compute-accuracy`` command follows
+    that rule, see docs/cli.md.)
 
     Parameters
     ----------
