@@ -287,3 +287,17 @@ def test_standard_input_as_dev_stdin_is_read_once(tmp_path: Path) -> None:
     r = subprocess.run([*command(), "convert", "/dev/stdin", str(out)], input=SAMPLE.read_bytes(), capture_output=True, env=env(), timeout=60, check=False)
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() == SAMPLE.read_bytes()
+
+
+def test_a_model_directory_is_recognised(tmp_path: Path) -> None:
+    # finalfusion.load reads a safetensors model directory; the command used to open it as a file ("Is a directory").
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    model = tmp_path / "model"
+    model.mkdir()
+    table = np.arange(12, dtype=np.float32).reshape(3, 4)
+    safetensors_numpy.save_file({"wte.weight": table}, str(model / "model.safetensors"))
+    (model / "tokenizer.json").write_text('{"model": {"vocab": {"x": 0, "y": 1, "z": 2}}}')
+    ok("convert", model, tmp_path / "out.fifu")
+    assert finalfusion.load_finalfusion(tmp_path / "out.fifu").vocab.words == finalfusion.load(model).vocab.words
+    (tmp_path / "empty").mkdir()
+    assert "no format stored as a directory" in fails(1, "convert", tmp_path / "empty", tmp_path / "x.fifu")
