@@ -172,6 +172,22 @@ def test_reconstruct_as_utils_and_refuses_dense_input(tmp_path: Path) -> None:
     assert not (tmp_path / "copy.fifu").exists()
 
 
+def test_reconstruct_without_norms_stores_unit_rows_and_norms_as_utils(tmp_path: Path) -> None:
+    # reconstruct.rs: no norms chunk -> l2_normalize_array over the word rows, NdNorms of their norms.
+    ok("convert", "--no-normalize", SAMPLE, tmp_path / "sample.vec")
+    quantized = tmp_path / "raw-q.fifu"
+    ok("quantize", "-s", "4", "-b", "4", "-i", "3", "--quiet", "--no-normalize", tmp_path / "sample.vec", quantized)
+    small = finalfusion.load_finalfusion(quantized)
+    assert small.norms is None
+    ok("reconstruct", quantized, tmp_path / "dense.fifu")
+    dense = finalfusion.load_finalfusion(tmp_path / "dense.fifu")
+    assert dense.norms is not None
+    rows = np.asarray(dense.storage)[: len(dense.vocab)]
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1, rtol=1e-5)
+    expected = np.asarray(small.storage)[: len(small.vocab)]
+    np.testing.assert_allclose(rows * np.asarray(dense.norms)[:, None], expected, rtol=1e-4, atol=1e-5)
+
+
 # --- README: Convert Bucket Vocab to Explicit Vocab ------------------------------------------------
 
 

@@ -193,5 +193,25 @@ def run_reconstruct(args: argparse.Namespace) -> int:
             f"{args.input}: not quantized ({type(emb.storage).__name__} storage): there is nothing to reconstruct "
             "(finalfusion convert copies embeddings between formats)"
         )
-    write_as(args.output, emb.reconstruct(), fmt, WriteOptions())
+    dense = emb.reconstruct()
+    if dense.norms is None:
+        dense = _unit_word_rows(dense)
+    write_as(args.output, dense, fmt, WriteOptions())
     return 0
+
+
+def _unit_word_rows(emb: Embeddings) -> Embeddings:
+    """finalfusion-utils' reconstruct.rs for embeddings without norms: l2-normalise the word rows, store their norms.
+
+    The rows of a quantized file without a norms chunk are the vectors as they were (``quantize
+    --no-normalize``); every finalfusion file utils writes has unit word rows and their norms.
+    """
+    from finalfusion.norms import Norms
+    from finalfusion.storage import NdArray
+
+    matrix = np.array(emb.storage, dtype=np.float32)  # a private copy
+    words = matrix[: len(emb.vocab)]
+    norms = np.linalg.norm(words, axis=1)
+    nonzero = norms > 0
+    words[nonzero] /= norms[nonzero, None]
+    return Embeddings(NdArray(matrix), emb.vocab, Norms(norms), emb.metadata)
