@@ -11,11 +11,14 @@ embeddings a format can hold, word-only formats).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
+import io
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
 
 from finalfusion.cli._common import CliError, bars, one_line, positive_int, subparser
 from finalfusion.compat import _registry
@@ -28,6 +31,7 @@ __all__ = [
     "LoadOptions",
     "WriteOptions",
     "add_input_options",
+    "check_output",
     "input_format_names",
     "load_as",
     "load_input",
@@ -67,37 +71,20 @@ class Format:
     write: Callable[[str, Embeddings, WriteOptions], None] | None
     #: Other names accepted by ``--from/--to`` (finalfusion-python 0.7 and finalfusion-utils spellings).
     aliases: tuple[str, ...] = ()
-    #: Whether the format can hold these embeddings; decides between formats sharing an extension.
-    accepts: Callable[[Embeddings], bool] = field(default=lambda emb: True)
     #: Options of :class:`LoadOptions` the loader honours (others are refused rather than ignored).
     honours: frozenset[str] = frozenset({"normalize", "lossy", "limit"})
     #: The format stores words only (subword rows are dropped): embeddings without words are refused.
     words_only: bool = False
 
 
-def _is_fasttext(emb: Embeddings) -> bool:
-    from finalfusion.vocab import FastTextVocab
-
-    return isinstance(emb.vocab, FastTextVocab)
-
-
-def _is_floret(emb: Embeddings) -> bool:
-    from finalfusion.vocab import FloretVocab
-
-    return isinstance(emb.vocab, FloretVocab)
-
-
-#: What the command line knows beyond the registry: other names for ``--from/--to``, output extensions, which
-#: embeddings a format can hold (it decides between formats sharing an extension), and
+#: What the command line knows beyond the registry: other names for ``--from/--to``, output extensions and
 #: formats that store words only.
 _CLI_EXTRAS: dict[str, dict[str, Any]] = {
     "finalfusion": {"aliases": ("finalfusion_mmap",)},
-    "fasttext": {"accepts": _is_fasttext},
     "word2vec": {"words_only": True},
     # .txt is written as text without a header (GloVe), as finalfusion-utils does; .vec keeps the dims line.
     "text-dims": {"aliases": ("textdims",), "words_only": True, "extensions": (".vec",)},
     "text": {"aliases": ("glove",), "words_only": True},
-    "floret": {"accepts": _is_floret},
 }
 
 
@@ -126,9 +113,8 @@ def _from_registry(fmt: _registry.Format) -> Format:
     )
 
 
-#: Every registered format (:func:`finalfusion.compat.formats`), in detection order, which is also the order
-#: in which an ambiguous extension is resolved (the first that accepts the embeddings: ``.bin`` is fastText
-#: for fastText vocabularies, else word2vec).
+#: Every registered format (:func:`finalfusion.compat.formats`), in detection order. An output extension two
+#: writable formats share (``.bin``: fastText and word2vec) is not resolved: :func:`output_format` asks for ``--to``.
 FORMATS: tuple[Format, ...] = tuple(_from_registry(f) for f in formats())
 _BY_NAME: dict[str, Format] = {name: f for f in FORMATS for name in (f.name, *f.aliases)}
 
@@ -145,54 +131,200 @@ def output_format_names() -> list[str]:
 
 def detect(path: str) -> str:
     """The format of the file at ``path``, from its content (:func:`finalfusion.compat.sniff_format`)."""
-    from finalfusion._source import open_stream as open_input
-    from finalfusion._source import peek
-    from finalfusion.compat import sniff_format
+    with _opened_input(path) as (_, sample):
+        return _sniff(path, sample)
 
-    with open_input(path) as f:
-        sample, _ = peek(f, 1 << 16)
-    return sniff_format(sample, path)
+
+def _is_stream(path: str) -> bool:
+    """Whether ``path`` names a pipe, FIFO or device: bytes read from it to recognise the format are gone."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # opening it names the problem
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+@contextlib.contextmanager
+def _opened_input(path: str) -> Iterator[tuple[Any, bytes]]:
+    """``(source, sample)``: what to give the loader and the first 64 KiB of the (decompressed) content.
+
+    A regular file or directory is read twice (sampled here, then loaded by path, memory-mapped or
+    not). A pipe, FIFO or device (``<(zcat x.gz)``, ``/dev/stdin``) cannot be: it is opened once and
+    the loader reads the same stream, the sampled bytes delivered again (issue 24).
+    """
+    from finalfusion._source import open_stream, peek
+
+    if os.path.isdir(path):
+        yield path, b""
+        return
+    with open_stream(path) as f:
+        if not _is_stream(path):
+            yield path, peek(f, 1 << 16)[0]
+            return
+        # A gzip reader over a pipe claims to seek (by reading again from the start): it cannot here.
+        sample, rest = peek(io.BufferedReader(_Unseekable(f)), 1 << 16)
+        yield rest, sample
+
+
+class _Unseekable(io.RawIOBase):
+    """``f`` read forward only, so that :func:`~finalfusion._source.peek` keeps the bytes it reads."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        super().__init__()
+        self._f = f
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        data = self._f.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+def _sniff(path: str, sample: bytes) -> str:
+    """The format recognised from ``sample``; when none is, a :class:`CliError` listing each format and why not."""
+    from finalfusion.compat import sniff_format
+    from finalfusion.errors import FormatError
+
+    if os.path.isdir(path):  # formats stored as a directory (a safetensors model directory) look at the path
+        claims = [f.name for f in formats() if f.can_read and f.detector is not None and f.detector(b"", path)]
+        if not claims:
+            raise CliError(f"{path}: a directory, and no format stored as a directory (a safetensors model directory) claims it")
+        return claims[0]
+    try:
+        return sniff_format(sample, path)
+    except FormatError as exc:
+        readable = [f for f in formats() if f.can_read]
+        hints = [f.near_miss(sample) for f in readable if f.near_miss is not None and sample]
+        hint = next((h for h in hints if h is not None), None)
+        if not sample or hint is not None:
+            raise CliError(f"{path}: {one_line(_short(exc))}") from None
+        lines = [f"{path}: cannot tell the format from the content; name it with -f FORMAT. It is:"]
+        lines += [f"  not {f.name:12s} {f.mismatch}" for f in readable]
+        lines.append(f"  (it starts with {sample[:16]!r})")
+        raise CliError("\n".join(lines)) from None
+
+
+#: Longest ``found`` shown in an error: a wrong ``-f`` must not print a screenful of raw bytes.
+_FOUND_SHOWN = 12
+
+
+def _short(exc: BaseException) -> BaseException:
+    """``exc``, with a long ``found`` value (bytes read from the input) cut to :data:`_FOUND_SHOWN` bytes."""
+    from finalfusion.errors import FormatError
+
+    found = getattr(exc, "found", None)
+    if not isinstance(exc, FormatError) or not isinstance(found, (bytes, str)) or len(found) <= _FOUND_SHOWN:
+        return exc
+    cut: object = found[:_FOUND_SHOWN] + b"..." if isinstance(found, bytes) else found[:_FOUND_SHOWN] + "..."
+    return FormatError(exc.message, offset=exc.offset, chunk=exc.chunk, expected=exc.expected, found=cut)
+
+
+def _reason(exc: BaseException, path: str) -> str:
+    """The one-line reason of a failure with ``path``, without naming ``path`` a second time."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return one_line(_short(exc))
 
 
 def load_as(path: str, fmt: str | None, options: LoadOptions) -> Embeddings:
     """Load ``path`` in format ``fmt`` (recognised from the content when ``None``).
 
+    A pipe or FIFO is read once (the format is recognised from its first bytes, which the loader
+    reads again); ``--mmap`` needs a regular file.
+
     Raises
     ------
     CliError
-        Naming the file, for a missing or malformed file and for options the format does not have.
+        Naming the file once, for a missing or malformed file and for options the format does not have;
+        when ``fmt`` is given and the content is another format, naming that one.
     """
     from finalfusion.errors import FinalfusionError
 
     try:
-        name = detect(path) if fmt is None else fmt
-        spec = _BY_NAME[name]
-        if name == "finalfusion_mmap":
-            options = LoadOptions(mmap=True)
-        for option, default in (("limit", None), ("mmap", False)):
-            if getattr(options, option) != default and option not in spec.honours:
-                raise CliError(f"{path}: --{option} does not apply to {spec.name} input")
-        assert spec.load is not None  # every format in the table can be read
-        return spec.load(path, options)
+        with _opened_input(path) as (source, sample):
+            name = _sniff(path, sample) if fmt is None else fmt
+            spec = _BY_NAME[name]
+            if name == "finalfusion_mmap":
+                options = LoadOptions(mmap=True)
+            for option, default in (("limit", None), ("mmap", False)):
+                if getattr(options, option) != default and option not in spec.honours:
+                    raise CliError(f"{path}: --{option} does not apply to {spec.name} input")
+            if options.mmap and not isinstance(source, str):
+                raise CliError(f"{path}: --mmap needs a regular file, and this is a pipe or device (leave --mmap out to read it)")
+            assert spec.load is not None  # every format in the table can be read
+            try:
+                return spec.load(source, options)
+            except FinalfusionError as exc:
+                if fmt is not None and sample:
+                    _name_the_right_format(path, fmt, sample, exc)
+                raise
     except (FinalfusionError, OSError, ValueError, TypeError, MemoryError) as exc:
-        raise CliError(f"{path}: {one_line(exc)}") from None
+        raise CliError(f"{path}: {_reason(exc, path)}") from None
 
 
-def output_format(path: str, emb: Embeddings) -> Format:
-    """The format to write ``path`` in, from its extension (``.bin``: fastText for fastText vocabularies, else word2vec)."""
+def _name_the_right_format(path: str, fmt: str, sample: bytes, exc: BaseException) -> None:
+    """Raise a :class:`CliError` when ``-f fmt`` failed on content recognised as another format."""
+    from finalfusion.compat import sniff_format
+    from finalfusion.errors import FormatError
+
+    try:
+        actual = sniff_format(sample, path)
+    except FormatError:
+        return
+    if actual != _BY_NAME[fmt].name:
+        raise CliError(f"{path}: not {fmt} ({_reason(exc, path)}); the content looks like {actual}: use -f {actual}, or leave -f out")
+
+
+def output_format(path: str, emb: Embeddings | None = None, default: str | None = None) -> Format:
+    """The format to write ``path`` in, from its extension (``emb`` is not looked at; kept for callers).
+
+    ``.bin`` is refused: it is both word2vec binary and fastText, and guessing wrong gives a file
+    the other tool cannot read (name one with ``--to``). An extension of a read-only format is
+    refused with that reason. An unknown extension is ``default`` if given, else refused.
+
+    Examples
+    --------
+    >>> output_format("vectors.vec").name
+    'text-dims'
+    >>> output_format("vectors.bin")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.cli._common.CliError: vectors.bin: .bin is the extension of both fasttext and word2vec, ...: name the format with -t fasttext or -t word2vec
+    """
     ext = os.path.splitext(path)[1].lower()
-    candidates = [f for f in FORMATS if ext in f.extensions and f.write is not None]
-    for f in candidates:
-        if f.accepts(emb):
-            return f
-    known = ", ".join(sorted({e for f in FORMATS for e in f.extensions}))
-    raise CliError(f"{path}: cannot tell the output format from the extension {ext or '(none)'!r} (known: {known}); name it with --to")
+    owners = [f for f in FORMATS if ext in f.extensions]
+    writable = [f for f in owners if f.write is not None]
+    if len(writable) > 1:
+        names = " and ".join(f.name for f in writable)
+        choices = " or ".join(f"-t {f.name}" for f in writable)
+        raise CliError(f"{path}: {ext} is the extension of both {names}, which cannot read each other's files: name the format with {choices}")
+    if writable:
+        return writable[0]
+    if owners:
+        raise CliError(f"{path}: {owners[0].name} ({ext}) is a format this library reads but cannot write; write one of: {_writable_list()}")
+    if default is not None:
+        return _BY_NAME[default]
+    raise CliError(f"{path}: cannot tell the output format from the extension {ext or '(none)'!r}; name it with -t FORMAT, one of: {_writable_list()}")
+
+
+def _writable_list() -> str:
+    return ", ".join(f"{f.name} ({' '.join(f.extensions)})" if f.extensions else f.name for f in FORMATS if f.write is not None)
+
+
+def check_output(path: str) -> None:
+    """Refuse a compressed output, or one whose directory does not exist, before any work is done."""
+    if path.lower().endswith(".gz"):
+        raise CliError(f"{path}: compressed output is not supported (gzip input is read transparently); write without .gz and compress afterwards")
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        raise CliError(f"{path}: cannot write: the directory {directory!r} does not exist")
 
 
 def write_as(path: str, emb: Embeddings, fmt: str | None, options: WriteOptions) -> None:
     """Write ``emb`` to ``path`` atomically; a failure becomes a :class:`CliError` naming the file."""
-    if path.lower().endswith(".gz"):
-        raise CliError(f"{path}: compressed output is not supported (gzip input is read transparently); write without .gz and compress afterwards")
+    check_output(path)
     spec = _BY_NAME[fmt] if fmt is not None else output_format(path, emb)
     assert spec.write is not None  # every format in the table can be written
     if spec.words_only and len(emb.vocab) == 0 and emb.storage.shape[0] > 0:
@@ -200,7 +332,8 @@ def write_as(path: str, emb: Embeddings, fmt: str | None, options: WriteOptions)
     try:
         spec.write(path, emb, options)
     except (OSError, ValueError, TypeError, MemoryError) as exc:
-        raise CliError(f"{path}: cannot write {spec.name}: {one_line(exc)}") from None
+        # The temporary file's name is ours, not the user's: name the target only.
+        raise CliError(f"{path}: cannot write {spec.name}: {_reason(exc, path)}") from None
 
 
 def read_metadata(path: str) -> Any:
@@ -213,7 +346,7 @@ def read_metadata(path: str) -> Any:
         with open(path, "rb") as f:
             return Metadata.from_toml(f.read(limits.MAX_METADATA_BYTES + 1), where=path)
     except OSError as exc:
-        raise CliError(f"{path}: {one_line(exc)}") from None
+        raise CliError(f"{path}: {_reason(exc, path)}") from None
     except FormatError as exc:
         raise CliError(f"{path}: not valid TOML: {one_line(exc)}") from None
 
@@ -273,25 +406,34 @@ def register(subparsers: Any) -> None:
         "-t", "--to", dest="output_format", metavar="FORMAT", choices=output_format_names(), help="output format (default: from the extension of OUT)"
     )
     out.add_argument(
+        "-u",
         "--unnormalize",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="multiply the rows by their norms when writing word2vec or text (default: yes; --no-unnormalize writes the rows as stored, "
-        "like finalfusion-utils without -u)",
+        help="multiply the rows by their norms when writing word2vec or text (default: yes, so -u, finalfusion-utils' option, changes "
+        "nothing; --no-unnormalize writes the unit rows, like finalfusion-utils without -u)",
     )
-    out.add_argument("--metadata", metavar="FILE.toml", help="store this TOML as the metadata (finalfusion output only)")
+    out.add_argument("-m", "--metadata", metavar="FILE.toml", help="store this TOML as the metadata, replacing the input's (finalfusion output only)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Convert ``args.input`` to ``args.output``."""
-    emb = load_with_bars(args, args.input)
+    """Convert ``args.input`` to ``args.output``.
+
+    The output format, its directory and the metadata file are checked before the input is read: a
+    mistake there costs no loading time.
+    """
     fmt = args.output_format
+    check_output(args.output)
+    spec = _BY_NAME[fmt] if fmt is not None else output_format(args.output)
+    metadata = None
     if args.metadata is not None:
-        spec = _BY_NAME[fmt] if fmt is not None else output_format(args.output, emb)
         if spec.name != "finalfusion":
             raise CliError(f"{args.output}: --metadata needs finalfusion output ({spec.name} files hold no metadata)")
-        emb.metadata = read_metadata(args.metadata)
-    write_as(args.output, emb, fmt, WriteOptions(unnormalize=args.unnormalize))
+        metadata = read_metadata(args.metadata)
+    emb = load_with_bars(args, args.input)
+    if metadata is not None:
+        emb.metadata = metadata
+    write_as(args.output, emb, spec.name, WriteOptions(unnormalize=args.unnormalize))
     return 0

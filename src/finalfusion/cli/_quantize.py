@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +14,7 @@ import numpy as np
 from finalfusion import _threads
 from finalfusion._threads import set_threads
 from finalfusion.cli._common import CliError, bars, one_line, positive_int, subparser
-from finalfusion.cli._convert import WriteOptions, add_input_options, load_input, output_format_names, write_as
+from finalfusion.cli._convert import WriteOptions, add_input_options, check_output, load_input, output_format, output_format_names, write_as
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import MissingExtraError, import_extra
 
@@ -33,6 +34,32 @@ def _sample(text: str) -> int | float:
     if 0 < value <= 1:
         return value
     raise argparse.ArgumentTypeError(f"expected a row count or a fraction in (0, 1], got {text!r}")
+
+
+def _threads_arg(text: str) -> int | None:
+    """``-t N``: N >= 1 threads, or 0 for the default (rayon's meaning of 0 in finalfusion-utils)."""
+    if text.strip() == "0":
+        return None
+    return positive_int(text)
+
+
+def _quantized_output(path: str) -> None:
+    """Refuse an OUT whose extension names another format: quantized embeddings are finalfusion only.
+
+    finalfusion-utils writes finalfusion whatever OUT is called (its README uses ``embeddings.pq``);
+    so do we for ``.fifu`` and for extensions no format claims, but ``out.vec`` would be finalfusion
+    bytes in a file every text reader then fails on.
+    """
+    try:
+        spec = output_format(path, default="finalfusion")
+    except CliError:
+        spec = None  # .bin, or a read-only format's extension: not finalfusion either
+    if spec is None or spec.name != "finalfusion":
+        ext = os.path.splitext(path)[1]
+        raise CliError(
+            f"{path}: quantized embeddings can only be written as finalfusion, and {ext} is another format's extension; "
+            "write .fifu (then 'finalfusion reconstruct' gives dense embeddings in any format)"
+        )
 
 
 def register(subparsers: Any) -> None:
@@ -56,7 +83,9 @@ def register(subparsers: Any) -> None:
     q.add_argument("-a", "--attempts", type=positive_int, default=1, metavar="N", help="k-means runs per subquantizer, the best is kept (default: 1)")
     q.add_argument("--sample", type=_sample, metavar="N|FRACTION", help="train on a random sample of rows (a count or a fraction); all rows are encoded")
     q.add_argument("--seed", type=int, metavar="N", help="random seed: same seed, same bytes")
-    q.add_argument("-t", "--threads", type=positive_int, metavar="N", help="threads for the matrix products (default: numpy's BLAS default)")
+    q.add_argument(
+        "-t", "--threads", type=_threads_arg, metavar="N", help="threads for the matrix products (default, and 0 as in finalfusion-utils: numpy's BLAS default)"
+    )
     q.add_argument("--no-normalize-rows", dest="normalize_rows", action="store_false", help="quantize the rows as they are (default: unit rows, norms kept)")
     add_input_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bars and no reconstruction-error report")
@@ -70,7 +99,7 @@ def register(subparsers: Any) -> None:
         finalfusion reconstruct vectors-opq.fifu vectors-dense.fifu""",
     )
     r.add_argument("input", metavar="IN", help="finalfusion file with quantized storage")
-    r.add_argument("output", metavar="OUT", help="dense output (format from the extension, or --to)")
+    r.add_argument("output", metavar="OUT", help="dense output (format from the extension or --to; finalfusion for other extensions)")
     r.add_argument(
         "-t", "--to", dest="output_format", metavar="FORMAT", choices=output_format_names(), help="output format (default: from the extension of OUT)"
     )
@@ -115,7 +144,14 @@ def reconstruction_error(original: Embeddings, quantized: Embeddings) -> tuple[f
 
 
 def run_quantize(args: argparse.Namespace) -> int:
-    """Quantize ``args.input`` into ``args.output``."""
+    """Quantize ``args.input`` into ``args.output`` (checked first: a wrong OUT costs no training)."""
+    check_output(args.output)
+    _quantized_output(args.output)
+    if args.quantizer == "opq" and args.attempts != 1:
+        raise CliError(
+            f"-a {args.attempts}: our opq quantizer seeds its codebooks once and refines them in the alternating iterations (-i), "
+            "so it has no attempts to repeat; -a applies to -q pq and -q gaussian_opq"
+        )
     with bars(args) as progress:
         emb = load_input(args, args.input, progress)
         try:
@@ -142,7 +178,40 @@ def run_quantize(args: argparse.Namespace) -> int:
 
 
 def run_reconstruct(args: argparse.Namespace) -> int:
-    """Reconstruct the dense matrix of ``args.input``."""
+    """Reconstruct the dense matrix of ``args.input``; an unquantized input is refused, not copied.
+
+    OUT is finalfusion unless ``--to`` or its extension names another format (finalfusion-utils always
+    writes finalfusion).
+    """
+    from finalfusion.storage import QuantizedArray
+
+    check_output(args.output)
+    fmt = args.output_format if args.output_format is not None else output_format(args.output, default="finalfusion").name
     emb = load_input(args, args.input)
-    write_as(args.output, emb.reconstruct(), args.output_format, WriteOptions())
+    if not isinstance(emb.storage, QuantizedArray):
+        raise CliError(
+            f"{args.input}: not quantized ({type(emb.storage).__name__} storage): there is nothing to reconstruct "
+            "(finalfusion convert copies embeddings between formats)"
+        )
+    dense = emb.reconstruct()
+    if dense.norms is None:
+        dense = _unit_word_rows(dense)
+    write_as(args.output, dense, fmt, WriteOptions())
     return 0
+
+
+def _unit_word_rows(emb: Embeddings) -> Embeddings:
+    """finalfusion-utils' reconstruct.rs for embeddings without norms: l2-normalise the word rows, store their norms.
+
+    The rows of a quantized file without a norms chunk are the vectors as they were (``quantize
+    --no-normalize``); every finalfusion file utils writes has unit word rows and their norms.
+    """
+    from finalfusion.norms import Norms
+    from finalfusion.storage import NdArray
+
+    matrix = np.array(emb.storage, dtype=np.float32)  # a private copy
+    words = matrix[: len(emb.vocab)]
+    norms = np.linalg.norm(words, axis=1)
+    nonzero = norms > 0
+    words[nonzero] /= norms[nonzero, None]
+    return Embeddings(NdArray(matrix), emb.vocab, Norms(norms), emb.metadata)
