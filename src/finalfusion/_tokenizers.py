@@ -271,6 +271,8 @@ class Tokenizer:
         finalfusion.errors.LimitExceeded
             If a word is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES`
             bytes of UTF-8 (checked before any word is tokenized).
+        finalfusion.errors.FormatError
+            If the library rejects the model or fails on a block (an error or a Rust panic).
 
         Examples
         --------
@@ -315,12 +317,14 @@ class Tokenizer:
         raise NotImplementedError
 
     def pieces(self, word: str) -> list[str]:
-        """The token strings ``word`` is split into (before any token is dropped).
+        """The token strings ``word`` is split into (before any token is dropped); none for a word with a lone surrogate.
 
         Raises
         ------
         finalfusion.errors.LimitExceeded
             If ``word`` is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of UTF-8.
+        finalfusion.errors.FormatError
+            If the library rejects the model or fails on the word (an error or a Rust panic).
 
         Examples
         --------
@@ -434,8 +438,9 @@ GPT2_REGEX: Final = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}
 LLAMA3_REGEX: Final = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 #: The ``Regex`` patterns of real tokenizer.json files (pre-tokenizer ``Split``, normaliser ``Replace``) that are accepted.
-#: Each runs in linear time: none took more than 0.1 s on 256 KiB (:data:`finalfusion.limits.MAX_TOKENIZE_BYTES`)
-#: of adversarial text (docs/reliability.md, "Trust model: Tokenizers"). Any other pattern is refused unless the
+#: Each runs in linear time: on words of 256 KiB (:data:`finalfusion.limits.MAX_TOKENIZE_BYTES`) built to make
+#: them backtrack, the slowest took 0.75 s, the time of its 262,144 pieces (docs/reliability.md, "Trust model:
+#: Tokenizers"). Any other pattern is refused unless the
 #: user trusts it (:data:`finalfusion.limits.TRUSTED_TOKENIZER_REGEXES`): one backtracking pattern (``\w*\d``) ran
 #: for minutes on one 256 KiB word.
 KNOWN_REGEXES: Final[frozenset[str]] = frozenset(

@@ -60,7 +60,9 @@ class TokenizerVocab(SubwordVocab[Any]):
     and l2-normalise them, as for n-grams of the other subword vocabularies.
     A word longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes
     of UTF-8 raises :class:`~finalfusion.errors.LimitExceeded` instead of
-    being tokenized; batches are tokenized in blocks of bounded bytes.
+    being tokenized; batches are tokenized in blocks of bounded bytes. A
+    word with a lone surrogate (not UTF-8 text) has no tokens, so no
+    vector; the other words of its batch are looked up as usual.
 
     Written to a finalfusion file, this vocabulary is a ``SimpleVocab``
     chunk and the tokenizer goes into the metadata (see
