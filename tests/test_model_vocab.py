@@ -100,7 +100,7 @@ def test_hf_tokens_refuse_an_added_token_without_id_or_content(entry: object) ->
 
 
 def test_hf_tokens_refuse_an_implausibly_large_id() -> None:
-    with pytest.raises(FormatError, match="a token id is implausibly large"):
+    with pytest.raises(FormatError, match="the token ids leave too many ids without a token"):
         hf_tokens(_hf({"a": 1 << 24}))
 
 

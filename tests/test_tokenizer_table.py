@@ -7,11 +7,10 @@ import zlib
 
 import pytest
 
-from finalfusion import FormatError
+from finalfusion import FormatError, limits
 from finalfusion._tokenizers import _TOY_JSON as TOY
 from finalfusion.metadata import Metadata
 from finalfusion.vocab import HuggingFaceTokenizer, SimpleVocab, TokenizerVocab
-from finalfusion.vocab import _tokenizer_table as table_module
 from finalfusion.vocab._tokenizer_table import tokenizer_from_table, tokenizer_table
 from finalfusion.vocab.tokenizer import restore_tokenizer_vocab, with_tokenizer_table
 
@@ -19,7 +18,7 @@ TOY_WORDS = ["[UNK]", "[CLS]", "ab", "a", "c", "b"]
 
 
 def _table(data: bytes, kind: str = "huggingface", **extra: object) -> dict[str, object]:
-    return {"kind": kind, "model": base64.b64encode(zlib.compress(data)).decode("ascii"), **extra}
+    return {"kind": kind, "model": base64.b64encode(zlib.compress(data)).decode("ascii"), "bytes": len(data), **extra}
 
 
 # --- the table ------------------------------------------------------------------------------
@@ -54,14 +53,14 @@ def test_table_without_a_model_string_is_refused() -> None:
 @pytest.mark.parametrize("model", ["é", base64.b64encode(b"not zlib").decode(), base64.b64encode(zlib.compress(b"{}")[:-3]).decode()])
 def test_table_model_that_is_not_zlib_base64_is_refused(model: str) -> None:
     with pytest.raises(FormatError, match="the tokenizer model is not valid base64 of zlib data"):
-        tokenizer_from_table({"kind": "huggingface", "model": model})
+        tokenizer_from_table({"kind": "huggingface", "model": model, "bytes": 2})
 
 
 def test_table_model_inflating_past_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(table_module, "MAX_TOKENIZER_BYTES", 4)
+    monkeypatch.setattr(limits, "MAX_TOKENIZER_BYTES", 4)
     with pytest.raises(FormatError, match="the tokenizer model is too large") as err:
         tokenizer_from_table(_table(b"0123456789"))
-    assert err.value.expected == "at most 4 bytes"
+    assert err.value.expected == "at most finalfusion.limits.MAX_TOKENIZER_BYTES = 4 bytes"
 
 
 def test_table_model_of_the_wrong_size_is_refused() -> None:

@@ -9,10 +9,25 @@ tokenizer on first use, so that objects can be created, compared, pickled
 and written without the optional package; tokenizing without it raises
 :class:`~finalfusion.errors.MissingExtraError` naming the ``interop`` extra.
 
-Every failure of either library while it builds a tokenizer from a model --
-an exception, or a Rust panic (pyo3's ``PanicException``, a
-``BaseException``) -- becomes a :class:`~finalfusion.errors.FormatError` in
-one place, :func:`rejected_by`.
+A serialised model is content, never a path: :meth:`Tokenizer.from_bytes`
+(used by every reader: GGUF metadata, the ``[tokenizer]`` table, a model
+directory's file read by the loader) never opens anything; only the public
+constructors accept a path, and only a path the user passes.
+
+Every call into either library -- building a tokenizer, encoding, id
+lookups -- goes through one wrapper, :func:`rejected_by`: an exception or
+a Rust panic (pyo3's ``PanicException``, a ``BaseException``) becomes a
+:class:`~finalfusion.errors.FormatError`.
+
+A ``tokenizer.json`` is code-like, so it is checked before ``tokenizers``
+sees it (docs/reliability.md, "Trust model: Tokenizers"): ``padding`` and
+``truncation`` are removed (an embedding never pads or truncates), every
+``Regex`` pattern must be one of :data:`KNOWN_REGEXES` (or
+:data:`finalfusion.limits.TRUSTED_TOKENIZER_REGEXES`; an arbitrary pattern
+can backtrack for minutes on one word) and a ``Precompiled`` charsmap must
+hold the trie it declares. A word that is not valid UTF-8 text (a lone
+surrogate) has no tokens: it is not handed to the library, and the other
+words of a batch are tokenized as usual.
 
 The tokenizer's work is bounded per word and per batch (issue 13, class 5):
 a word longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of
@@ -29,23 +44,29 @@ and imports nothing above the leaves.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final, cast
 
 from finalfusion import limits
-from finalfusion.errors import FormatError, LimitExceeded, import_extra
+from finalfusion.errors import FinalfusionError, FormatError, LimitExceeded, MissingExtraError, import_extra
 
 __all__ = [
     "BLOCK_BYTES",
     "BLOCK_WORDS",
+    "GPT2_REGEX",
+    "KNOWN_REGEXES",
+    "LLAMA3_REGEX",
     "HuggingFaceTokenizer",
     "SentencePieceTokenizer",
     "Tokenizer",
     "check_tokenize_length",
+    "checked_tokenizer_json",
     "is_rust_panic",
     "rejected_by",
 ]
@@ -148,10 +169,15 @@ class Tokenizer:
     def from_bytes(kind: str, data: bytes) -> Tokenizer:
         """Rebuild a tokenizer from :attr:`kind` and :meth:`to_bytes`.
 
+        ``data`` is the model itself, never a path: this is how every reader
+        builds a tokenizer from a file's content.
+
         Raises
         ------
         ValueError
             If ``kind`` is not a known tokenizer kind.
+        TypeError
+            If ``data`` is not bytes.
 
         Examples
         --------
@@ -166,7 +192,12 @@ class Tokenizer:
 
     @classmethod
     def _from_data(cls, data: bytes) -> Tokenizer:
-        return cls(data)
+        """A tokenizer of ``cls`` holding ``data`` as its model: content only, never opened as a path (the subclass constructors accept paths)."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"a serialised tokenizer must be bytes, got {type(data).__name__}")
+        out = cls.__new__(cls)
+        Tokenizer.__init__(out, bytes(data))
+        return out
 
     # -- tokenizing ----------------------------------------------------------------
     def _load(self) -> Any:
@@ -178,9 +209,20 @@ class Tokenizer:
         if impl is None:
             with self._lock:
                 if self._impl is None:
-                    self._impl = self._load()
+                    self._impl = self._guarded(self._load)
                 impl = self._impl
         return impl
+
+    #: The library a subclass calls, and the name of its serialised form, for :func:`rejected_by`.
+    _library: ClassVar[str] = ""
+    _what: ClassVar[str] = "model"
+    _chunk: ClassVar[str] = ""
+    _expected: ClassVar[str] = ""
+
+    def _guarded(self, call: Any, *args: Any) -> Any:
+        """``call(*args)`` through :func:`rejected_by`: every call into the library goes through here."""
+        with rejected_by(self._library, self._what, chunk=self._chunk, expected=self._expected):
+            return call(*args)
 
     @property
     def skip_ids(self) -> frozenset[int]:
@@ -198,12 +240,16 @@ class Tokenizer:
     def encode(self, word: str) -> list[int]:
         """The token ids the real tokenizer returns for ``word`` (no special tokens added).
 
+        A word that is not valid UTF-8 text (a lone surrogate) has no tokens.
+
         Raises
         ------
         finalfusion.errors.MissingExtraError
             If the tokenizer's package is not installed.
         finalfusion.errors.LimitExceeded
             If ``word`` is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of UTF-8.
+        finalfusion.errors.FormatError
+            If the library rejects the model or fails on the word (an error or a Rust panic).
 
         Examples
         --------
@@ -225,6 +271,8 @@ class Tokenizer:
         finalfusion.errors.LimitExceeded
             If a word is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES`
             bytes of UTF-8 (checked before any word is tokenized).
+        finalfusion.errors.FormatError
+            If the library rejects the model or fails on a block (an error or a Rust panic).
 
         Examples
         --------
@@ -250,22 +298,33 @@ class Tokenizer:
         start = total = 0
         for i, size in enumerate(sizes):
             if i > start and (total + size > BLOCK_BYTES or i - start >= BLOCK_WORDS):
-                yield start, self._encode_block(impl, words[start:i])
+                yield start, self._encode_text(impl, words[start:i])
                 start, total = i, 0
             total += size
-        yield start, self._encode_block(impl, words[start:])
+        yield start, self._encode_text(impl, words[start:])
+
+    def _encode_text(self, impl: Any, words: list[str]) -> list[list[int]]:
+        """The ids of ``words`` through the wrapper; a word that is not valid UTF-8 text (a lone surrogate) gets none."""
+        valid = [w for w in words if _is_text(w)]
+        ids: list[list[int]] = self._guarded(self._encode_block, impl, valid) if valid else []
+        if len(valid) == len(words):
+            return ids
+        it = iter(ids)
+        return [next(it) if _is_text(w) else [] for w in words]
 
     def _encode_block(self, impl: Any, words: list[str]) -> list[list[int]]:
-        """The ids of ``words`` (lengths already checked) from the real tokenizer ``impl``."""
+        """The ids of ``words`` (lengths already checked, valid text) from the real tokenizer ``impl``."""
         raise NotImplementedError
 
     def pieces(self, word: str) -> list[str]:
-        """The token strings ``word`` is split into (before any token is dropped).
+        """The token strings ``word`` is split into (before any token is dropped); none for a word with a lone surrogate.
 
         Raises
         ------
         finalfusion.errors.LimitExceeded
             If ``word`` is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of UTF-8.
+        finalfusion.errors.FormatError
+            If the library rejects the model or fails on the word (an error or a Rust panic).
 
         Examples
         --------
@@ -274,7 +333,11 @@ class Tokenizer:
         ['ab', 'c']
         """
         check_tokenize_length(word)
-        return self._pieces(self._ensure(), word)
+        impl = self._ensure()
+        if not _is_text(word):
+            return []
+        pieces: list[str] = self._guarded(self._pieces, impl, word)
+        return pieces
 
     def _pieces(self, impl: Any, word: str) -> list[str]:
         """The token strings of ``word`` (length already checked) from the real tokenizer ``impl``."""
@@ -325,7 +388,9 @@ def rejected_by(library: str, what: str, chunk: str, expected: str) -> Iterator[
     Rust panic (:func:`is_rust_panic`) becomes ``FormatError("the <library>
     library rejects the <what>")`` with the library's message (at most 200
     characters) as ``found``; ``KeyboardInterrupt``, ``SystemExit`` and other
-    ``BaseException`` pass through.
+    ``BaseException`` pass through, and so do this library's own errors
+    (a :class:`~finalfusion.errors.FinalfusionError` raised by a check
+    inside the block, :class:`~finalfusion.errors.MissingExtraError`).
 
     Raises
     ------
@@ -343,16 +408,147 @@ def rejected_by(library: str, what: str, chunk: str, expected: str) -> Iterator[
     try:
         yield
     except BaseException as exc:  # a plain Exception for a malformed model, a Rust panic for some
-        if not isinstance(exc, Exception) and not is_rust_panic(exc):
+        if isinstance(exc, (FinalfusionError, MissingExtraError)) or (not isinstance(exc, Exception) and not is_rust_panic(exc)):
             raise
         raise FormatError(f"the {library} library rejects the {what}", chunk=chunk, expected=expected, found=str(exc)[:200]) from None
 
 
+def _is_text(word: str) -> bool:
+    """Whether ``word`` can be encoded as UTF-8 (no lone surrogate): what the libraries accept."""
+    if word.isascii():
+        return True
+    try:
+        word.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _read_model(model: bytes | str | os.PathLike[str]) -> bytes:
+    """The bytes of a model the *user* passed: the bytes themselves or the file at the path (never called on a file's content)."""
     if isinstance(model, (bytes, bytearray, memoryview)):
         return bytes(model)
     with open(model, "rb") as f:
         return f.read()
+
+
+#: GPT-2's pre-tokenizer regex (also the built-in one of ``ByteLevel``'s ``use_regex``), as tokenizer.json files spell it in a ``Split``.
+GPT2_REGEX: Final = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+#: The pre-tokenizer regex of Llama 3 and OpenAI's cl100k (llama.cpp's ``llama-bpe``).
+LLAMA3_REGEX: Final = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+
+#: The ``Regex`` patterns of real tokenizer.json files (pre-tokenizer ``Split``, normaliser ``Replace``) that are accepted.
+#: Each runs in linear time: on words of 256 KiB (:data:`finalfusion.limits.MAX_TOKENIZE_BYTES`) built to make
+#: them backtrack, the slowest took 0.75 s, the time of its 262,144 pieces (docs/reliability.md, "Trust model:
+#: Tokenizers"). Any other pattern is refused unless the
+#: user trusts it (:data:`finalfusion.limits.TRUSTED_TOKENIZER_REGEXES`): one backtracking pattern (``\w*\d``) ran
+#: for minutes on one 256 KiB word.
+KNOWN_REGEXES: Final[frozenset[str]] = frozenset(
+    {
+        GPT2_REGEX,
+        LLAMA3_REGEX,
+        # Qwen2 (digits one by one)
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        # Qwen3.5 (marks with letters)
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        # OpenAI's o200k
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+        r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+        r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        # GLM-4
+        r" ?[^\s\p{L}\p{N}]+|\p{N}{1,3}|[^\r\n\p{L}\p{N}]?\p{L}+",
+        # digit and whitespace splits; the normaliser of Hugging Face's SentencePiece conversions
+        r"\p{N}",
+        r"\p{N}{1,3}",
+        r"\d{1,3}",
+        r"\s+",
+        r" {2,}",
+        r".",
+    }
+)
+
+
+def _regex_allowed(pattern: str) -> bool:
+    return pattern in KNOWN_REGEXES or pattern in limits.TRUSTED_TOKENIZER_REGEXES
+
+
+def _check_charsmap(node: dict[str, Any]) -> None:
+    """Refuse a ``Precompiled`` charsmap whose declared trie is not inside its data (the library reserves the declared size)."""
+    where = "tokenizer.json normalizer Precompiled"
+    blob = node.get("precompiled_charsmap")
+    if blob is None:
+        return
+    if not isinstance(blob, str):
+        raise FormatError("the precompiled charsmap is not a base64 string", chunk=where, expected="a base64 string", found=type(blob).__name__)
+    try:
+        data = base64.b64decode(blob.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError) as exc:
+        raise FormatError("the precompiled charsmap is not valid base64", chunk=where, expected="base64", found=str(exc)[:100]) from None
+    if not data:
+        return
+    trie = int.from_bytes(data[:4], "little") if len(data) >= 4 else -1
+    if trie < 0 or trie > len(data) - 4 or trie % 4:
+        raise FormatError(
+            "the precompiled charsmap declares a trie larger than its data",
+            chunk=where,
+            expected=f"a u32 trie size, a multiple of 4, at most {max(len(data) - 4, 0)} (the bytes that follow it)",
+            found=trie if trie >= 0 else f"{len(data)} bytes",
+        )
+
+
+def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
+    """The parsed ``tokenizer.json`` ``data`` with what an embedding must never run removed or refused.
+
+    ``padding`` and ``truncation`` are removed (an embedding never pads or
+    truncates: fixed padding of 50M ids aborted the process, pad rows were
+    summed into vectors, truncation dropped pieces); every ``{"Regex": ...}``
+    pattern anywhere (pre-tokenizers, normalisers, decoders) must be one of
+    :data:`KNOWN_REGEXES` or :data:`finalfusion.limits.TRUSTED_TOKENIZER_REGEXES`;
+    every ``Precompiled`` charsmap must hold the trie it declares.
+
+    Raises
+    ------
+    FormatError
+        If the data is not a JSON object, or holds an unknown regex or a malformed charsmap.
+
+    Examples
+    --------
+    >>> checked_tokenizer_json(b'{"padding": {"strategy": "BatchLongest"}, "model": {}}')
+    {'padding': None, 'model': {}, 'truncation': None}
+    >>> checked_tokenizer_json(b'{"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\\\\\\\w*\\\\\\\\d"}}}')  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: tokenizer.json: a regex pattern is not one of the known tokenizer regexes: ...
+    """
+    where = "tokenizer.json"
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise FormatError("not a valid tokenizer.json", chunk=where, expected="a JSON object", found=str(exc)[:100]) from None
+    if not isinstance(doc, dict):
+        raise FormatError("not a valid tokenizer.json", chunk=where, expected="a JSON object", found=type(doc).__name__)
+    doc["padding"] = None
+    doc["truncation"] = None
+    stack: list[Any] = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            spec = node.get("pattern")  # Split and Replace: {"String": ...} or {"Regex": ...}
+            pattern = spec.get("Regex") if isinstance(spec, dict) else None
+            if pattern is not None and not (isinstance(pattern, str) and _regex_allowed(pattern)):
+                raise FormatError(
+                    "a regex pattern is not one of the known tokenizer regexes",
+                    chunk=where,
+                    expected="a pattern of finalfusion._tokenizers.KNOWN_REGEXES or finalfusion.limits.TRUSTED_TOKENIZER_REGEXES "
+                    "(an arbitrary regex can backtrack for minutes on one word)",
+                    found=repr(pattern)[:200],
+                )
+            if node.get("type") == "Precompiled":
+                _check_charsmap(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return doc
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -375,6 +571,9 @@ class SentencePieceTokenizer(Tokenizer):
     """
 
     kind: ClassVar[str] = "sentencepiece"
+    _library: ClassVar[str] = "sentencepiece"
+    _chunk: ClassVar[str] = "SentencePiece model"
+    _expected: ClassVar[str] = "a valid ModelProto"
 
     def __init__(self, model: bytes | str | os.PathLike[str]) -> None:
         super().__init__(_read_model(model))
@@ -382,8 +581,7 @@ class SentencePieceTokenizer(Tokenizer):
     def _load(self) -> Any:
         sentencepiece = import_extra("sentencepiece", "tokenizing an unknown word")
         sp = sentencepiece.SentencePieceProcessor()
-        with rejected_by("sentencepiece", "model", chunk="SentencePiece model", expected="a valid ModelProto"):
-            sp.LoadFromSerializedProto(self._data)
+        sp.LoadFromSerializedProto(self._data)
         n = sp.GetPieceSize()
         self._skip = frozenset(i for i in range(n) if sp.IsControl(i) or sp.IsUnknown(i) or sp.IsUnused(i))
         return sp
@@ -416,6 +614,10 @@ class HuggingFaceTokenizer(Tokenizer):
     """
 
     kind: ClassVar[str] = "huggingface"
+    _library: ClassVar[str] = "tokenizers"
+    _what: ClassVar[str] = "tokenizer.json"
+    _chunk: ClassVar[str] = "tokenizer.json"
+    _expected: ClassVar[str] = "a valid tokenizer.json"
 
     def __init__(self, tokenizer_json: str | bytes | os.PathLike[str]) -> None:
         if isinstance(tokenizer_json, str) and tokenizer_json.lstrip().startswith("{"):
@@ -426,16 +628,26 @@ class HuggingFaceTokenizer(Tokenizer):
             data = _read_model(tokenizer_json)
         super().__init__(data)
 
+    @classmethod
+    def from_json(cls, text: str) -> HuggingFaceTokenizer:
+        """The tokenizer of the ``tokenizer.json`` text ``text``, which is never opened as a path (a file's content).
+
+        Examples
+        --------
+        >>> HuggingFaceTokenizer.from_json("/etc/passwd").to_bytes()  # content, not a file
+        b'/etc/passwd'
+        """
+        return cast("HuggingFaceTokenizer", cls._from_data(text.encode("utf-8", "surrogatepass")))
+
     def _load(self) -> Any:
         tokenizers = import_extra("tokenizers", "tokenizing an unknown word")
-        with rejected_by("tokenizers", "tokenizer.json", chunk="tokenizer.json", expected="a valid tokenizer.json"):
-            text = self._data.decode("utf-8")
-            tok = tokenizers.Tokenizer.from_str(text)
+        doc = checked_tokenizer_json(self._data)
+        tok = tokenizers.Tokenizer.from_str(json.dumps(doc, ensure_ascii=False))
+        tok.no_padding()
+        tok.no_truncation()
         skip = {i for i, tok_ in tok.get_added_tokens_decoder().items() if tok_.special}
-        try:
-            unk = json.loads(text).get("model", {}).get("unk_token")
-        except (ValueError, AttributeError):
-            unk = None
+        model = doc.get("model")
+        unk = model.get("unk_token") if isinstance(model, dict) else None
         if isinstance(unk, str):
             unk_id = tok.token_to_id(unk)
             if unk_id is not None:

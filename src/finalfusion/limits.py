@@ -43,8 +43,11 @@ __all__ = [
     "MAX_MODEL_METADATA_ITEMS",
     "MAX_NGRAMS_PER_WORD",
     "MAX_NGRAM_LEN",
+    "MAX_TOKENIZER_BYTES",
+    "MAX_TOKENIZER_ID_HOLES",
     "MAX_TOKENIZE_BYTES",
     "MAX_WORD_BYTES",
+    "TRUSTED_TOKENIZER_REGEXES",
 ]
 
 #: Largest number of dimensions (columns) an embedding matrix may have.
@@ -144,3 +147,28 @@ MAX_TOKENIZE_BYTES: int = 1 << 18
 #: table) have hundreds of items; 2**16 leaves a hundredfold room and keeps
 #: parsing under ~0.25 s and ~10 MB (docs/reliability.md, "Resource bounds").
 MAX_METADATA_ITEMS: int = 1 << 16
+
+#: Largest serialised tokenizer (a ``tokenizer.json``, a SentencePiece
+#: ``ModelProto``) inflated from the ``[tokenizer]`` table of a ``.fifu`` file.
+#: The table declares the size (``bytes``); a declared size past this limit is
+#: refused before anything is inflated, and inflating stops one byte past the
+#: declared size, so a zlib bomb (1.4 MB inflating to 1 GiB) costs at most this
+#: much memory. Real tokenizers take up to ~35 MB (a 256k-token
+#: ``tokenizer.json``); 2**28 (256 MiB) leaves sevenfold room.
+MAX_TOKENIZER_BYTES: int = 1 << 28
+
+#: Most ids without a token that a ``tokenizer.json``'s vocabulary may leave
+#: below its largest id. Each hole becomes a placeholder token (``<row 7>``):
+#: a 60-byte file naming id 2**24 - 1 would build 16 million of them. Real
+#: files leave none or a few; 2**16 is far beyond them.
+MAX_TOKENIZER_ID_HOLES: int = 1 << 16
+
+#: ``Regex`` patterns of ``tokenizer.json`` files that the user trusts beyond
+#: the built-in list (``finalfusion._tokenizers.KNOWN_REGEXES``, the
+#: pre-tokenizers of GPT-2, Llama 3, Qwen, o200k, GLM-4 and a few simple
+#: splits). A pattern in neither is refused at load, because an arbitrary
+#: regex can backtrack for minutes on one word; add a pattern only after
+#: checking that it runs in linear time::
+#:
+#:     finalfusion.limits.TRUSTED_TOKENIZER_REGEXES = frozenset({r"\p{N}{1,4}"})
+TRUSTED_TOKENIZER_REGEXES: frozenset[str] = frozenset()

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from finalfusion import limits
 from finalfusion.compat._words import first_repeat
 from finalfusion.errors import FormatError
 from finalfusion.vocab.base import Vocab
@@ -94,7 +95,8 @@ def hf_tokens(data: bytes, where: str = "tokenizer.json") -> list[str]:
     Raises
     ------
     FormatError
-        For invalid JSON or a vocabulary that is not of this shape.
+        For invalid JSON, a vocabulary that is not of this shape, or more than
+        :data:`finalfusion.limits.MAX_TOKENIZER_ID_HOLES` ids without a token.
 
     Examples
     --------
@@ -129,8 +131,15 @@ def hf_tokens(data: bytes, where: str = "tokenizer.json") -> list[str]:
         if not isinstance(i, int) or isinstance(i, bool) or i < 0 or not isinstance(content, str):
             raise FormatError("an added token lacks its id or content", chunk=where, expected='{"id": int, "content": str}', found=repr(entry)[:60])
         by_id[i] = content
-    if by_id and max(by_id) >= 1 << 24:
-        raise FormatError("a token id is implausibly large", chunk=where, expected="ids below 2**24", found=max(by_id))
+    holes = max(by_id) + 1 - len(by_id) if by_id else 0
+    if holes > limits.MAX_TOKENIZER_ID_HOLES:
+        raise FormatError(
+            "the token ids leave too many ids without a token",
+            chunk=where,
+            expected=f"at most finalfusion.limits.MAX_TOKENIZER_ID_HOLES = {limits.MAX_TOKENIZER_ID_HOLES} ids without a token "
+            f"below the largest id (each becomes a placeholder)",
+            found=f"largest id {max(by_id)} with {len(by_id)} tokens",
+        )
     return _dense(by_id)
 
 
@@ -194,11 +203,12 @@ def _tokenizer_from_path(path: Path) -> tuple[Any, str]:
 def _tokenizer_from_bytes(data: bytes, suffix: str, name: str) -> tuple[Any, str]:
     tok = _tokenizer_module()
     head = data[: 1 << 16]
+    # from_bytes: the data is the model, never a path.
     if suffix == ".json" or head.lstrip().startswith(b"{"):
-        return tok.HuggingFaceTokenizer(data), f"tokenizer.json ({name})"
+        return tok.Tokenizer.from_bytes("huggingface", data), f"tokenizer.json ({name})"
     if suffix == ".txt" or (suffix != ".model" and _looks_like_fairseq_dict(head)):
         return read_fairseq_dict(data, f"fairseq dictionary ({name})"), f"fairseq dictionary ({name})"
-    return tok.SentencePieceTokenizer(data), f"SentencePiece ({name})"
+    return tok.Tokenizer.from_bytes("sentencepiece", data), f"SentencePiece ({name})"
 
 
 def _find_tokenizer(directory: Path) -> Path:

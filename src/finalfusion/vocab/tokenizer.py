@@ -41,7 +41,7 @@ from finalfusion._tokenizers import Tokenizer
 from finalfusion.chunks import ChunkIdentifier
 from finalfusion.errors import FormatError, MissingExtraError
 from finalfusion.metadata import Metadata
-from finalfusion.vocab._tokenizer_table import METADATA_KEY, tokenizer_from_table, tokenizer_table
+from finalfusion.vocab._tokenizer_table import METADATA_KEY, is_tokenizer_table, tokenizer_from_table, tokenizer_table
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.simple import SimpleVocab
 
@@ -60,7 +60,9 @@ class TokenizerVocab(SubwordVocab[Any]):
     and l2-normalise them, as for n-grams of the other subword vocabularies.
     A word longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes
     of UTF-8 raises :class:`~finalfusion.errors.LimitExceeded` instead of
-    being tokenized; batches are tokenized in blocks of bounded bytes.
+    being tokenized; batches are tokenized in blocks of bounded bytes. A
+    word with a lone surrogate (not UTF-8 text) has no tokens, so no
+    vector; the other words of its batch are looked up as usual.
 
     Written to a finalfusion file, this vocabulary is a ``SimpleVocab``
     chunk and the tokenizer goes into the metadata (see
@@ -278,7 +280,18 @@ class TokenizerVocab(SubwordVocab[Any]):
 def with_tokenizer_table(vocab: Any, metadata: Metadata | None) -> Metadata | None:
     """The metadata to write with ``vocab``: ``metadata`` plus the ``[tokenizer]`` table of a :class:`TokenizerVocab`.
 
-    Other vocabularies get ``metadata`` unchanged; the caller's metadata is never modified.
+    Other vocabularies get ``metadata`` unchanged; the caller's metadata is
+    never modified. The key ``tokenizer`` is the library's: a user's own
+    ``tokenizer`` entry is written as it is when the file would read back
+    the same (another vocabulary, and a value that is not a table with
+    ``kind`` and ``model``), and refused otherwise -- never overwritten.
+
+    Raises
+    ------
+    ValueError
+        If ``metadata`` has a ``tokenizer`` entry that the table would
+        overwrite (a :class:`TokenizerVocab`) or that reading the file would
+        take for a stored tokenizer.
 
     Examples
     --------
@@ -288,21 +301,38 @@ def with_tokenizer_table(vocab: Any, metadata: Metadata | None) -> Metadata | No
     (['name', 'tokenizer'], 'huggingface')
     >>> with_tokenizer_table(None, None) is None
     True
+    >>> with_tokenizer_table(TokenizerVocab(["a"], HuggingFaceTokenizer("{}")), Metadata({"tokenizer": "gpt2"}))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the metadata key 'tokenizer' is reserved for the vocabulary's tokenizer: rename the entry 'tokenizer' = 'gpt2' ...
     """
+    user = metadata.get(METADATA_KEY) if metadata is not None else None
     if not isinstance(vocab, TokenizerVocab):
+        if user is not None and is_tokenizer_table(user):
+            raise ValueError(
+                f"the metadata key {METADATA_KEY!r} is reserved for a vocabulary's tokenizer and this entry would be read back as one "
+                f"(a table with 'kind' and 'model'): rename it to write it"
+            )
         return metadata
+    table = vocab.metadata_table()
+    if user is not None and user != table:
+        raise ValueError(
+            f"the metadata key {METADATA_KEY!r} is reserved for the vocabulary's tokenizer: rename the entry "
+            f"{METADATA_KEY!r} = {repr(user)[:60]} (e.g. to 'tokenizer_name') to write it"
+        )
     data = dict(metadata.data) if metadata is not None else {}
-    data[METADATA_KEY] = vocab.metadata_table()
+    data[METADATA_KEY] = table
     return Metadata(data)
 
 
 def restore_tokenizer_vocab(vocab: Vocab, metadata: Metadata | None, offset: int | None = None) -> tuple[Vocab, Metadata | None]:
     """Undo :func:`with_tokenizer_table` after reading a file.
 
-    A ``SimpleVocab`` whose metadata has a ``[tokenizer]`` table becomes a
-    :class:`TokenizerVocab`; the table moves from the metadata into the
-    vocabulary (metadata left empty becomes ``None``). Anything else is
-    returned unchanged.
+    A ``SimpleVocab`` whose metadata has a ``[tokenizer]`` table (a table
+    with ``kind`` and ``model``) becomes a :class:`TokenizerVocab`; the table
+    moves from the metadata into the vocabulary (metadata left empty becomes
+    ``None``). Anything else -- a user's own ``tokenizer`` entry of another
+    shape included -- is returned unchanged.
 
     Raises
     ------
@@ -316,7 +346,7 @@ def restore_tokenizer_vocab(vocab: Vocab, metadata: Metadata | None, offset: int
     >>> type(vocab).__name__, meta
     ('TokenizerVocab', None)
     """
-    if type(vocab) is not SimpleVocab or metadata is None or METADATA_KEY not in metadata:
+    if type(vocab) is not SimpleVocab or metadata is None or not is_tokenizer_table(metadata.get(METADATA_KEY)):
         return vocab, metadata
     try:
         tokenizer = tokenizer_from_table(metadata[METADATA_KEY])

@@ -8,7 +8,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._tokenizers import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer
+from finalfusion._tokenizers import LLAMA3_REGEX, HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer
 from finalfusion.compat._spmodel import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
 from finalfusion.compat.gguf._layout import ARRAY, BOOL, F32, FORMAT, I32, STRING, U8, U32
 from finalfusion.errors import FormatError
@@ -18,9 +18,7 @@ from finalfusion.vocab.tokenizer import TokenizerVocab
 __all__ = ["byte_level_bpe_json", "gguf_tokenizer", "tokenizer_kv"]
 
 #: Pre-tokenizer regexes of ``tokenizer.ggml.pre`` values (llama.cpp's llama-vocab.cpp); others use GPT-2's.
-_PRE_REGEX: Final[dict[str, str]] = {
-    "llama-bpe": (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),
-}
+_PRE_REGEX: Final[dict[str, str]] = {"llama-bpe": LLAMA3_REGEX}
 
 
 def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray[Any] | None, pre: str | None = None) -> str:
@@ -170,17 +168,19 @@ def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
     hf = kv.get("tokenizer.huggingface.json")
     model = kv.get("tokenizer.ggml.model")
     types = _typed_array(kv, "tokenizer.ggml.token_type", len(tokens))
+    # Every tokenizer here is built from the file's content with from_bytes / from_json: a value inside a file is never opened as a path.
     if model in ("llama", "t5"):
-        return SentencePieceTokenizer(_sentencepiece_model(kv, tokens, types, BPE_MODEL if model == "llama" else UNIGRAM_MODEL).to_proto())
+        proto = _sentencepiece_model(kv, tokens, types, BPE_MODEL if model == "llama" else UNIGRAM_MODEL).to_proto()
+        return Tokenizer.from_bytes(SentencePieceTokenizer.kind, proto)
     if model == "gpt2":
         merges = kv.get("tokenizer.ggml.merges", [])
         if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
             raise FormatError("tokenizer.ggml.merges is not a list of strings", chunk=FORMAT, expected="an array of strings", found=type(merges).__name__)
         _check_merges(merges, tokens)
         pre = kv.get("tokenizer.ggml.pre")
-        return HuggingFaceTokenizer(byte_level_bpe_json(tokens, merges, types, pre if isinstance(pre, str) else None))
+        return HuggingFaceTokenizer.from_json(byte_level_bpe_json(tokens, merges, types, pre if isinstance(pre, str) else None))
     if isinstance(hf, str):
-        return HuggingFaceTokenizer(hf)
+        return HuggingFaceTokenizer.from_json(hf)
     return None
 
 
