@@ -135,3 +135,34 @@ def test_an_ignored_sigint_stays_ignored(tmp_path: Path) -> None:
     out, err = proc.communicate(input=b"berlin\n", timeout=120)
     assert proc.returncode == 0, err
     assert len(out.splitlines()) == 10  # the ten neighbours of berlin
+
+
+def test_ctrl_c_in_a_0_7_script_names_it(tmp_path: Path) -> None:
+    # 0.7's ffp-* console scripts are the command too (pyproject.toml's [project.scripts]).
+    script = tmp_path / "ffp-similar"
+    script.write_text(CONSOLE_SCRIPT.replace("from finalfusion.cli import main", "from finalfusion.cli.legacy import similar as main"))
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "importtime", str(script), str(SAMPLE)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(),
+        preexec_fn=_default_sigint,
+    )
+    seen: list[bytes] = []
+    assert proc.stderr is not None
+    _wait_for(proc.stderr, lambda name: name == "numpy", seen)
+    status, messages, _ = _interrupt(proc, seen)
+    assert status == 130, messages
+    assert messages == "ffp-similar: interrupted"
+
+
+def test_every_console_script_is_known_as_the_command() -> None:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - tomli is a dependency below 3.11
+        import tomli as tomllib
+    from finalfusion._interrupt import SCRIPTS
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert set(declared) == SCRIPTS

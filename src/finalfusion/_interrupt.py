@@ -70,7 +70,7 @@ def command_name(argv: list[str] | None = None, orig_argv: list[str] | None = No
             return None
         token = orig[at]
         named = token if not token.startswith("-") else (token.split("m", 1)[1] if "m" in token and not token.startswith("--") else "")
-        return "finalfusion" if named == "finalfusion" else None
+        return "finalfusion" if named in ("finalfusion", "finalfusion.__main__") else None
     main = sys.modules.get("__main__") if main is None else main
     if main is None or getattr(main, "__spec__", None) is not None:
         return None  # a module run with -m, or an interactive session

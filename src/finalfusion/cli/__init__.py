@@ -115,6 +115,8 @@ def execute(func: Callable[[argparse.Namespace], int], args: argparse.Namespace,
             raise
         print(f"{prog}: error: a Rust extension panicked (tokenizers, safetensors): {one_line(exc)}", file=sys.stderr)
         return 1
+    finally:
+        _interrupt.hold()  # the command's work is done (0.7's ffp-* scripts end here): Ctrl-C at exit is still 130, quietly
 
 
 def _looks_like_path(word: str) -> bool:
