@@ -94,11 +94,15 @@ def test_a_missing_path_without_a_close_name(
     assert capsys.readouterr().err == "finalfusion: error: " + message
 
 
-def test_a_mistyped_command_is_still_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_mistyped_command_is_a_usage_error_naming_the_close_command(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["simlar", "vectors.fifu", "berlin"])
     assert info.value.code == 2
-    assert "invalid choice: 'simlar'" in capsys.readouterr().err
+    assert capsys.readouterr().err.endswith("finalfusion: error: argument COMMAND: invalid choice: 'simlar' (did you mean 'similar'?)\n")
+    with pytest.raises(SystemExit) as info:
+        main(["berlin", "paris"])  # nothing close: argparse's own message, with the choices
+    assert info.value.code == 2
+    assert "invalid choice: 'berlin' (choose from 'convert'" in capsys.readouterr().err
 
 
 def test_a_subcommand_error_shows_the_subcommand_usage() -> None:

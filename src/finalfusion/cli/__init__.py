@@ -169,6 +169,10 @@ def _main(argv: Sequence[str] | None) -> int:
         elif _looks_like_path(first):
             print(f"{PROG}: error: {_no_such_path(first)}", file=sys.stderr)
             return 1
+        else:
+            close = difflib.get_close_matches(first, sorted(_commands(parser)), n=1, cutoff=0.6)
+            if close:
+                parser.error(f"argument COMMAND: invalid choice: {first!r} (did you mean {close[0]!r}?)")
     args, extra = parser.parse_known_args(arguments)
     if extra:  # reported by the subcommand's parser: its usage, not the top-level one
         _subparsers(parser)[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
