@@ -44,7 +44,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_bare_command_shows_the_help_as_a_usage_error() -> None:
     r = run()
-    assert r.returncode == 2  # as argparse (and clap's SubcommandRequiredElseHelp) treat a missing command
+    assert r.returncode == 2  # a usage error, as argparse treats a missing command (utils' clap 2: help on stderr, status 1)
     assert r.stdout == ""
     assert r.stderr.startswith("usage: finalfusion")
     assert "positional arguments:" in r.stderr

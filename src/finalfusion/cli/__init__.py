@@ -5,8 +5,9 @@ module per group of subcommands, each adding its parsers in ``register``.
 Errors caused by the input -- a tokenizer's failure included -- are one
 line on stderr and exit status 1, never a traceback; usage errors show the
 usage of the subcommand concerned and exit status 2 (argparse); a bare
-``finalfusion`` prints the help on stderr and exits 2, like a usage error
-(clap's ``SubcommandRequiredElseHelp`` in finalfusion-utils does the same);
+``finalfusion`` prints the help on stderr and exits 2, like every usage
+error (finalfusion-utils, with clap 2's ``SubcommandRequiredElseHelp``, also
+prints the help on stderr, with its error status 1);
 Ctrl-C exits 130 at any moment without a half-written output file
 (:mod:`finalfusion._interrupt` covers the imports). ``python -m finalfusion
 FILE [WORD ...]`` (an existing file or model directory as the first
