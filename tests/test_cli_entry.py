@@ -35,8 +35,8 @@ def env() -> dict[str, str]:
     return e
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "finalfusion", *args], capture_output=True, text=True, env=env(), timeout=120, check=False)
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "finalfusion", *args], input=stdin, capture_output=True, text=True, env=env(), timeout=120, check=False)
 
 
 # --- a bare command, path typos, subcommand usage -------------------------------------------
@@ -139,7 +139,8 @@ def test_a_tokenizer_error_at_lookup_is_one_line(tmp_path: Path, command: str) -
     spec = json.loads(train_wordpiece())
     spec["model"]["unk_token"] = "[NOPE]"  # not in the vocabulary: the tokenizers library raises a bare Exception for an unknown character
     model = _tokenizer_model(tmp_path / "wordpiece.fifu", json.dumps(spec))
-    r = run(command, str(model), "€uro")
+    # lookup takes the words as arguments; similar reads them from its standard input (finalfusion-utils' way).
+    r = run(command, str(model), "€uro") if command == "lookup" else run(command, str(model), stdin="€uro\n")
     assert "Traceback" not in r.stderr
     assert r.returncode == 1, r.stderr
     lines = r.stderr.splitlines()
