@@ -14,6 +14,8 @@ Examples
 
 from __future__ import annotations
 
+# First: in the finalfusion command's process (only), Ctrl-C during the imports below exits 130 quietly (issue 24).
+from finalfusion import _interrupt as _interrupt
 from finalfusion import compat, metadata, norms, quantize, similarity, storage, subword, vocab
 from finalfusion import io as io  # finalfusion.io, as 0.7 code uses it (not in __all__: it would shadow the io module)
 from finalfusion._source import Source

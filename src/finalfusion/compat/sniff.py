@@ -27,7 +27,7 @@ from typing import Any
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion._source import GZIP_MAGIC, Source, open_stream, peek
 from finalfusion.compat._registry import Format, formats
-from finalfusion.embeddings import Embeddings
+from finalfusion.embeddings import Embeddings, register_foreign_namer
 from finalfusion.errors import FormatError
 
 __all__ = ["FORMATS", "load", "sniff_format"]  # noqa: F822 (FORMATS comes from __getattr__: the registry, when asked)
@@ -86,6 +86,24 @@ def _detect(sample: bytes, path: str | None) -> Format:
         if hint is not None:
             raise FormatError(f"cannot tell the format: {hint}", offset=0, expected=expected, found=sample[:16])
     raise FormatError("cannot tell the format: " + _mismatches(readable), offset=0, expected=expected, found=sample[:60])
+
+
+def _foreign_format(sample: bytes, path: str | None) -> str | None:
+    """The format other than finalfusion that ``sample`` is in (the hint of ``load_finalfusion``'s ``BadMagic``), else ``None``.
+
+    Examples
+    --------
+    >>> _foreign_format(b"2 3\\nBerlin \\x00\\x00\\x80?", None), _foreign_format(b"FiFu", None), _foreign_format(b"<html>", None)
+    ('word2vec', None, None)
+    """
+    try:
+        fmt = _detect(sample, path)
+    except FormatError:
+        return None
+    return None if fmt.name == "finalfusion" else fmt.name
+
+
+register_foreign_namer(_foreign_format)
 
 
 def _mismatches(candidates: list[Format]) -> str:
