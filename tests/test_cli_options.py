@@ -80,11 +80,19 @@ def test_quantize_sample_values() -> None:
 def test_a_missing_word_list_is_one_line_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     words = tmp_path / "words.txt"
     err = one_line_error(main(["select", str(SAMPLE), str(tmp_path / "out.fifu"), str(words)]), capsys)
-    assert err == f"finalfusion: error: {words}: No such file or directory: {words}\n"
+    assert err == f"finalfusion: error: {words}: No such file or directory\n"
     words.write_bytes(b"berlin\n\xff\xfe\n")
     err = one_line_error(main(["select", str(SAMPLE), str(tmp_path / "out.fifu"), str(words)]), capsys)
     assert err.startswith(f"finalfusion: error: {words}: line 2 is not valid UTF-8: 'utf-8' codec can't decode byte 0xff")
     assert not (tmp_path / "out.fifu").exists()
+
+
+@pytest.mark.parametrize("command", ["select", "similar", "analogy", "compute-accuracy"])
+def test_a_missing_input_file_is_named_once(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.txt"
+    argv = [command, str(SAMPLE), str(tmp_path / "out.fifu"), str(missing)] if command == "select" else [command, str(SAMPLE), str(missing)]
+    err = one_line_error(main(argv), capsys)
+    assert err == f"finalfusion: error: {missing}: No such file or directory\n"  # not "...: No such file or directory: PATH" (issue 26)
 
 
 def test_a_missing_metadata_file_is_one_line_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -102,7 +110,7 @@ def test_metadata_needs_a_finalfusion_file_and_one_action(files: dict[str, Path]
     assert err == "finalfusion: error: --set and --remove exclude each other\n"
     missing = tmp_path / "missing.fifu"
     err = one_line_error(main(["metadata", str(missing)]), capsys)
-    assert err == f"finalfusion: error: {missing}: No such file or directory: {missing}\n"
+    assert err == f"finalfusion: error: {missing}: No such file or directory\n"
     truncated = tmp_path / "truncated.fifu"
     truncated.write_bytes(files["fifu"].read_bytes()[:40])
     err = one_line_error(main(["metadata", str(truncated)]), capsys)

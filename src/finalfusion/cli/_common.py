@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -97,6 +98,21 @@ def one_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+def about(path: Any, exc: BaseException) -> str:
+    """``PATH: reason`` on one line, naming the path once (an ``OSError`` about ``path`` carries it too).
+
+    Examples
+    --------
+    >>> about("x.txt", FileNotFoundError(2, "No such file or directory", "x.txt"))
+    'x.txt: No such file or directory'
+    >>> about("x.fifu", ValueError("not a finalfusion file"))
+    'x.fifu: not a finalfusion file'
+    """
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(path):
+        return " ".join(f"{os.fsdecode(path)}: {exc.strerror}".split())
+    return f"{path}: {one_line(exc)}"
+
+
 def rust_float(value: Any, *, bits: int = 32) -> str:
     """``value`` as Rust's ``{}`` prints an ``f32`` (or ``f64``): the shortest text that reads back as the same number.
 
@@ -182,9 +198,9 @@ def numbered_lines(path: str | None, *, limit: int = MAX_WORD_BYTES, limit_name:
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed below, also when the generator is closed
     except OSError as exc:
-        raise CliError(f"{path}: {one_line(exc)}") from None
+        raise CliError(about(path, exc)) from None
     with f:
         try:
             yield from _bounded_lines(f, path, limit, limit_name)
         except OSError as exc:
-            raise CliError(f"{path}: {one_line(exc)}") from None
+            raise CliError(about(path, exc)) from None

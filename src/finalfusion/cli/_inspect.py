@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from finalfusion.cli._common import CliError, one_line, subparser
+from finalfusion.cli._common import CliError, about, subparser
 from finalfusion.cli._convert import add_input_options, load_with_bars
 from finalfusion.embeddings import Embeddings
 
@@ -76,7 +76,7 @@ def _finalfusion_layout(path: str) -> dict[str, Any] | None:
             if f.read(4) != b"FiFu":
                 return None
     except OSError as exc:
-        raise CliError(f"{path}: {one_line(exc)}") from None
+        raise CliError(about(path, exc)) from None
     size = os.path.getsize(path)
     buf, _ = open_buffer(path, mmap=True)
     header, chunks = read_chunks(buf)
@@ -137,7 +137,7 @@ def run_info(args: argparse.Namespace) -> int:
     try:
         layout = _finalfusion_layout(args.input) if args.input_format in (None, "finalfusion") else None
     except (FinalfusionError, OSError, ValueError) as exc:
-        raise CliError(f"{args.input}: {one_line(exc)}") from None
+        raise CliError(about(args.input, exc)) from None
     if layout is not None:
         from finalfusion.embeddings import load_finalfusion
 
@@ -150,7 +150,7 @@ def run_info(args: argparse.Namespace) -> int:
         try:
             fmt = args.input_format or detect(args.input)
         except (FinalfusionError, OSError) as exc:  # pragma: no cover - it was just loaded
-            raise CliError(f"{args.input}: {one_line(exc)}") from None
+            raise CliError(about(args.input, exc)) from None
     info = {"file": args.input, "format": fmt, **(layout or {}), **describe(emb)}
     if args.json:
         print(json.dumps(info, ensure_ascii=False, default=str))
@@ -189,7 +189,7 @@ def _load_finalfusion(path: str) -> Embeddings:
 
         return load_finalfusion(path, mmap=True)
     except (FinalfusionError, OSError) as exc:
-        raise CliError(f"{path}: {one_line(exc)}") from None
+        raise CliError(about(path, exc)) from None
 
 
 def _write_text(path: str, text: str) -> None:
@@ -199,7 +199,7 @@ def _write_text(path: str, text: str) -> None:
         with atomic_output(path) as f:
             f.write(text.encode("utf-8"))
     except OSError as exc:
-        raise CliError(f"{path}: {one_line(exc)}") from None
+        raise CliError(about(path, exc)) from None
 
 
 def run_metadata(args: argparse.Namespace) -> int:

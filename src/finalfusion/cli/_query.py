@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from finalfusion.cli._common import CliError, bars, numbered_lines, one_line, positive_int, read_lines, rust_float, subparser
+from finalfusion.cli._common import CliError, about, bars, numbered_lines, positive_int, read_lines, rust_float, subparser
 from finalfusion.cli._convert import add_input_options, load_with_bars
 from finalfusion.embeddings import Embeddings
 from finalfusion.limits import MAX_LINE_BYTES
@@ -348,7 +348,7 @@ def _run_gensim_accuracy(args: argparse.Namespace, emb: Embeddings) -> int:
         try:
             ev = evaluate_analogies(emb, source, case_insensitive=args.case_insensitive, restrict_vocab=args.restrict_vocab, progress=progress)
         except (OSError, UnicodeDecodeError, FormatError) as exc:
-            raise CliError(f"{name}: {one_line(exc)}") from None
+            raise CliError(about(name, exc)) from None
     if args.json:
         sections = [
             {"name": s.name, "correct": s.correct, "total": s.total, "skipped": s.skipped, "accuracy": s.correct / s.total if s.total else None}

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from finalfusion.cli._common import CliError, bars, one_line, read_lines, subparser
+from finalfusion.cli._common import CliError, about, bars, read_lines, subparser
 from finalfusion.cli._convert import WriteOptions, add_input_options, load_input, load_with_bars, output_format_names, write_as
 from finalfusion.embeddings import Embeddings
 
@@ -166,7 +166,7 @@ def write_explicit(emb: Embeddings, source: str, output: str) -> None:
     try:
         explicit = emb.bucket_to_explicit()
     except TypeError as exc:
-        raise CliError(f"{source}: {one_line(exc)}") from None
+        raise CliError(about(source, exc)) from None
     write_as(output, explicit, "finalfusion", WriteOptions())
 
 
