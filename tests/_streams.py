@@ -1,7 +1,8 @@
-"""Endless inputs for the stream tests: a file object without a descriptor and gzip files that never end.
+"""Inputs for the stream tests: a file object without a descriptor, gzip files that never end, a stream that trickles.
 
 Shared by tests/test_stream_read.py (finalfusion) and
-tests/test_model_stream_read.py (GGUF, safetensors, LightSeq, SentencePiece).
+tests/test_model_stream_read.py (GGUF, safetensors, LightSeq, SentencePiece);
+:class:`Trickle` by the stream-cursor and model-reader input tests.
 """
 
 from __future__ import annotations
@@ -43,6 +44,24 @@ class Endless(io.RawIOBase):
         n = min(len(view), 1 << 20)
         view[:n] = self.filler * n
         self.sent += n
+        return n
+
+
+class Trickle(io.RawIOBase):
+    """A non-seekable stream without a descriptor that returns at most ``per_read`` bytes per read (as a pipe may)."""
+
+    def __init__(self, data: bytes, per_read: int = 1) -> None:
+        self._data = data
+        self._per_read = per_read
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        n = min(self._per_read, len(view), len(self._data))
+        view[:n] = self._data[:n]
+        self._data = self._data[n:]
         return n
 
 

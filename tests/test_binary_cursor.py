@@ -24,17 +24,16 @@ def read_strings(data: bytes, count: int, end: int | None = None) -> tuple[list[
 
 
 ALL_ASCII = "".join(chr(c) for c in range(128))
+#: Word lists that take the fast path and each reason for the per-string loop, for the u32 and the u64 length readers alike.
+PATH_WORD_LISTS = [
+    [f"w{i}" for i in range(100)],
+    ["", "ä", "日本", "😀", *[f"{i}x" for i in range(70)]],
+    [ALL_ASCII, *[f"w{i}" for i in range(70)]],  # no free separator byte: the per-string loop
+    [f"w{i}" for i in range(5)],  # few words: the per-string loop
+]
 
 
-@pytest.mark.parametrize(
-    "words",
-    [
-        [f"w{i}" for i in range(100)],
-        ["", "ä", "日本", "😀", *[f"{i}x" for i in range(70)]],
-        [ALL_ASCII, *[f"w{i}" for i in range(70)]],  # no free separator byte: the per-string loop
-        [f"w{i}" for i in range(5)],  # few words: the per-string loop
-    ],
-)
+@pytest.mark.parametrize("words", PATH_WORD_LISTS)
 def test_strings_decode_alike_on_the_fast_and_the_per_string_path(words: list[str]) -> None:
     data = encode(words) + b"trailing"
     assert read_strings(data, len(words)) == (words, len(data) - 8)
@@ -202,15 +201,7 @@ def test_string_with_u64_length_and_invalid_utf8() -> None:
 
 
 @pytest.mark.parametrize("order", ["<", ">"])
-@pytest.mark.parametrize(
-    "words",
-    [
-        [f"w{i}" for i in range(100)],
-        ["", "ä", "日本", "😀", *[f"{i}x" for i in range(70)]],
-        [ALL_ASCII, *[f"w{i}" for i in range(70)]],  # no free separator byte: the per-string loop
-        [f"w{i}" for i in range(5)],  # few words: the per-string loop
-    ],
-)
+@pytest.mark.parametrize("words", PATH_WORD_LISTS)
 def test_strings_with_u64_lengths_on_both_paths(words: list[str], order: str) -> None:
     data = encode_u64(words, order) + b"trailing"
     reader = ByteReader(data, order=order, length_bytes=8)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import finalfusion.limits
+from _model_helpers import varint
 from finalfusion import FormatError, load_finalfusion, load_lightseq
 
 # -- HDF5 (LightSeq): data stored outside the file is never read --------------------------------
@@ -130,15 +131,7 @@ def test_hdf5_hard_links_inside_the_file_still_load(tmp_path: Path) -> None:
 
 
 def _field(n: int, payload: bytes) -> bytes:
-    length = len(payload)
-    varint = bytearray()
-    while True:
-        byte = length & 0x7F
-        length >>= 7
-        varint.append(byte | (0x80 if length else 0))
-        if not length:
-            break
-    return bytes([n << 3 | 2]) + bytes(varint) + payload
+    return bytes([n << 3 | 2]) + varint(len(payload)) + payload
 
 
 def _lightseq_pb(hidden: int, rows: int) -> bytes:

@@ -6,11 +6,11 @@ import gzip
 import io
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
+from _streams import Trickle
 from finalfusion import FormatError, load_lightseq
 
 TABLE = np.array([[3.0, 4.0], [0.0, 1.0]], dtype="<f4")
@@ -89,23 +89,8 @@ def test_stream_varints_are_decoded_as_in_a_buffer() -> None:
 def test_stream_fixed_size_fields_are_read_exactly() -> None:
     # fixed64 and fixed32 top-level fields arrive exactly (also one byte per read) and are kept; one cut short is Truncated.
     fixed = b"\x11" + bytes(8) + b"\x15" + bytes(4)
-    emb = load_lightseq(io.BufferedReader(_OneByte(fixed + gpt()), buffer_size=1), ["a", "b"], normalize=False)
+    emb = load_lightseq(io.BufferedReader(Trickle(fixed + gpt()), buffer_size=1), ["a", "b"], normalize=False)
     assert emb.storage.matrix.tolist() == TABLE.tolist()
     with pytest.raises(FormatError, match="field 2 runs past the end of the data") as err:
-        load_lightseq(io.BufferedReader(_OneByte(gpt() + b"\x15\x00\x00"), buffer_size=1), ["a", "b"])
+        load_lightseq(io.BufferedReader(Trickle(gpt() + b"\x15\x00\x00"), buffer_size=1), ["a", "b"])
     assert err.value.offset == len(gpt()) + 1
-
-
-class _OneByte(io.RawIOBase):
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        if not self._data or not len(b):
-            return 0
-        b[0] = self._data[0]
-        self._data = self._data[1:]
-        return 1

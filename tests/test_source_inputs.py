@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import finalfusion
+from _streams import Trickle
 from finalfusion import Embeddings, FormatError, NdArray, SimpleVocab, load_finalfusion
 from finalfusion._source import is_bytes_path, local_path, path_of, read_into, sibling
 from finalfusion._stream import StreamReader, read_exactly
@@ -109,26 +110,8 @@ def test_sibling_refuses_anything_but_a_plain_file_name(name: str, tmp_path: Pat
 # -- the stream side of the cursor ----------------------------------------------------------
 
 
-class _Trickle(io.RawIOBase):
-    """A stream that returns one byte per read."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: object) -> int:
-        view = memoryview(b).cast("B")  # type: ignore[arg-type]
-        if not self._data or not len(view):
-            return 0
-        view[0] = self._data[0]
-        self._data = self._data[1:]
-        return 1
-
-
 def test_stream_reader_reads_fields_exactly_from_a_trickle() -> None:
-    s = StreamReader(_Trickle(struct.pack("<iqd", -3, 1 << 40, 0.5) + b"tail"))  # type: ignore[arg-type]
+    s = StreamReader(Trickle(struct.pack("<iqd", -3, 1 << 40, 0.5) + b"tail"))  # type: ignore[arg-type]
     assert s.remaining() is None
     assert s.fields(struct.Struct("<iqd"), "header", "demo") == (-3, 1 << 40, 0.5)
     assert s.pos == 20

@@ -22,6 +22,7 @@ from typing import IO, Any
 import numpy as np
 import pytest
 
+from _streams import Trickle
 from finalfusion import Embeddings, FormatError, NdArray, SimpleVocab, load_fasttext, load_lightseq, load_safetensors
 from finalfusion._source import is_bytes_path, local_path
 from finalfusion.compat.fasttext import write_fasttext
@@ -55,22 +56,6 @@ READERS: dict[str, tuple[Callable[[], bytes], Callable[[Any], Embeddings]]] = {
     "fasttext": (_fasttext, lambda file: load_fasttext(file, normalize=False)),
     "lightseq": (_lightseq, lambda file: load_lightseq(file, WORDS, normalize=False)),
 }
-
-
-class _Pipe(io.RawIOBase):
-    """A non-seekable stream without a descriptor, returning at most 3 bytes per read (as a pipe may)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        n = min(3, len(b), len(self._data))
-        b[:n] = self._data[:n]
-        self._data = self._data[n:]
-        return n
 
 
 @contextmanager
@@ -108,14 +93,14 @@ def _as(kind: str, data: bytes, tmp_path: Path) -> Iterator[Any]:
     elif kind == "BytesIO":
         yield io.BytesIO(data)
     elif kind == "pipe":
-        yield io.BufferedReader(_Pipe(data), buffer_size=5)
+        yield io.BufferedReader(Trickle(data, 3), buffer_size=5)
     elif kind == "gzip bytes":
         yield gz
     elif kind == "gzip path":
         path.write_bytes(gz)
         yield path
     elif kind == "gzip pipe":
-        yield io.BufferedReader(_Pipe(gz), buffer_size=5)
+        yield io.BufferedReader(Trickle(gz, 3), buffer_size=5)
     else:  # pragma: no cover
         raise AssertionError(kind)
 

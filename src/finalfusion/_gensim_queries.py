@@ -100,6 +100,13 @@ class GensimQueriesMixin:
             out[i] = self.get_vector(key)
         return out
 
+    def _query_vector(self, vector: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """``vector`` as a float64 array; ``ValueError`` unless its shape is ``(dims,)``."""
+        v = np.asarray(vector, dtype=np.float64)
+        if v.shape != (self.dims,):
+            raise ValueError(f"expected a vector of length {self.dims}, got shape {v.shape}")
+        return v
+
     # -- similarities ----------------------------------------------------------------
     def similarity(self, w1: str, w2: str) -> float:
         """gensim's ``similarity``: cosine similarity of two words.
@@ -207,13 +214,12 @@ class GensimQueriesMixin:
         >>> emb.distances("a").tolist(), emb.distances(np.array([0, 2.0]), ["a"]).tolist()
         ([0.0, 1.0], [1.0])
         """
+        q: npt.NDArray[np.floating]
         if as_key(word_or_vector):
             q = self.get_vector(word_or_vector)
             what = f"the vector of the word {word_or_vector!r}"
         else:
-            q = np.asarray(word_or_vector, dtype=np.float64)
-            if q.shape != (self.dims,):
-                raise ValueError(f"expected a vector of length {self.dims}, got shape {q.shape}")
+            q = self._query_vector(word_or_vector)
             what = "the query vector"
         others = list(other_words)
         if not others:
@@ -389,10 +395,7 @@ class GensimQueriesMixin:
         >>> [w for w, _ in Embeddings(NdArray(m), SimpleVocab(["a", "b", "c"])).similar_by_vector([0, 1.0], topn=2)]
         ['c', 'b']
         """
-        v = np.asarray(vector, dtype=np.float64)
-        if v.shape != (self.dims,):
-            raise ValueError(f"expected a vector of length {self.dims}, got shape {v.shape}")
-        return self.most_similar(positive=[v], topn=topn, restrict_vocab=restrict_vocab)
+        return self.most_similar(positive=[self._query_vector(vector)], topn=topn, restrict_vocab=restrict_vocab)
 
     def most_similar_cosmul(self, positive: Any = None, negative: Any = None, topn: int | None = 10, restrict_vocab: int | None = None) -> Any:
         """gensim's ``most_similar_cosmul``: Levy and Goldberg's 3CosMul.
