@@ -507,14 +507,14 @@ class TestNonFiniteQueries:
         m = np.array([[1.0, 0.0], [np.nan, 1.0], [0.0, 1.0]], dtype=np.float32)
         path = tmp_path / "nan.fifu"
         Embeddings(NdArray(m), SimpleVocab(["a", "bad", "b"])).write(path)
-        assert cli_main(["similar", str(path), "bad"]) == 1
+        assert cli_main(["similar", str(path), "-w", "bad"]) == 1
         err = capsys.readouterr().err
         assert "'bad'" in err
         assert "NaN or infinite" in err
         assert len(err.strip().splitlines()) == 1
-        assert cli_main(["analogy", str(path), "a", "bad", "b"]) == 1
+        assert cli_main(["analogy", str(path), "-w", "a", "bad", "b"]) == 1
         assert "'bad'" in capsys.readouterr().err
-        assert cli_main(["similar", str(path), "a"]) == 0
+        assert cli_main(["similar", str(path), "-w", "a"]) == 0
         assert "bad" not in capsys.readouterr().out
 
 
