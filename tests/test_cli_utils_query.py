@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import tomllib
 
 import finalfusion
 from finalfusion.cli._common import rust_float
@@ -310,6 +309,10 @@ def test_readme_metadata_to_stdout_and_to_a_file(emb: finalfusion.Embeddings, tm
     """README "Dump metadata": ``finalfusion metadata embeddings.fifu > metadata.txt``; and ``metadata EMB OUT``
     (src/metadata.rs lines 26-32, 45-60): the TOML written to OUT."""
     printed = ok("metadata", SAMPLE)
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the core dependency tomli
+        import tomli as tomllib
     assert tomllib.loads(printed) == dict(emb.metadata)
     out = tmp_path / "metadata.toml"
     assert ok("metadata", SAMPLE, out) == ""

@@ -105,11 +105,11 @@ def test_word_checks_live_beside_the_vocabulary() -> None:
         _words.check_words("ab")
 
 
-def test_gensim_conversion_without_gensim_names_the_interop_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gensim_conversion_without_gensim_names_the_gensim_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "gensim", None)  # import gensim now fails as if it were not installed
     monkeypatch.setitem(sys.modules, "gensim.models", None)
-    with pytest.raises(MissingExtraError, match=r"converting to gensim needs the gensim package: pip install 'finalfusion-py\[interop\]'") as err:
+    with pytest.raises(MissingExtraError, match=r"converting to gensim needs the gensim package: pip install 'finalfusion-py\[gensim\]'") as err:
         _emb().to_gensim()
-    assert err.value.name == "gensim"
+    assert (err.value.name, err.value.extra) == ("gensim", "gensim")
     with pytest.raises(ImportError, match=r"converting from gensim needs the gensim package"):
         Embeddings.from_gensim(object())
