@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from finalfusion import FormatError
+from finalfusion import Embeddings, FormatError
 from finalfusion.compat import load_text_dims, load_word2vec, load_word2vec_format, write_text_dims, write_word2vec
 from finalfusion.compat._build import embeddings_from
 
@@ -69,10 +69,13 @@ def test_real_file_through_gensim(testdata: Path, tmp_path: Path) -> None:
     ("name", "binary", "no_header"), [("rust-similarity.bin", True, False), ("rust-similarity.txt", False, False), ("rust-similarity.nodims", False, True)]
 )
 @pytest.mark.parametrize("limit", [None, 7])
-def test_load_word2vec_format_is_gensims(testdata: Path, name: str, binary: bool, no_header: bool, limit: int | None) -> None:
+@pytest.mark.parametrize("spelling", ["function", "classmethod"])
+def test_load_word2vec_format_is_gensims(testdata: Path, name: str, binary: bool, no_header: bool, limit: int | None, spelling: str) -> None:
     kw = {"binary": binary, "no_header": no_header, "limit": limit}
     kv = gensim_models.KeyedVectors.load_word2vec_format(str(testdata / name), **kw)
-    emb = load_word2vec_format(testdata / name, **kw)
+    load = load_word2vec_format if spelling == "function" else Embeddings.load_word2vec_format  # gensim has both spellings
+    emb = load(testdata / name, **kw)
+    assert type(emb) is Embeddings
     assert emb.index_to_key == kv.index_to_key
     assert len(emb.index_to_key) == (limit or 41)
     assert emb.norms is None

@@ -17,7 +17,7 @@ gensim itself is imported only by :meth:`KeyedVectorsMixin.from_gensim` and
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,9 +41,26 @@ if TYPE_CHECKING:
     from finalfusion.storage.ndarray import Storage
     from finalfusion.vocab.base import Vocab
 
-__all__ = ["KeyedVectorsMixin"]
+__all__ = ["KeyedVectorsMixin", "register_word2vec_loader"]
 
 F32 = npt.NDArray[np.float32]
+
+#: gensim's ``load_word2vec_format``, registered by ``finalfusion.compat`` (the format readers sit a layer above the facade,
+#: so they register here instead of being imported; ``import finalfusion`` imports them).
+_WORD2VEC_LOADERS: list[Callable[..., Any]] = []
+
+
+def register_word2vec_loader(loader: Callable[..., Any]) -> None:
+    """Make ``loader`` (``finalfusion.compat.load_word2vec_format``) the one behind ``Embeddings.load_word2vec_format``.
+
+    Examples
+    --------
+    >>> import finalfusion
+    >>> _WORD2VEC_LOADERS[-1] is finalfusion.compat.load_word2vec_format
+    True
+    """
+    if loader not in _WORD2VEC_LOADERS:
+        _WORD2VEC_LOADERS.append(loader)
 
 
 def _gensim_models(what: str) -> Any:
@@ -313,7 +330,28 @@ class KeyedVectorsMixin(GensimQueriesMixin):
         """
         return _unit(np.asarray(self._stored_rows(), dtype=np.float32)).astype(np.float32)
 
-    # -- output ----------------------------------------------------------------------
+    # -- input and output --------------------------------------------------------------
+    @classmethod
+    def load_word2vec_format(cls, fname: Any, *args: Any, **kwargs: Any) -> Any:
+        """gensim's ``KeyedVectors.load_word2vec_format``: :func:`finalfusion.compat.load_word2vec_format` under gensim's classmethod spelling.
+
+        The same arguments as gensim (``fname, fvocab=None, binary=False,
+        encoding="utf8", unicode_errors="strict", limit=None,
+        datatype=np.float32, no_header=False``) and the vectors kept as stored,
+        so every spelling, ``emb[w]`` included, returns gensim's vectors.
+
+        Examples
+        --------
+        >>> import io
+        >>> from finalfusion import Embeddings
+        >>> emb = Embeddings.load_word2vec_format(io.BytesIO(b"2 2\\na 3 4\\nb 0 1\\n"))
+        >>> emb["a"].tolist(), emb.get_vector("a").tolist()
+        ([3.0, 4.0], [3.0, 4.0])
+        """
+        if not _WORD2VEC_LOADERS:  # pragma: no cover - import finalfusion registers it
+            raise RuntimeError("finalfusion.compat is not imported: import finalfusion first")
+        return _WORD2VEC_LOADERS[-1](fname, *args, **kwargs)
+
     def save_word2vec_format(
         self,
         fname: str | os.PathLike[str],

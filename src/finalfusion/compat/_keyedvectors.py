@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from finalfusion._gensim_api import register_word2vec_loader
 from finalfusion._source import Source
 from finalfusion.compat.text import load_text, load_text_dims
 from finalfusion.compat.word2vec import load_word2vec
@@ -90,3 +91,6 @@ def load_word2vec_format(
         return load_word2vec(fname, normalize=False, lossy=lossy, limit=limit)
     loader = load_text if no_header else load_text_dims
     return loader(fname, normalize=False, lossy=lossy, limit=limit)
+
+
+register_word2vec_loader(load_word2vec_format)
