@@ -114,7 +114,7 @@ def test_similar_angular_is_utils_formula(emb: finalfusion.Embeddings) -> None:
 
 def test_similar_says_which_word_has_no_embedding(tmp_path: Path) -> None:
     """A query without embedding: utils' message on stderr, the next queries still answered (src/similar.rs lines 105-110)."""
-    import gensim
+    gensim = pytest.importorskip("gensim", reason="the word2vec file is written by gensim (the interop or gensim extra)")
 
     kv = gensim.models.KeyedVectors(4)
     kv.add_vectors(["berlin", "paris", "rome"], np.eye(3, 4, dtype=np.float32) + 0.1)
@@ -329,7 +329,7 @@ def test_readme_metadata_to_stdout_and_to_a_file(emb: finalfusion.Embeddings, tm
 @pytest.fixture(scope="module")
 def word2vec(emb: finalfusion.Embeddings, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sample's known words as a word2vec binary written by gensim (a vocabulary without subwords)."""
-    import gensim
+    gensim = pytest.importorskip("gensim", reason="the word2vec file is written by gensim (the interop or gensim extra)")
 
     kv = gensim.models.KeyedVectors(emb.dims)
     kv.add_vectors(emb.vocab.words, np.stack([emb.embedding(w) for w in emb.vocab.words]))
