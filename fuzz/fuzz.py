@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import base64
 import collections
 import contextlib
 import functools
@@ -128,6 +129,7 @@ def _remove_scratch(pid: int) -> None:
     """Remove the scratch file and the scratch directory (write targets) of worker ``pid``."""
     _remove(scratch_path(pid))
     shutil.rmtree(scratch_path(pid) + ".d", ignore_errors=True)
+    shutil.rmtree(scratch_path(pid) + ".m", ignore_errors=True)
 
 
 def _load_finalfusion_file_mmap(path: str) -> object:
@@ -221,6 +223,69 @@ def _load_sentencepiece(path: str) -> object:
 
 READERS["sentencepiece"] = _via_path(_load_sentencepiece)
 
+
+#: Words ``tokenizer-json`` looks up besides exercise()'s: spaces, digits, punctuation, accents, CJK, an added token, a lone surrogate.
+#: A 4 KiB word ``tokenizer-json`` looks up timed: a tokenizer that is super-linear in the word length takes seconds on it
+#: (a WordPiece model with ``max_input_chars_per_word`` = 10^6: 1.7 s, 8 KiB 11 s), every other drawn one milliseconds.
+TOKENIZER_LONG_PROBE = "ab" * 2048
+TOKENIZER_LONG_PROBE_SECONDS = 1.0
+TOKENIZER_PROBES = ("Hello world", "  two  spaces ", "1234567", "naïve café", "中文字", "[CLS]", "it's", "a\ud800b")
+
+
+def _tokenizer_rows(data: bytes) -> int:
+    """Rows of the table ``tokenizer-json`` builds: one past the largest id the document names (1 if it cannot tell; at most 2^16)."""
+    try:
+        doc = json.loads(data)
+        model = doc.get("model") or {}
+        vocab = model.get("vocab")
+        ids = list(vocab.values()) if isinstance(vocab, dict) else [len(vocab) - 1] if isinstance(vocab, list) else []
+        ids += [t.get("id") for t in doc.get("added_tokens") or [] if isinstance(t, dict)]
+        top = max((i for i in ids if isinstance(i, int) and not isinstance(i, bool)), default=0)
+    except Exception:  # the harness's own parse: anything it cannot read is the library's to refuse
+        return 1
+    return max(1, min(top + 1, 1 << 16))
+
+
+def _load_tokenizer_json(data: bytes) -> object:
+    """``data`` as the tokenizer.json beside a small safetensors table: a model directory, or the weights with ``tokenizer=`` its path."""
+    import numpy as np
+
+    from finalfusion.compat.safetensors import load_safetensors
+
+    rows = _tokenizer_rows(data)
+    root = _model_dir()
+    table = np.linspace(-1, 1, rows * 3, dtype=np.float32).reshape(rows, 3) + 2
+    head = json.dumps({"embeddings": {"dtype": "F32", "shape": [rows, 3], "data_offsets": [0, table.nbytes]}}).encode()
+    with open(os.path.join(root, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head + table.tobytes())
+    with open(os.path.join(root, "tokenizer.json"), "wb") as f:
+        f.write(data)
+    if zlib.crc32(data) % 2:
+        emb = load_safetensors(root)
+    else:
+        emb = load_safetensors(os.path.join(root, "model.safetensors"), tokenizer=os.path.join(root, "tokenizer.json"))
+    for word in TOKENIZER_PROBES:
+        emb.embedding(word)
+    emb.embedding_batch(list(TOKENIZER_PROBES))
+    start = time.monotonic()  # a long word: the issue's bound is about a second per lookup (a hang inside Rust cannot be interrupted)
+    emb.embedding(TOKENIZER_LONG_PROBE)
+    took = time.monotonic() - start
+    if took > TOKENIZER_LONG_PROBE_SECONDS:
+        raise AssertionError(f"looking up a {len(TOKENIZER_LONG_PROBE)}-character word took {took:.1f} s (the bound is about a second)")
+    return exercise(emb)
+
+
+def _model_dir() -> str:
+    """This process's scratch model directory (a safetensors table and its tokenizer.json); removed at exit or by the parent."""
+    path = scratch_path() + ".m"
+    if not os.path.isdir(path):
+        os.makedirs(path, exist_ok=True)
+        atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+READERS["tokenizer-json"] = _load_tokenizer_json
+
 #: Seed files per reader (globs relative to ../shared); unmatched globs are skipped.
 #: Seed files per reader (globs relative to tests/data, fuzz/ and ../shared if present); unmatched globs are skipped.
 SEEDS: dict[str, list[str]] = {
@@ -235,6 +300,7 @@ SEEDS: dict[str, list[str]] = {
     "safetensors": ["models/safetensors_*.safetensors"],
     "lightseq": ["models/lightseq_*.pb"],
     "lightseq-hdf5": ["models/lightseq_*.hdf5"],
+    "tokenizer-json": ["models/*tokenizer.json"],
 }
 SEEDS["finalfusion-mmap"] = SEEDS["finalfusion-file-mmap"] = SEEDS["finalfusion"]
 SEEDS["load"] = [g for r in ("word2vec", "text", "text_dims", "fasttext", "floret", "finalfusion", "gguf") for g in SEEDS[r]]
@@ -1075,6 +1141,515 @@ def gguf_structured(rng: random.Random, reader: str = "gguf") -> bytes:
     return bytes(out[: len(out) - cut] if cut else out)
 
 
+# -- safetensors, tokenizer.json, LightSeq and stored tokenizers (issue 24) ------------
+
+
+def _defect(rng: random.Random, rate: float = 0.03) -> bool:
+    """Whether to draw one defect of a well-framed file (each kind of defect is drawn in a few % of the files)."""
+    return rng.random() < rate
+
+
+#: safetensors dtypes the generator draws: the four the reader decodes, and others it must refuse (name -> numpy dtype or None).
+SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": None, "F64": "<f8", "I32": "<i4", "I8": "i1", "U8": "u1", "BOOL": "?", "I64": "<i8"}
+#: Table names the safetensors generator uses: two the fuzzer's reader sizes its token list by, one other known name, one unknown.
+SAFETENSORS_NAMES = ("model.embed_tokens.weight", "embeddings", "embeddings", "transformer.wte.weight")
+#: Dimensions far beyond any file: their products overflow 64 bits (the shape must be checked before it is multiplied).
+HUGE_DIMS = (2**31, 2**32 + 1, 2**40, 2**63 - 1, 2**64 + 7, 10**30)
+
+
+def _float_bytes(rng: random.Random, n: int, dtype: str, special: float = 0.002) -> bytes:
+    """``n`` values in [-1, 1] (a few special ones) encoded as safetensors ``dtype`` (BF16: the upper halves of float32)."""
+    import numpy as np
+
+    values = np.array([rng.choice(SPECIAL_FLOATS) if rng.random() < special else rng.uniform(-1, 1) for _ in range(n)], dtype=np.float32)
+    np_dtype = SAFETENSORS_DTYPES.get(dtype)
+    if dtype == "BF16":
+        return (values.view(np.uint32) >> 16).astype("<u2").tobytes()
+    if np_dtype is None:
+        return rng.randbytes(2 * n)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return values.astype(np_dtype).tobytes()
+
+
+def _json_value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=True)
+
+
+def safetensors_structured(rng: random.Random, reader: str = "safetensors") -> bytes:
+    """A well-framed safetensors file with a drawn JSON header: dtypes, shapes, offsets, extra tensors and ``__metadata__``.
+
+    The table (one of :data:`SAFETENSORS_NAMES`) is F32/F16/BF16/F64 with
+    1-300 rows and 1-16 columns, next to 0-3 other tensors in a shuffled
+    order; the header is padded with spaces as the safetensors library
+    does. Each defect is drawn in a few % of the files: another dtype, a 0,
+    1-D, 3-D or huge shape (:data:`HUGE_DIMS`), offsets that overlap, leave
+    a gap, run past the data, are reversed, negative or not integers, a
+    duplicate key, ``__metadata__`` with non-string values or deep nesting,
+    NaN/Infinity constants, a header length that lies, a cut file, and
+    non-finite values in the data. 72 % of 300 seeds read (seeds
+    0-299; tests/test_fuzz_generators.py checks what reads against the
+    ``safetensors`` library).
+    """
+    name = rng.choice(SAFETENSORS_NAMES) if not _defect(rng) else "lm_head.weight"  # no table the reader knows
+    dtype = rng.choice(("F32", "F32", "F16", "BF16", "F64")) if not _defect(rng) else rng.choice([*SAFETENSORS_DTYPES, "F8_E4M3", "X", ""])
+    rows, cols = rng.choice((1, 2, 5, 50, 300)), rng.choice((1, 2, 3, 8, 16))
+    shape: list[Any] = [rows, cols]
+    if _defect(rng):
+        shape = rng.choice(([0, cols], [rows, 0], [rows * cols], [rows, cols, 1], [], [rng.choice(HUGE_DIMS), cols], [rows, rng.choice(HUGE_DIMS)], [-1, cols]))
+    width = {"F64": 8, "I64": 8, "F32": 4, "I32": 4}.get(dtype, 1 if dtype in ("I8", "U8", "BOOL") else 2)
+    count = 1
+    for d in shape:
+        count *= d if isinstance(d, int) and 0 <= d < 2**20 else 0
+    tensors: list[tuple[str, str, list[Any], bytes]] = [(name, dtype, shape, _float_bytes(rng, count, dtype, 0.02 if _defect(rng) else 0.0))]
+    for i in range(rng.choice((0, 0, 1, 3))):  # other tensors (layer weights) around the table
+        n = rng.choice((1, 4, 16))
+        tensors.append((f"layers.{i}.{rng.choice(('weight', 'bias'))}", "F32", [n], _float_bytes(rng, n, "F32")))
+    rng.shuffle(tensors)
+    entries: list[tuple[str, str]] = []
+    data = bytearray()
+    for key, dt, shp, raw in tensors:
+        offsets: list[Any] = [len(data), len(data) + (len(raw) if dt in SAFETENSORS_DTYPES or raw else count * width)]
+        data += raw
+        if _defect(rng, 0.02):
+            offsets = rng.choice(
+                (
+                    [offsets[0], offsets[1] + 4],  # past the data / overlapping the next
+                    [max(offsets[0] - 4, 0), offsets[1]],  # overlapping the previous
+                    [offsets[1], offsets[0]],  # reversed
+                    [offsets[0], 2**64 + offsets[1]],
+                    [-4, offsets[1]],
+                    [float(offsets[0]), offsets[1]],
+                    [offsets[0]],
+                    [str(offsets[0]), offsets[1]],
+                )
+            )
+        entry = {"dtype": dt, "shape": shp, "data_offsets": offsets}
+        entries.append((key, _json_value(entry)))
+    if rng.random() < 0.5 or _defect(rng):
+        meta: Any = {"format": "pt"}
+        if _defect(rng):
+            meta = rng.choice(({"n": 1}, {"nested": {"a": ["b"]}}, ["pt"], "pt", None, {"x": float("nan")}, {"deep": json.loads("[" * 200 + "]" * 200)}))
+        entries.insert(rng.randrange(len(entries) + 1), ("__metadata__", _json_value(meta)))
+    if entries and _defect(rng):
+        entries.append(rng.choice(entries))  # a duplicate key
+    if _defect(rng):
+        entries.append(
+            ("extra", rng.choice(("NaN", "Infinity", "-Infinity", "[" * 5000 + "]" * 5000, '{"dtype": "F32", "shape": [1], "data_offsets": [0, NaN]}')))
+        )
+    text = "{" + ", ".join(f"{_json_value(k)}: {v}" for k, v in entries) + "}"
+    header = text.encode("utf-8")
+    header += b" " * (-len(header) % 8)  # the safetensors library pads the header to 8 bytes
+    size = len(header)
+    if _defect(rng):
+        size = rng.choice((0, 1, size - 1, size + 1, size + len(data) + 1, 2**32, 2**63, 2**64 - 1))
+    out = struct.pack("<Q", size) + header + bytes(data)
+    if _defect(rng):
+        out = out[: rng.randrange(len(out))]
+    return out
+
+
+#: Tokenizer models (``model.type``) the tokenizer.json generator draws.
+TOKENIZER_MODELS = ("WordLevel", "WordPiece", "BPE", "Unigram")
+#: Regexes that are not in finalfusion._tokenizers.KNOWN_REGEXES: backtracking, invalid, empty, and a harmless unknown one.
+UNKNOWN_REGEXES = (r"\w*\d", r"(a+)+$", r"(\s*\w+)*!", "[", "", r"[a-z]+")
+
+
+def _known_regexes() -> list[str]:
+    try:
+        from finalfusion._tokenizers import KNOWN_REGEXES
+    except ImportError:  # an older tree: the GPT-2 pattern alone
+        return [r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"]
+    return sorted(KNOWN_REGEXES)
+
+
+def _tokenizer_normalizer(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randrange(10)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return {"type": rng.choice(("NFC", "NFKC", "NFD", "NFKD", "Lowercase", "StripAccents"))}
+    if kind == 2:
+        return {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": rng.random() < 0.5}
+    if kind == 3:
+        return {"type": "Strip", "strip_left": True, "strip_right": rng.random() < 0.5}
+    if kind == 4:
+        return {"type": "Prepend", "prepend": "\u2581"}
+    if kind in (5, 6):
+        pattern = {"String": rng.choice((" ", "a", ""))} if rng.random() < 0.5 else {"Regex": rng.choice(_known_regexes())}
+        if _defect(rng, 0.1):
+            pattern = {"Regex": rng.choice(UNKNOWN_REGEXES)}
+        return {"type": "Replace", "pattern": pattern, "content": rng.choice(("\u2581", "", " "))}
+    if kind == 7:  # a Precompiled charsmap: SentencePiece's nmt_nfkc one, or one whose trie size lies, or random bytes
+        blob = _spm_trained()[1]
+        if not blob or _defect(rng, 0.2):
+            body = rng.randbytes(rng.choice((0, 8, 64)))
+            trie = len(body) - len(body) % 4 if rng.random() < 0.5 else rng.choice((2**31, 2**32 - 4, len(body) + 4, 3))
+            blob = struct.pack("<I", trie) + body if rng.random() < 0.9 else b""
+        value: Any = base64.b64encode(blob).decode("ascii") if not _defect(rng, 0.1) else rng.choice(("!!", 5, None))
+        return {"type": "Precompiled", "precompiled_charsmap": value}
+    if depth < 2:
+        return {"type": "Sequence", "normalizers": [n for n in (_tokenizer_normalizer(rng, depth + 1) for _ in range(rng.randint(1, 3))) if n]}
+    return {"type": "NFKC"}
+
+
+def _tokenizer_pre(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randrange(9)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return {"type": rng.choice(("Whitespace", "WhitespaceSplit", "BertPreTokenizer"))}
+    if kind == 2:
+        return {"type": "ByteLevel", "add_prefix_space": rng.random() < 0.5, "trim_offsets": True, "use_regex": rng.random() < 0.8}
+    if kind == 3:
+        return {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": rng.choice(("always", "first", "never")), "split": rng.random() < 0.5}
+    if kind == 4:
+        return {"type": "Digits", "individual_digits": rng.random() < 0.5}
+    if kind == 5:
+        return {"type": "Punctuation", "behavior": rng.choice(("Isolated", "Removed", "MergedWithPrevious"))}
+    if kind in (6, 7):
+        pattern = rng.choice(_known_regexes()) if not _defect(rng, 0.1) else rng.choice(UNKNOWN_REGEXES)
+        behavior = rng.choice(("Isolated", "Removed", "MergedWithNext", "Contiguous"))
+        return {"type": "Split", "pattern": {"Regex": pattern}, "behavior": behavior, "invert": rng.random() < 0.1}
+    if depth < 2:
+        return {"type": "Sequence", "pretokenizers": [p for p in (_tokenizer_pre(rng, depth + 1) for _ in range(rng.randint(1, 3))) if p]}
+    return {"type": "Whitespace"}
+
+
+def tokenizer_json_doc(rng: random.Random) -> tuple[Any, list[str]]:
+    """A tokenizer.json document (as Python objects) and its tokens in id order (what :func:`tokenizer_json_structured` serialises)."""
+    model_type = rng.choice(TOKENIZER_MODELS)
+    n = rng.choice((3, 10, 40, 200))
+    letters = "abcdefghijklmnopqrstuvwxyzäöü中文"
+    tokens = ["[UNK]" if model_type != "Unigram" else "<unk>", *letters[: min(n, len(letters))]]
+    merges: list[str] = []
+    while len(tokens) < n:
+        a, b = rng.choice(tokens[1:]), rng.choice(tokens[1:])
+        joined = a + (b if model_type != "WordPiece" or rng.random() < 0.5 else "")
+        if model_type == "WordPiece" and rng.random() < 0.3:
+            joined = "##" + b
+        if joined not in tokens and len(joined) < 30:
+            tokens.append(joined)
+            merges.append(f"{a} {b}")
+    vocab: Any = {t: i for i, t in enumerate(tokens)}
+    if _defect(rng):  # a duplicate id or a sparse one
+        vocab[rng.choice(tokens)] = rng.choice((0, n + 5, 2**24 - 1, -1, 2**32))
+    model: dict[str, Any]
+    if model_type == "WordLevel":
+        model = {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
+    elif model_type == "WordPiece":
+        model = {
+            "type": "WordPiece",
+            "unk_token": "[UNK]",
+            "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": rng.choice((100, 1, 10**6)),
+            "vocab": vocab,
+        }
+    elif model_type == "BPE":
+        pairs = [m for m in merges if all(p in vocab for p in m.split(" ")) and m.replace(" ", "") in vocab]
+        model = {"type": "BPE", "dropout": None, "unk_token": "[UNK]" if rng.random() < 0.5 else None, "continuing_subword_prefix": None}
+        model |= {"end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": rng.random() < 0.2, "vocab": vocab, "merges": pairs}
+        if _defect(rng):
+            model["merges"] = [*pairs, rng.choice(("nospace", "x y z", "a  b", " "))]
+    else:
+        pieces: Any = [[t, -float(i)] for i, t in enumerate(tokens)]
+        if _defect(rng):
+            pieces[rng.randrange(len(pieces))][1] = rng.choice((float("nan"), float("inf"), "x", None))
+        model = {"type": "Unigram", "unk_id": 0 if not _defect(rng) else rng.choice((-1, n, 2**40, None)), "vocab": pieces, "byte_fallback": False}
+    if _defect(rng):
+        model["type"] = rng.choice(("Word", "", 5, None))
+    added = []
+    next_id = n = len(tokens)  # added tokens follow the vocabulary (ids that collide are a defect: tokenizers then answers per instance)
+    for content in rng.sample(("[CLS]", "[SEP]", "[PAD]", "<s>", "</s>", "[MASK]", "hello world", ""), rng.choice((0, 1, 2, 4))):
+        token_id = next_id if not _defect(rng, 0.1) else rng.choice((0, n + 3, 2**24 - 1, 2**31, -1))
+        next_id += 1
+        added.append(
+            {
+                "id": token_id,
+                "content": content,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": rng.random() < 0.3,
+                "special": rng.random() < 0.8,
+            }
+        )
+        if 0 <= token_id < 2**16:
+            tokens += [f"<added {len(tokens)}>"] * max(0, token_id + 1 - len(tokens))
+            tokens[token_id] = tokens[token_id] if token_id < n else content
+    padding = None
+    if rng.random() < 0.1:
+        strategy: Any = rng.choice(("BatchLongest", {"Fixed": rng.choice((8, 50_000_000))}))
+        padding = {"strategy": strategy, "direction": "Right", "pad_to_multiple_of": rng.choice((None, 8)), "pad_id": 0, "pad_type_id": 0, "pad_token": "[PAD]"}
+    truncation = None
+    if rng.random() < 0.1:
+        truncation = {"direction": "Right", "max_length": rng.choice((1, 2, 512)), "strategy": "LongestFirst", "stride": 0}
+    doc = {"version": "1.0", "truncation": truncation, "padding": padding, "added_tokens": added, "normalizer": _tokenizer_normalizer(rng)}
+    doc |= {"pre_tokenizer": _tokenizer_pre(rng), "post_processor": None, "decoder": None, "model": model}
+    if _defect(rng):
+        doc = rng.choice((["not", "an", "object"], {"model": None}, {"normalizer": doc["normalizer"]}))
+    return doc, tokens
+
+
+def tokenizer_json_structured(rng: random.Random, reader: str = "tokenizer-json") -> bytes:
+    """A ``tokenizer.json`` with a drawn model, normaliser, pre-tokenizer, padding, truncation and added tokens.
+
+    Models: WordLevel, WordPiece, BPE (merges that built the vocabulary) and
+    Unigram. Normalisers: NFC/NFKC/..., BertNormalizer, Strip, Prepend,
+    Replace (a string or a pattern of ``KNOWN_REGEXES``), Precompiled
+    (consistent or lying trie sizes), Sequence. Pre-tokenizers: Whitespace,
+    ByteLevel, Metaspace, Digits, Punctuation, Split with a known regex,
+    Sequence. Padding (up to a fixed 50M) and truncation in 10 % each (they
+    must be stripped). In a few % each: an unknown (backtracking, invalid or
+    empty) regex, a duplicate or sparse id (2^24-1), added tokens with odd
+    ids, bad Unigram scores, an unknown model type, a document that is not
+    an object, a cut or doubled document. The reader ``tokenizer-json`` puts
+    it next to a small safetensors table. 74 % of 300 seeds read
+    (seeds 0-299; tests/test_fuzz_generators.py checks the ids against the
+    ``tokenizers`` library).
+    """
+    doc, _ = tokenizer_json_doc(rng)
+    data = json.dumps(doc, ensure_ascii=rng.random() < 0.5, allow_nan=True).encode("utf-8")
+    if _defect(rng):
+        data = rng.choice((data[: rng.randrange(len(data))], data + data, b"\xff" + data))
+    return data
+
+
+#: Protobuf wire types.
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+
+
+def _pb_key(number: int, wire: int) -> bytes:
+    return _pb_varint(number << 3 | wire)
+
+
+def _pb_varint(v: int) -> bytes:
+    out = bytearray()
+    v %= 2**64
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _pb_len(number: int, payload: bytes) -> bytes:
+    return _pb_key(number, _LEN) + _pb_varint(len(payload)) + payload
+
+
+def _pb_floats(number: int, values: list[float], packed: bool = True) -> bytes:
+    if packed:
+        return _pb_len(number, struct.pack(f"<{len(values)}f", *values))
+    return b"".join(_pb_key(number, _I32) + struct.pack("<f", v) for v in values)
+
+
+def _lightseq_proto(rng: random.Random) -> bytes:
+    """A LightSeq Transformer, GPT or BERT export (quantized or not) with the fields the reader uses and some it skips."""
+    model = rng.choice(("transformer", "gpt", "bert"))
+    quant = rng.random() < 0.3
+    hidden, rows = rng.choice((1, 2, 4, 8)), rng.choice((1, 3, 20, 200))
+
+    def layer(transposed: bool, clip_field: int) -> bytes:
+        n = hidden * rows
+        if _defect(rng):
+            n = rng.choice((0, n - 1, n + 1, hidden))
+        if quant:
+            out = _pb_len(1, rng.randbytes(n))
+            clip = rng.uniform(0.1, 5) if not _defect(rng) else rng.choice((0.0, float("nan"), float("inf"), -1.0))
+            out += _pb_key(clip_field, _I32 if not _defect(rng) else _VARINT) + (struct.pack("<f", clip) if out else b"")
+        else:
+            out = _pb_floats(1, [rng.choice(SPECIAL_FLOATS) if rng.random() < 0.001 else rng.uniform(-1, 1) for _ in range(n)], packed=rng.random() < 0.9)
+        out += _pb_floats(2, [0.5] * hidden)  # position_embedding: skipped
+        norm = hidden if not _defect(rng) else rng.choice((0, hidden + 1))
+        out += _pb_floats(3, [1.0] * norm, packed=rng.random() < 0.95)
+        return out
+
+    if model == "transformer":
+        parts = [(1, _pb_len(1, layer(False, 9))), (2, _pb_len(2, _pb_floats(1, [1.0] * hidden))), (3, _pb_len(3, layer(True, 9)))]
+        parts += [
+            (4, _pb_len(4, _pb_floats(1, [1.0] * hidden))),
+            (5, _pb_len(5, _pb_key(1, _VARINT) + _pb_varint(2) + _pb_key(13, _VARINT) + _pb_varint(rng.randrange(2)))),
+        ]
+    else:
+        # GptModelConf: 3 sampling_method (string), 6 eos_id; BertModelConf: 3 is_post_ln, 4 use_gelu (bools)
+        conf = _pb_len(3, b"topk") + _pb_key(6, _VARINT) + _pb_varint(rows - 1) if model == "gpt" else _pb_key(3, _VARINT) + _pb_varint(1)
+        parts = [(1, _pb_len(1, layer(False, 5))), (2, _pb_len(2, _pb_floats(1, [1.0] * hidden))), (3, _pb_len(3, _pb_key(1, _VARINT) + _pb_varint(2) + conf))]
+    if _defect(rng):
+        parts.pop(rng.randrange(len(parts)))
+    if _defect(rng):
+        parts.append((99, _pb_len(99, b"\x0a\x00" * rng.choice((1, 1000)))))  # an unknown field, skipped
+    if _defect(rng):
+        parts.insert(rng.randrange(len(parts) + 1), (1, parts[0][1]))  # a repeated message field: merged
+    if _defect(rng):
+        parts.append((7, _pb_key(7, rng.choice((3, 4, 6, 7))) + b"\x00"))  # a group or an invalid wire type
+    if _defect(rng):
+        parts.append((1, _pb_key(1, _LEN) + _pb_varint(rng.choice((2**31, 2**63, 2**64 - 1)))))  # a length past the end
+    if _defect(rng):
+        rng.shuffle(parts)
+    out = b"".join(p for _, p in parts)
+    if _defect(rng):
+        out = out[: rng.randrange(len(out) + 1)]
+    return out
+
+
+#: What an HDF5 LightSeq file may point to instead of holding it (every one is refused): names per kind.
+HDF5_OUTSIDE = ("soft", "external-link", "external-storage", "virtual")
+
+
+def _lightseq_hdf5(rng: random.Random) -> bytes:
+    """A LightSeq HDF5 export built with h5py (contiguous, chunked, compressed or fill-only datasets; a few % point outside the file)."""
+    import h5py
+    import numpy as np
+
+    model = rng.choice(("transformer", "gpt", "bert"))
+    quant = rng.random() < 0.3
+    hidden, rows = rng.choice((1, 2, 4, 8)), rng.choice((1, 3, 20, 200))
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        sides = ("src", "trg") if model == "transformer" else ("src",)
+        for side in sides:
+            n = hidden * rows if not _defect(rng) else rng.choice((0, hidden * rows - 1, hidden))
+            if quant:
+                table: Any = np.frombuffer(rng.randbytes(n), dtype=np.uint8)
+                f[f"{side}_embedding/emb_clip_max"] = np.float32(rng.uniform(0.1, 5) if not _defect(rng) else rng.choice((0.0, float("nan"))))
+            else:
+                table = np.array([rng.uniform(-1, 1) for _ in range(n)], dtype=np.float32)
+            if _defect(rng):
+                table = table.astype(rng.choice((np.float64, np.int32, np.float16)))
+            shape = table.shape if rng.random() < 0.7 or n % hidden else (n // hidden, hidden)
+            kwargs: dict[str, Any] = {}
+            if rng.random() < 0.3 and n:
+                kwargs = {"chunks": True, "compression": rng.choice(("gzip", "lzf", None))}
+            if _defect(rng):  # declared but never written: fill values only
+                f.create_dataset(f"{side}_embedding/token_embedding", shape=(rng.choice((n, 2**20, 2**30)),), dtype=table.dtype, chunks=True)
+            else:
+                f.create_dataset(f"{side}_embedding/token_embedding", data=table.reshape(shape), **kwargs)
+            norm_len = hidden if not _defect(rng) else 0
+            f.create_dataset(f"{side}_embedding/norm_scale", data=np.ones(norm_len, dtype=np.float32))
+        if model == "transformer":
+            f["model_conf/no_scale_embedding"] = rng.random() < 0.5 if not _defect(rng) else np.array([1, 2])
+        elif model == "gpt":
+            f["model_conf/eos_id"] = np.int32(rows - 1)
+        else:
+            f["model_conf/is_post_ln"] = True
+        if rng.random() < 0.05:  # a name the reader reads points outside the file (every kind is refused)
+            kind = rng.choice(HDF5_OUTSIDE)
+            norm = "trg_embedding/norm_scale" if model == "transformer" else "src_embedding/norm_scale"  # where the hidden size is read
+            target = rng.choice(("src_embedding/token_embedding", norm, "src_embedding"))
+            if kind in ("external-storage", "virtual") and target == "src_embedding":
+                target += "/token_embedding"  # a dataset, not a group
+            del f[target]
+            if kind == "soft":
+                f.create_dataset("elsewhere", data=np.ones(hidden * rows, dtype=np.float32))
+                f[target] = h5py.SoftLink("/elsewhere")
+            elif kind == "external-link":
+                f[target] = h5py.ExternalLink(rng.choice(("other.h5", "/dev/zero", "../x.h5")), "/data")
+            elif kind == "external-storage":
+                f.create_dataset(target, shape=(hidden * rows,), dtype=np.float32, external=[(rng.choice(("/dev/zero", "missing.bin")), 0, 4 * hidden * rows)])
+            else:
+                layout = h5py.VirtualLayout(shape=(hidden * rows,), dtype=np.float32)
+                layout[:] = h5py.VirtualSource("other.h5", "/data", shape=(hidden * rows,))
+                f.create_virtual_dataset(target, layout, fillvalue=0)
+    data = buf.getvalue()
+    if _defect(rng):
+        data = data[: rng.randrange(len(data) + 1)]
+    return data
+
+
+def lightseq_structured(rng: random.Random, reader: str = "lightseq") -> bytes:
+    """A LightSeq export: protobuf (reader ``lightseq``) or HDF5 built with h5py (reader ``lightseq-hdf5``).
+
+    Transformer (source and transposed target tables, ``no_scale_embedding``),
+    GPT and BERT, quantized (uint8 codes and ``emb_clip_max``) in 30 %;
+    1-8 hidden units, 1-200 rows. Protobuf defects (a few % each): table
+    sizes that are not a multiple of ``hidden``, an empty or longer
+    ``norm_scale``, unpacked floats, a mistyped or non-finite clip, a
+    missing, repeated or unknown field, an invalid wire type, a length past
+    the end, a cut file. HDF5: chunked and compressed datasets, fill-only
+    tables declaring up to 2^30 values, other dtypes, and in 5 % a name the
+    reader reads is a soft link, an external link, external raw storage or a
+    virtual dataset (:data:`HDF5_OUTSIDE`), which must be refused. 78 % of
+    300 protobuf seeds and 78 % of 300 HDF5 seeds read (seeds 0-299;
+    tests/test_fuzz_generators.py checks the tables against ``protobuf`` and ``h5py``).
+    """
+    return _lightseq_hdf5(rng) if reader == "lightseq-hdf5" else _lightseq_proto(rng)
+
+
+@functools.cache
+def _zlib_bomb() -> bytes:
+    """64 MiB of zeros, deflated (64 KiB): a stored model that inflates far past what it declares."""
+    return zlib.compress(bytes(64 << 20), 9)
+
+
+@functools.cache
+def _spm_trained() -> tuple[bytes, bytes, tuple[str, ...]]:
+    """A tiny SentencePiece model trained with the real library (nmt_nfkc), its precompiled charsmap and its pieces (empty without sentencepiece)."""
+    try:
+        import sentencepiece as spm
+        from sentencepiece import sentencepiece_model_pb2 as pb
+    except ImportError:
+        return b"", b"", ()
+    buf = io.BytesIO()
+    lines = ["the quick brown fox jumps over the lazy dog", "naïve café 中文 1234", "Grüße aus Köln"] * 30
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=buf, vocab_size=60, minloglevel=2, num_threads=1, hard_vocab_limit=False)
+    model = buf.getvalue()
+    proto = pb.ModelProto()
+    proto.ParseFromString(model)
+    return model, bytes(proto.normalizer_spec.precompiled_charsmap), tuple(p.piece for p in proto.pieces)
+
+
+def tokenizer_table_structured(rng: random.Random, reader: str = "finalfusion") -> bytes:
+    """A ``.fifu`` whose metadata stores a tokenizer as the ``[tokenizer]`` table (kind, encoding, bytes, model).
+
+    The words are the tokenizer's tokens (a tokenizer.json from
+    :func:`tokenizer_json_doc`, or a tiny SentencePiece model trained once), the
+    model zlib-compressed and base64-encoded as the library writes it. In a
+    few % each: another kind or encoding, a field of the wrong type (an
+    array kind, a string size, a boolean), a declared size that is too
+    small, too large or past the limit, a zlib bomb (64 MiB of zeros
+    declared as 100 bytes), invalid base64, a cut or trailing zlib stream,
+    a user's own ``tokenizer`` value that is not a table. 71 % of 300 seeds
+    read (seeds 0-299, reader ``finalfusion``; tests/test_fuzz_generators.py).
+    """
+    import tomli_w
+
+    kind = "huggingface" if rng.random() < 0.7 or not _spm_trained()[0] else "sentencepiece"
+    if kind == "huggingface":
+        doc, tokens = tokenizer_json_doc(rng)
+        model = json.dumps(doc, allow_nan=True).encode("utf-8")
+    else:
+        model, tokens = _spm_trained()[0], list(_spm_trained()[2])
+    words = list(dict.fromkeys(tokens))[: 1 << 12] or ["w"]
+    packed = zlib.compress(model, rng.choice((1, 6, 9)))
+    table: dict[str, Any] = {"kind": kind, "encoding": "zlib+base64", "bytes": len(model), "model": ""}
+    if _defect(rng):
+        packed = _zlib_bomb()
+        table["bytes"] = rng.choice((100, len(model)))
+    if _defect(rng):
+        packed = rng.choice((packed[: len(packed) // 2], packed + b"tail", b"", packed + packed))
+    table["model"] = base64.b64encode(packed).decode("ascii")
+    if _defect(rng):
+        table["bytes"] = rng.choice((len(model) - 1, len(model) + 1, 0, -1, 2**40, 2**63 - 1))
+    if _defect(rng):
+        table["kind"] = rng.choice(("bpe", "", "HuggingFace", "sentencepiece" if kind == "huggingface" else "huggingface"))
+    if _defect(rng):
+        table["encoding"] = rng.choice(("zlib", "base64", "gzip+base64", ""))
+    if _defect(rng) and isinstance(table["model"], str):
+        table["model"] = rng.choice(("!!", table["model"][:-3], table["model"] + "=", "é"))
+    if _defect(rng):
+        table[rng.choice(("kind", "encoding", "bytes", "model"))] = rng.choice((["huggingface"], "123", True, 1.5, {"a": 1}, "é"))
+    if _defect(rng):
+        del table[rng.choice(("encoding", "bytes"))]
+    metadata: dict[str, Any] = {"tokenizer": table}
+    if _defect(rng):
+        metadata = {"tokenizer": rng.choice(("gpt2", ["a"], {"name": "gpt2"}, 5))}
+    if rng.random() < 0.3:
+        metadata["corpus"] = "fuzz"
+    toml = tomli_w.dumps(metadata).encode("utf-8")
+    chunks: list[tuple[int, Any]] = [(5, toml), (1, _u64(len(words)) + b"".join(map(_string, words)))]
+    return fifu([*chunks, (2, _ndarray(len(words), 4, _floats(rng, 4 * len(words))))])
+
+
 #: Readers of the finalfusion format (and the sniffer, which reads it too).
 FIFU_READERS = ("finalfusion", "finalfusion-mmap", "finalfusion-file-mmap", "load")
 
@@ -1094,6 +1669,10 @@ GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[random.Random, str], byte
     "repeated_chunks": (FIFU_READERS, lambda rng, reader: repeated_chunks(rng)),
     "slow_text_numbers": (("text", "text_dims", "load"), slow_text_numbers),
     "gguf_structured": (("gguf", "load"), gguf_structured),
+    "safetensors_structured": (("safetensors",), safetensors_structured),
+    "tokenizer_json_structured": (("tokenizer-json",), tokenizer_json_structured),
+    "lightseq_structured": (("lightseq", "lightseq-hdf5"), lightseq_structured),
+    "tokenizer_table_structured": (FIFU_READERS, tokenizer_table_structured),
 }
 #: Share of a reader's inputs that come from a structure-aware generator (when it has any).
 GENERATED_RATE = 0.05
