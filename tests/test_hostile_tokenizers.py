@@ -332,6 +332,24 @@ def test_a_sparse_token_id_is_refused_before_placeholders_are_built(sparse_id: i
     assert len(hf_tokens(json.dumps({"model": {"vocab": holes}}).encode())) == limits.MAX_TOKENIZER_ID_HOLES + 2
 
 
+@pytest.mark.parametrize("chars", [10**6, limits.MAX_WORDPIECE_INPUT_CHARS + 1, -1, 2.5, "100", True])
+def test_a_wordpiece_word_length_past_the_bound_is_refused(chars: Any) -> None:
+    """The fuzzer's 177-byte tokenizer.json (fuzz/crashers/tokenizer-json-crash-694cb5e091a1): WordPiece splitting a word of up to
+    max_input_chars_per_word characters took hours for one 256 KiB word; the setting is bounded before the library sees it."""
+    pytest.importorskip("tokenizers")
+    import tokenizers
+
+    vocab = {"[UNK]": 0, "a": 1, "##b": 2, "##a": 3}
+    model = tokenizers.models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100)
+    doc = json.loads(tokenizers.Tokenizer(model).to_str())
+    assert doc["model"]["max_input_chars_per_word"] == 100
+    assert HuggingFaceTokenizer.from_json(json.dumps(doc)).encode("aba") == [1, 2, 3]  # a real BERT-style setting loads
+    doc["model"]["max_input_chars_per_word"] = chars
+    with pytest.raises(FormatError, match="max_input_chars_per_word is out of bounds") as err:
+        HuggingFaceTokenizer.from_json(json.dumps(doc)).encode("ab" * 2000)
+    assert err.value.found == repr(chars)
+
+
 # --- 6. words that are not UTF-8 text --------------------------------------------------------------------------------
 
 

@@ -496,6 +496,22 @@ def _check_charsmap(node: dict[str, Any]) -> None:
         )
 
 
+def _check_wordpiece_chars(node: dict[str, Any]) -> None:
+    """Refuse a WordPiece ``max_input_chars_per_word`` past :data:`finalfusion.limits.MAX_WORDPIECE_INPUT_CHARS` (work per word)."""
+    chars = node.get("max_input_chars_per_word")
+    if chars is None:
+        return
+    cap = limits.MAX_WORDPIECE_INPUT_CHARS
+    if not isinstance(chars, int) or isinstance(chars, bool) or not 0 <= chars <= cap:
+        raise FormatError(
+            "WordPiece max_input_chars_per_word is out of bounds (tokenizers splits a word of up to that many characters with a "
+            "search that grows much faster than the word: hours for one long word)",
+            chunk="tokenizer.json",
+            expected=f"an integer 0..{cap} (finalfusion.limits.MAX_WORDPIECE_INPUT_CHARS; BERT-style models declare 100)",
+            found=repr(chars)[:40],
+        )
+
+
 def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
     """The parsed ``tokenizer.json`` ``data`` with what an embedding must never run removed or refused.
 
@@ -504,7 +520,9 @@ def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
     summed into vectors, truncation dropped pieces); every ``{"Regex": ...}``
     pattern anywhere (pre-tokenizers, normalisers, decoders) must be one of
     :data:`KNOWN_REGEXES` or :data:`finalfusion.limits.TRUSTED_TOKENIZER_REGEXES`;
-    every ``Precompiled`` charsmap must hold the trie it declares.
+    every ``Precompiled`` charsmap must hold the trie it declares; a
+    WordPiece ``max_input_chars_per_word`` must be at most
+    :data:`finalfusion.limits.MAX_WORDPIECE_INPUT_CHARS`.
 
     Raises
     ------
@@ -545,6 +563,7 @@ def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
                 )
             if node.get("type") == "Precompiled":
                 _check_charsmap(node)
+            _check_wordpiece_chars(node)
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)

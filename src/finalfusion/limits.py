@@ -46,6 +46,7 @@ __all__ = [
     "MAX_TOKENIZER_BYTES",
     "MAX_TOKENIZER_ID_HOLES",
     "MAX_TOKENIZE_BYTES",
+    "MAX_WORDPIECE_INPUT_CHARS",
     "MAX_WORD_BYTES",
     "TRUSTED_TOKENIZER_REGEXES",
 ]
@@ -162,6 +163,14 @@ MAX_TOKENIZER_BYTES: int = 1 << 28
 #: a 60-byte file naming id 2**24 - 1 would build 16 million of them. Real
 #: files leave none or a few; 2**16 is far beyond them.
 MAX_TOKENIZER_ID_HOLES: int = 1 << 16
+
+#: Largest ``max_input_chars_per_word`` a WordPiece ``tokenizer.json`` may
+#: declare. ``tokenizers`` splits a word of up to that many characters with a
+#: search that grows much faster than the word (0.06 s for 1 KiB, 11 s for
+#: 8 KiB, hours for 256 KiB: found by the fuzzer, fuzz/crashers/
+#: tokenizer-json-crash-694cb5e091a1.txt); longer words are ``[UNK]`` at once.
+#: BERT-style models declare 100; 1,000 keeps a lookup well under a second.
+MAX_WORDPIECE_INPUT_CHARS: int = 1000
 
 #: ``Regex`` patterns of ``tokenizer.json`` files that the user trusts beyond
 #: the built-in list (``finalfusion._tokenizers.KNOWN_REGEXES``, the

@@ -508,7 +508,9 @@ def load_lightseq(file: Source, vocab: Any, *, side: str = "src", normalize: boo
     rows = t.n_values // t.hidden
     vocabulary, used, described = model_vocab(vocab, None, rows, _FORMAT)
     matrix = _matrix(t, side, used)
-    if not np.isfinite(matrix.sum(dtype=np.float64)) and not np.isfinite(matrix).all():
+    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is nan: the check below names the row
+        total = matrix.sum(dtype=np.float64)
+    if not np.isfinite(total) and not np.isfinite(matrix).all():
         bad = int(np.flatnonzero(~np.isfinite(matrix).all(axis=1))[0])
         raise FormatError(f"row {bad} has a NaN or infinite component", offset=t.offset, chunk=where, expected="finite numbers", found=matrix[bad].tolist()[:8])
     scaling = ("at lookup" if t.quantized else "none" if t.no_scale else "stored") if t.model.endswith("Transformer") else "none"

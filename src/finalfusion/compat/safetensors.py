@@ -625,7 +625,9 @@ def _check_finite(matrix: npt.NDArray[np.float32], where: str) -> None:
     block = 1 << 16
     for start in range(0, matrix.shape[0], block):
         part = matrix[start : start + block]
-        if not np.isfinite(part.sum(dtype=np.float64)) and not np.isfinite(part).all():
+        with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is nan: the check below names the row
+            total = part.sum(dtype=np.float64)
+        if not np.isfinite(total) and not np.isfinite(part).all():
             bad = start + int(np.flatnonzero(~np.isfinite(part).all(axis=1))[0])
             raise FormatError(
                 f"row {bad} has a NaN or infinite component (or overflows float32)",
