@@ -214,3 +214,12 @@ def test_every_input_kind_goes_through_one_dispatch(tmp_path: Path) -> None:
             _source.open_buffer(wrong)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="expected a path, bytes or a binary file object"), _source.open_stream(wrong):  # type: ignore[arg-type]
             pass
+
+
+#: Largest source file: a module past it does more than one job (issue 23 split compat/gguf.py, compat/_common.py and embeddings.py).
+MAX_SOURCE_LINES = 850
+
+
+def test_no_source_file_is_over_the_line_limit() -> None:
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_SOURCE_LINES}
+    assert not long, f"split these modules by job: {long}"

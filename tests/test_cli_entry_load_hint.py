@@ -1,7 +1,7 @@
 """``load_finalfusion`` on a file of another known format names that format and points to ``finalfusion.load`` (issue 26).
 
 The facade sits below the format table (``finalfusion.compat``): the table registers its detectors with
-``finalfusion.embeddings.register_foreign_namer``. The files are written by gensim, the tool users bring them from.
+``finalfusion._load.register_foreign_namer``. The files are written by gensim, the tool users bring them from.
 The command line's ``-f finalfusion`` goes the same way.
 """
 

@@ -13,15 +13,17 @@ the parts, so this module never imports the facade.
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Callable
 from typing import NamedTuple, cast
 
 import numpy as np
 
 from finalfusion._fileref import FileRef, remap
-from finalfusion._source import Source
+from finalfusion._source import Source, local_path
 from finalfusion.chunks import Chunk
 from finalfusion.container import read_chunks, read_source
-from finalfusion.errors import FormatError
+from finalfusion.errors import BadMagic, FormatError
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
 from finalfusion.storage.ndarray import NdArray, Storage
@@ -30,7 +32,7 @@ from finalfusion.vocab.base import Vocab
 from finalfusion.vocab.subword import ExplicitVocab
 from finalfusion.vocab.tokenizer import restore_tokenizer_vocab
 
-__all__ = ["Parts", "assemble", "compatibility_problem", "read_parts", "remap_parts", "renumber_explicit"]
+__all__ = ["Parts", "assemble", "compatibility_problem", "foreign_hint", "read_parts", "register_foreign_namer", "remap_parts", "renumber_explicit"]
 
 
 class Parts(NamedTuple):
@@ -128,3 +130,57 @@ def renumber_explicit(storage: Storage, vocab: Vocab) -> tuple[Storage, Explicit
     else:
         storage = NdArray(storage.rows(rows))
     return storage, ExplicitVocab(vocab.words, explicit)
+
+
+#: ``namer(sample, path) -> format name or None``: which other format an input that is not finalfusion is in, for the
+#: hint of :func:`~finalfusion.load_finalfusion`'s :class:`~finalfusion.errors.BadMagic`. The format table lives above this module
+#: (``finalfusion.compat``), so it registers its namer here (:func:`register_foreign_namer`) instead of being imported.
+_FOREIGN_NAMERS: list[Callable[[bytes, str | None], str | None]] = []
+
+#: Bytes of an input the namers look at (as :func:`finalfusion.load` does).
+_NAMER_SAMPLE = 1 << 16
+
+
+def register_foreign_namer(namer: Callable[[bytes, str | None], str | None]) -> None:
+    """Let ``namer(sample, path)`` name the format of an input that :func:`~finalfusion.load_finalfusion` finds is not finalfusion.
+
+    ``finalfusion.compat`` registers the detectors of its format table
+    here, so that ``load_finalfusion("vectors.bin")`` on a word2vec file
+    says so and points to :func:`finalfusion.load` (the facade cannot
+    import the table: it sits below it). ``namer`` gets the first 64 KiB
+    of a regular file or of the contents (file objects, descriptors and
+    streams are not looked at) and the path, if any; it must not raise.
+
+    Examples
+    --------
+    >>> from finalfusion import load_finalfusion
+    >>> from finalfusion.errors import BadMagic
+    >>> try:
+    ...     load_finalfusion(b"3 2\\nBerlin 1 2\\nParis 3 4\\nRome 5 6\\n")
+    ... except BadMagic as err:
+    ...     print(err)  # doctest: +ELLIPSIS
+    header: not a finalfusion file but text-dims, which finalfusion.load(path) reads: expected b'FiFu', found b'3 2\\n' ...
+    """
+    if namer not in _FOREIGN_NAMERS:
+        _FOREIGN_NAMERS.append(namer)
+
+
+def foreign_hint(exc: BadMagic, file: Source) -> BadMagic:
+    """``exc`` naming the format the input is in instead (if a registered namer knows it) and :func:`finalfusion.load`."""
+    path = local_path(file)
+    try:
+        if path is not None and os.path.isfile(path):  # a regular file only: a FIFO cannot be read twice
+            with open(path, "rb") as f:
+                sample = f.read(_NAMER_SAMPLE)
+        elif path is None and isinstance(file, (bytes, bytearray, memoryview)):
+            sample = bytes(memoryview(file)[:_NAMER_SAMPLE])
+        else:  # a stream: its first four bytes are gone, and four bytes are too few to tell a format
+            return exc
+    except OSError:
+        return exc
+    name = next((n for n in (namer(sample, path) for namer in _FOREIGN_NAMERS) if n is not None), None)
+    if name is None:
+        return exc
+    return BadMagic(
+        f"not a finalfusion file but {name}, which finalfusion.load(path) reads", offset=exc.offset, chunk=exc.chunk, expected=exc.expected, found=exc.found
+    )

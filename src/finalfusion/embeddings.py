@@ -7,8 +7,7 @@ its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,10 +18,10 @@ from finalfusion._batch import embed_batch, unknown_embedding
 from finalfusion._display import embeddings_html as _embeddings_html
 from finalfusion._fileref import FileRef
 from finalfusion._gensim_api import KeyedVectorsMixin
-from finalfusion._load import compatibility_problem, read_parts, renumber_explicit
+from finalfusion._load import compatibility_problem, foreign_hint, read_parts, renumber_explicit
 from finalfusion._pickling import PicklingMixin
 from finalfusion._progress import ProgressArg
-from finalfusion._source import Source, local_path
+from finalfusion._source import Source
 from finalfusion._threads import check_threads
 from finalfusion.chunks import Chunk
 from finalfusion.container import write_chunks
@@ -40,15 +39,7 @@ from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.subword import FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
 from finalfusion.vocab.tokenizer import with_tokenizer_table
 
-__all__ = ["Embeddings", "SimilarityResult", "load_finalfusion", "register_foreign_namer"]
-
-#: ``namer(sample, path) -> format name or None``: which other format an input that is not finalfusion is in, for the
-#: hint of :func:`load_finalfusion`'s :class:`~finalfusion.errors.BadMagic`. The format table lives above this module
-#: (``finalfusion.compat``), so it registers its namer here (:func:`register_foreign_namer`) instead of being imported.
-_FOREIGN_NAMERS: list[Callable[[bytes, str | None], str | None]] = []
-
-#: Bytes of an input the namers look at (as :func:`finalfusion.load` does).
-_NAMER_SAMPLE = 1 << 16
+__all__ = ["Embeddings", "SimilarityResult", "load_finalfusion"]
 
 
 class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
@@ -831,51 +822,7 @@ def load_finalfusion(file: Source, mmap: bool = False) -> Embeddings:
     try:
         parts, ref = read_parts(file, mmap)
     except BadMagic as exc:
-        raise _foreign_hint(exc, file) from None
+        raise foreign_hint(exc, file) from None
     emb = Embeddings(*parts)
     emb._file_ref = ref
     return emb
-
-
-def register_foreign_namer(namer: Callable[[bytes, str | None], str | None]) -> None:
-    """Let ``namer(sample, path)`` name the format of an input that :func:`load_finalfusion` finds is not finalfusion.
-
-    ``finalfusion.compat`` registers the detectors of its format table
-    here, so that ``load_finalfusion("vectors.bin")`` on a word2vec file
-    says so and points to :func:`finalfusion.load` (the facade cannot
-    import the table: it sits below it). ``namer`` gets the first 64 KiB
-    of a regular file or of the contents (file objects, descriptors and
-    streams are not looked at) and the path, if any; it must not raise.
-
-    Examples
-    --------
-    >>> from finalfusion import load_finalfusion
-    >>> try:
-    ...     load_finalfusion(b"3 2\\nBerlin 1 2\\nParis 3 4\\nRome 5 6\\n")
-    ... except BadMagic as err:
-    ...     print(err)  # doctest: +ELLIPSIS
-    header: not a finalfusion file but text-dims, which finalfusion.load(path) reads: expected b'FiFu', found b'3 2\\n' ...
-    """
-    if namer not in _FOREIGN_NAMERS:
-        _FOREIGN_NAMERS.append(namer)
-
-
-def _foreign_hint(exc: BadMagic, file: Source) -> BadMagic:
-    """``exc`` naming the format the input is in instead (if a registered namer knows it) and :func:`finalfusion.load`."""
-    path = local_path(file)
-    try:
-        if path is not None and os.path.isfile(path):  # a regular file only: a FIFO cannot be read twice
-            with open(path, "rb") as f:
-                sample = f.read(_NAMER_SAMPLE)
-        elif path is None and isinstance(file, (bytes, bytearray, memoryview)):
-            sample = bytes(memoryview(file)[:_NAMER_SAMPLE])
-        else:  # a stream: its first four bytes are gone, and four bytes are too few to tell a format
-            return exc
-    except OSError:
-        return exc
-    name = next((n for n in (namer(sample, path) for namer in _FOREIGN_NAMERS) if n is not None), None)
-    if name is None:
-        return exc
-    return BadMagic(
-        f"not a finalfusion file but {name}, which finalfusion.load(path) reads", offset=exc.offset, chunk=exc.chunk, expected=exc.expected, found=exc.found
-    )

@@ -24,10 +24,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from finalfusion._load import register_foreign_namer
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion._source import GZIP_MAGIC, Source, open_stream, peek
 from finalfusion.compat._registry import Format, formats
-from finalfusion.embeddings import Embeddings, register_foreign_namer
+from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
 
 __all__ = ["FORMATS", "load", "sniff_format"]  # noqa: F822 (FORMATS comes from __getattr__: the registry, when asked)
