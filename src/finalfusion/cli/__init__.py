@@ -91,8 +91,10 @@ def execute(func: Callable[[argparse.Namespace], int], args: argparse.Namespace,
     >>> execute(fails, argparse.Namespace(), prog="prog")  # stderr: prog: error: Exception: WordPiece error: ...
     1
     """
-    _interrupt.release()  # from here on Ctrl-C raises KeyboardInterrupt: the writers remove their temporary files
     try:
+        # From here on Ctrl-C raises KeyboardInterrupt (the writers remove their temporary files); inside the try, as a SIGINT
+        # pending when the handler is switched raises at once.
+        _interrupt.release()
         return func(args)
     except CliError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
@@ -147,10 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     >>> main(["examples/sample.fif", "berlin"])  # stderr: finalfusion: error: examples/sample.fif: no such file ...
     1
     """
-    _interrupt.release()
     try:
+        _interrupt.release()  # inside the try: a SIGINT pending when the handler is switched raises right here
         return _main(argv)
-    except KeyboardInterrupt:  # while the parser is built or the arguments parsed
+    except KeyboardInterrupt:  # while the handler is switched, the parser built or the arguments parsed
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     finally:
