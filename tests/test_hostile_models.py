@@ -462,6 +462,28 @@ def test_write_gguf_writes_what_loaded_and_reads_it_back(tmp_path: Path, variant
     )
 
 
+@pytest.mark.parametrize("variant", ["UTF-16", "UTF-8 with BOM"])
+def test_tokenizer_json_in_another_unicode_encoding_tokenizes_and_round_trips(tmp_path: Path, variant: str) -> None:
+    """A UTF-16 or BOM tokenizer.json loaded, then failed at the first unknown word (also after a .fifu round trip)."""
+    from finalfusion import Embeddings, load_finalfusion
+    from finalfusion._tokenizers import HuggingFaceTokenizer
+    from finalfusion.storage import NdArray
+    from finalfusion.vocab.tokenizer import TokenizerVocab
+
+    words, data = _bpe_variant(variant)
+    _, utf8 = _bpe_variant("UTF-8")
+    matrix = np.random.default_rng(0).standard_normal((len(words), 4)).astype(np.float32)
+    emb = Embeddings(NdArray(matrix), TokenizerVocab(words, HuggingFaceTokenizer(data)), norms=None)
+    plain = Embeddings(NdArray(matrix), TokenizerVocab(words, HuggingFaceTokenizer(utf8)), norms=None)
+    unknown = ["zebraqq", "Ünïcödé", "e-mail 42"]
+    assert all(w not in emb.vocab for w in unknown)
+    expected = np.stack([plain.embedding(w) for w in unknown])
+    np.testing.assert_array_equal(np.stack([emb.embedding(w) for w in unknown]), expected)
+    emb.write(tmp_path / "model.fifu")
+    back = load_finalfusion(tmp_path / "model.fifu")
+    np.testing.assert_array_equal(np.stack([back.embedding(w) for w in unknown]), expected)
+
+
 @pytest.mark.parametrize("where", ["word", "architecture", "name"])
 def test_write_gguf_names_a_string_gguf_cannot_hold(tmp_path: Path, where: str) -> None:
     """A lone surrogate is not UTF-8: a ValueError naming the key, not UnicodeEncodeError from inside the writer."""

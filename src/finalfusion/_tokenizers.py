@@ -540,8 +540,8 @@ def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
     """
     where = "tokenizer.json"
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        doc = json.loads(data)  # bytes: UTF-8, or UTF-16/32 and a BOM detected as RFC 8259 readers do (``write_gguf`` reads it so too)
+    except (ValueError, RecursionError) as exc:
         raise FormatError("not a valid tokenizer.json", chunk=where, expected="a JSON object", found=str(exc)[:100]) from None
     if not isinstance(doc, dict):
         raise FormatError("not a valid tokenizer.json", chunk=where, expected="a JSON object", found=type(doc).__name__)
