@@ -332,6 +332,27 @@ def test_a_sparse_token_id_is_refused_before_placeholders_are_built(sparse_id: i
     assert len(hf_tokens(json.dumps({"model": {"vocab": holes}}).encode())) == limits.MAX_TOKENIZER_ID_HOLES + 2
 
 
+def test_an_added_token_on_another_tokens_id_is_refused() -> None:
+    """tokenizers 0.23 answers such a file per instance (the fuzzer's cross-check saw two fresh instances agree and a third
+    differ); hf_tokens kept the added token's string for the id. Both now refuse it; a repeat of the vocabulary's own token,
+    as real files and tokenizers' add_tokens write it, loads."""
+    tok = _wordlevel({"[UNK]": 0, "a": 1, "b": 2})
+    tok.add_special_tokens(["a", "[NEW]"])  # "a" repeats id 1, "[NEW]" gets id 3: what a real file holds
+    doc = json.loads(tok.to_str())
+    assert [(t["id"], t["content"]) for t in doc["added_tokens"]] == [(1, "a"), (3, "[NEW]")]
+    assert hf_tokens(json.dumps(doc).encode()) == ["[UNK]", "a", "b", "[NEW]"]
+    assert HuggingFaceTokenizer(json.dumps(doc)).encode("a b") == [1, 2]
+    doc["added_tokens"][1]["id"] = 2  # "[NEW]" on "b"'s id
+    data = json.dumps(doc).encode()
+    with pytest.raises(FormatError, match="an added token takes the id of another vocabulary token") as err:
+        hf_tokens(data)
+    assert err.value.found == "id 2: added '[NEW]', vocabulary 'b'"
+    with pytest.raises(FormatError, match="another vocabulary token"):
+        model_vocab(data, None, 3, "safetensors")
+    with pytest.raises(FormatError, match="another vocabulary token"):
+        HuggingFaceTokenizer(data).encode("a b")
+
+
 @pytest.mark.parametrize("chars", [10**6, limits.MAX_WORDPIECE_INPUT_CHARS + 1, -1, 2.5, "100", True])
 def test_a_wordpiece_word_length_past_the_bound_is_refused(chars: Any) -> None:
     """The fuzzer's 177-byte tokenizer.json (fuzz/crashers/tokenizer-json-crash-694cb5e091a1): WordPiece splitting a word of up to

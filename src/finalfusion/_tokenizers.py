@@ -65,6 +65,7 @@ __all__ = [
     "HuggingFaceTokenizer",
     "SentencePieceTokenizer",
     "Tokenizer",
+    "check_added_token_ids",
     "check_tokenize_length",
     "checked_tokenizer_json",
     "is_rust_panic",
@@ -567,7 +568,51 @@ def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
+    check_added_token_ids(doc, where)
     return doc
+
+
+def check_added_token_ids(doc: dict[str, Any], where: str) -> None:
+    """Refuse an added token that takes the id the model's vocabulary gives to another token.
+
+    ``tokenizers`` answers such a file per instance (two fresh instances of
+    the same file gave different ids for one word), so no vector built from
+    it could be trusted. An added token that repeats a vocabulary entry
+    (same id, same string) is what real files hold and is accepted.
+
+    Raises
+    ------
+    FormatError
+        Naming the id and both tokens.
+
+    Examples
+    --------
+    >>> check_added_token_ids({"model": {"vocab": {"a": 0}}, "added_tokens": [{"id": 0, "content": "a"}]}, "tokenizer.json")
+    >>> check_added_token_ids({"model": {"vocab": {"a": 0}}, "added_tokens": [{"id": 0, "content": "<s>"}]}, "tokenizer.json")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: tokenizer.json: an added token takes the id of another vocabulary token: expected ...
+    """
+    model = doc.get("model")
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    added = doc.get("added_tokens")
+    if not isinstance(added, list) or not added:
+        return
+    if isinstance(vocab, dict):
+        by_id = {i: t for t, i in vocab.items() if isinstance(i, int)}
+    elif isinstance(vocab, list):  # Unigram: [[piece, score], ...], the id is the position
+        by_id = {i: e[0] for i, e in enumerate(vocab) if isinstance(e, list) and e}
+    else:
+        return
+    for entry in added:
+        i = entry.get("id") if isinstance(entry, dict) else None
+        if isinstance(i, int) and i in by_id and by_id[i] != entry.get("content"):
+            raise FormatError(
+                "an added token takes the id of another vocabulary token",
+                chunk=where,
+                expected="added tokens with ids of their own, or repeating the vocabulary's token (tokenizers answers such a file differently per instance)",
+                found=f"id {i}: added {entry.get('content')!r}, vocabulary {by_id[i]!r}"[:200],
+            )
 
 
 class SentencePieceTokenizer(Tokenizer):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from finalfusion import limits
+from finalfusion._tokenizers import check_added_token_ids
 from finalfusion.compat._words import first_repeat
 from finalfusion.errors import FormatError
 from finalfusion.vocab.base import Vocab
@@ -104,8 +105,8 @@ def hf_tokens(data: bytes, where: str = "tokenizer.json") -> list[str]:
     ['a', '<row 1>', 'c', '[X]']
     """
     try:
-        obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        obj = json.loads(data)  # bytes: UTF-8, UTF-16 or UTF-32, a BOM allowed (as checked_tokenizer_json reads them)
+    except (ValueError, RecursionError) as exc:
         raise FormatError("not a valid tokenizer.json", chunk=where, expected="a JSON object", found=str(exc)[:100]) from None
     model = obj.get("model") if isinstance(obj, dict) else None
     vocab = model.get("vocab") if isinstance(model, dict) else None
@@ -131,6 +132,7 @@ def hf_tokens(data: bytes, where: str = "tokenizer.json") -> list[str]:
         if not isinstance(i, int) or isinstance(i, bool) or i < 0 or not isinstance(content, str):
             raise FormatError("an added token lacks its id or content", chunk=where, expected='{"id": int, "content": str}', found=repr(entry)[:60])
         by_id[i] = content
+    check_added_token_ids(obj, where)
     holes = max(by_id) + 1 - len(by_id) if by_id else 0
     if holes > limits.MAX_TOKENIZER_ID_HOLES:
         raise FormatError(
