@@ -222,7 +222,14 @@ def test_encode_progress_and_batches(m2v_dir: Path) -> None:
     out = emb.encode(many, batch_size=4, progress=lambda stage, done, total: seen.append((stage, done, total)))
     np.testing.assert_array_equal(out, emb.encode(many))
     assert seen[-1] == ("sentences", len(many), len(many))
-    assert len(seen) == -(-len(many) // 4)
+    assert [d for _, d, _ in seen] == sorted({d for _, d, _ in seen})  # increasing, one report per group of batches
+    previous = finalfusion.get_threads()
+    try:
+        for threads in (1, 2, 3):  # batches on threads: the same result for every thread count
+            finalfusion.set_threads(threads)
+            np.testing.assert_array_equal(emb.encode(many, batch_size=3), out)
+    finally:
+        finalfusion.set_threads(previous)
     with pytest.raises(ValueError, match="batch_size"):
         emb.encode(many, batch_size=0)
     with pytest.raises(TypeError):

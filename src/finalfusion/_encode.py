@@ -27,13 +27,14 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from finalfusion._progress import ProgressArg, reporter
+from finalfusion._threads import run_tasks, threads_for
 from finalfusion.storage.ndarray import Storage
 from finalfusion.vocab.tokenizer import TokenizerVocab
 
@@ -223,7 +224,9 @@ class EncodeMixin:
             Texts tokenized and averaged at once.
         progress
             ``True`` (a tqdm bar), a callable ``progress(stage, done, total)``
-            called with the stage ``"sentences"`` after every batch, or ``None``.
+            called with the stage ``"sentences"`` as batches finish, or ``None``.
+            Batches run on :func:`finalfusion.get_threads` threads (the
+            result does not depend on the thread count).
 
         Examples
         --------
@@ -245,19 +248,28 @@ class EncodeMixin:
         model_normalize, max_length = model_settings(self.metadata) if model else (False, None)
         normalize = model_normalize if normalize is None else bool(normalize)
         out = np.zeros((len(items), self._storage.shape[1]), dtype=np.float32)
-        with reporter(progress) as report:
-            for lo in range(0, len(items), batch_size):
+        chars = max_length * _median_token_chars(vocab) if model and max_length is not None else None
+
+        def task(lo: int) -> Callable[[], None]:
+            def run() -> None:
                 batch = items[lo : lo + batch_size]
                 if model:
-                    if max_length is not None:
-                        chars = max_length * _median_token_chars(vocab)
-                        batch = [t[:chars] for t in batch]
-                    flat, counts = _token_ids(vocab, batch, max_length)
+                    flat, counts = _token_ids(vocab, batch if chars is None else [t[:chars] for t in batch], max_length)
                     _means(self._storage, self._matrix, _scale(self._norms), flat, counts, out[lo : lo + len(batch)])
                 else:
                     self._fasttext_batch(batch, out[lo : lo + len(batch)])
+
+            return run
+
+        # Batches run on the library's threads (each writes its own rows: the result does not depend on the
+        # thread count), so one batch's numpy work overlaps the next one's tokenizing, as model2vec's threads do.
+        threads = threads_for()
+        group = batch_size * max(1, threads)
+        with reporter(progress) as report:
+            for start in range(0, len(items), group):
+                run_tasks(map(task, range(start, min(start + group, len(items)), batch_size)), threads)
                 if report is not None:
-                    report("sentences", lo + len(batch), len(items))
+                    report("sentences", min(start + group, len(items)), len(items))
         if normalize:
             _unit(out)
         return out[0] if single else out
