@@ -264,8 +264,9 @@ class EncodeMixin:
         # Batches run on the library's threads (each writes its own rows: the result does not depend on the
         # thread count), so one batch's numpy work overlaps the next one's tokenizing, as model2vec's threads do.
         threads = threads_for()
-        group = batch_size * max(1, threads)
         with reporter(progress) as report:
+            # Without progress reports all batches go to the threads at once (no wait at the end of each group).
+            group = max(1, len(items)) if report is None else batch_size * max(1, threads) * 4
             for start in range(0, len(items), group):
                 run_tasks(map(task, range(start, min(start + group, len(items)), batch_size)), threads)
                 if report is not None:
