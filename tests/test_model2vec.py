@@ -213,6 +213,12 @@ def test_no_truncation_when_config_says_null(tmp_path: Path) -> None:
     assert emb.metadata["model2vec"]["max_length"] == 0
     long = ["the house " * 400]
     np.testing.assert_allclose(emb.encode(long), ref.encode(long), rtol=2e-5, atol=2e-6)
+    # past finalfusion._encode.LONG_TOKENS tokens: added in float64 blocks, the exact mean within float32 rounding
+    longer = "the happy householder " * 3000
+    ids = [i for i in ref.tokenizer.encode(longer, add_special_tokens=False).ids if i != ref.unk_token_id]
+    assert len(ids) > 4096
+    exact = ref.embedding[ids].astype(np.float64).mean(axis=0)
+    np.testing.assert_allclose(emb.encode(longer), exact, rtol=1e-6, atol=1e-7)
 
 
 def test_encode_progress_and_batches(m2v_dir: Path) -> None:
