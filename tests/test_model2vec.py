@@ -38,6 +38,7 @@ SENTENCES = [
     "a " * 700,  # longer than max_length tokens: truncated as model2vec truncates
     "é ü 日本",
     "house",
+    "[CLS] the house [SEP] <unk> [PAD]",  # special tokens written in the text: model2vec keeps them, drops only the unknown token
 ]
 WORDS = ["house", "houses", "happiness", "the", "a", "Quick", "householder", "xyzzy", "10:30", "U.S.A."]
 

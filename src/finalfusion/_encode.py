@@ -25,6 +25,7 @@ with one fancy index and summed per sentence with one ``np.add.reduceat``.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -123,14 +124,39 @@ def _scale(norms: Norms | None) -> F32 | None:
     return None if norms is None else np.asarray(norms.norms, dtype=np.float32)
 
 
-def _token_ids(vocab: TokenizerVocab, texts: Sequence[str], max_length: int | None) -> tuple[I64, I64]:
-    """The kept token ids of ``texts`` (flat, in order) and their count per text."""
+def _model2vec_allowed(vocab: TokenizerVocab) -> npt.NDArray[np.bool_]:
+    """model2vec's kept ids (``StaticModel.tokenize``): every token but the model's unknown token (``unk_token``, Unigram's ``unk_id``).
+
+    Built once per vocabulary from its ``tokenizer.json``; a vocabulary
+    without one keeps the word rule's ids (control, unknown, unused dropped).
+    """
+    cached: npt.NDArray[np.bool_] | None = getattr(vocab, "_m2v_allowed", None)
+    if cached is not None:
+        return cached
+    tokenizer = vocab.tokenizer
+    if tokenizer.kind != "huggingface":
+        return vocab._allowed_ids()
+    allowed = np.ones(len(vocab.words) + 1, dtype=bool)
+    allowed[-1] = False  # ids without a row
+    doc = json.loads(tokenizer.to_bytes().decode("utf-8", "surrogatepass"))
+    model = doc.get("model") if isinstance(doc, dict) else None
+    unk: Any = None
+    if isinstance(model, dict):
+        unk = model.get("unk_id") if model.get("type") == "Unigram" else vocab.token_id(model["unk_token"]) if isinstance(model.get("unk_token"), str) else None
+    if isinstance(unk, int) and not isinstance(unk, bool) and 0 <= unk < len(vocab.words):
+        allowed[unk] = False
+    object.__setattr__(vocab, "_m2v_allowed", allowed)
+    return allowed
+
+
+def _token_ids(vocab: TokenizerVocab, texts: Sequence[str], max_length: int | None, allowed: npt.NDArray[np.bool_] | None = None) -> tuple[I64, I64]:
+    """The kept token ids of ``texts`` (flat, in order) and their count per text (``allowed``: the word rule's ids by default)."""
     encoded = vocab.tokenizer.encode_batch(texts)
     if max_length is not None and any(len(e) > max_length for e in encoded):
         encoded = [e[:max_length] for e in encoded]
     lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     flat = vocab._clip(np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(lens.sum())))
-    keep = vocab._allowed_ids()[flat]
+    keep = (vocab._allowed_ids() if allowed is None else allowed)[flat]
     if keep.all():
         return flat, lens
     owner = np.repeat(np.arange(len(encoded), dtype=np.int64), lens)
@@ -222,8 +248,9 @@ class EncodeMixin:
 
         A model vocabulary (:class:`~finalfusion.vocab.TokenizerVocab`) gives
         model2vec's ``StaticModel.encode``: the text is tokenized by the
-        model's tokenizer (no special tokens added; control, unknown and
-        unused tokens dropped), truncated to the model's ``max_length``
+        model's tokenizer (no special tokens added; the unknown token
+        dropped for model2vec models, as model2vec does, and control,
+        unknown and unused tokens for other models), truncated to the model's ``max_length``
         tokens if its model2vec ``config.json`` set one (and first to
         ``max_length`` times the median token length in characters, as
         model2vec does), and the model's rows are averaged (vocabulary-quantized
@@ -270,12 +297,13 @@ class EncodeMixin:
         normalize = model_normalize if normalize is None else bool(normalize)
         out = np.zeros((len(items), self._storage.shape[1]), dtype=np.float32)
         chars = max_length * _median_token_chars(vocab) if model and max_length is not None else None
+        allowed = _model2vec_allowed(vocab) if model and self.metadata is not None and MODEL2VEC_KEY in self.metadata else None
 
         def task(lo: int) -> Callable[[], None]:
             def run() -> None:
                 batch = items[lo : lo + batch_size]
                 if model:
-                    flat, counts = _token_ids(vocab, batch if chars is None else [t[:chars] for t in batch], max_length)
+                    flat, counts = _token_ids(vocab, batch if chars is None else [t[:chars] for t in batch], max_length, allowed)
                     _means(self._storage, self._matrix, _scale(self._norms), flat, counts, out[lo : lo + len(batch)])
                 else:
                     self._fasttext_batch(batch, out[lo : lo + len(batch)])
