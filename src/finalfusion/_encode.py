@@ -18,8 +18,10 @@ with :meth:`EncodeMixin.token_embedding`.
 sentence's tokens, truncated and normalised as the model's ``config.json``
 says) and fastText's ``get_sentence_vector`` for the other vocabularies (the
 mean of the unit vectors of the whitespace-separated words that have a
-non-zero vector). Both are vectorised: the tokens of a batch are gathered
-with one fancy index and summed per sentence with one ``np.add.reduceat``.
+non-zero vector). Both are vectorised: the texts of a batch are grouped by
+their token count, each group's rows gathered as one ``(texts, tokens,
+dims)`` block and added along the tokens (model2vec's arithmetic), and the
+batches run on the library's threads.
 """
 
 from __future__ import annotations
