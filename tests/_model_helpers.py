@@ -116,12 +116,22 @@ def hf_skip(tok: Any, tokenizer_json: str) -> set[int]:
     return skip
 
 
-def subword_rule(matrix: npt.NDArray[np.float32], ids: Sequence[int], skip: set[int]) -> npt.NDArray[np.float32] | None:
-    """The normalised sum of the rows of the kept ids (None when nothing is kept), in float64 then float32."""
+def subword_rule(
+    matrix: npt.NDArray[np.float32], ids: Sequence[int], skip: set[int], norms: npt.NDArray[np.float32] | None = None
+) -> npt.NDArray[np.float32] | None:
+    """A word's vector by issue 25's word rule: the mean of the model's rows of the kept ids (None when nothing is kept).
+
+    The model's rows are ``matrix`` (stored rows) times ``norms`` when the
+    embeddings keep norms; the mean is then returned l2-normalised (what a
+    lookup returns with norms), else as it is. In float64, then float32.
+    """
     kept = [i for i in ids if i not in skip and 0 <= i < len(matrix)]
     if not kept:
         return None
-    v = matrix[kept].astype(np.float64).sum(axis=0)
+    rows = matrix[kept].astype(np.float64)
+    if norms is None:
+        return rows.mean(axis=0).astype(np.float32)
+    v = (rows * np.asarray(norms, dtype=np.float64)[kept][:, None]).mean(axis=0)
     norm = np.linalg.norm(v)
     return (v / norm if norm else v).astype(np.float32)
 

@@ -391,6 +391,7 @@ COMMANDS = [
     "similar",
     "analogy",
     "compute-accuracy",
+    "encode",
     "info",
     "metadata",
     "lookup",

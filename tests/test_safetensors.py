@@ -97,15 +97,19 @@ def tokens_of(tokenizer_json: str) -> list[str]:
     return out
 
 
-def expected_unknown(table: np.ndarray, tokenizer_json: str, word: str) -> np.ndarray | None:
-    """The normalised sum of the rows of the ids the real tokenizer returns, special and unknown tokens dropped."""
+def expected_unknown(table: np.ndarray, tokenizer_json: str, word: str, norms: np.ndarray | None = None) -> np.ndarray | None:
+    """Issue 25's word rule: the mean of the model's rows (``table`` times ``norms``) of the ids the real tokenizer
+    returns, special and unknown tokens dropped; l2-normalised when the embeddings keep ``norms``."""
     tokenizers = pytest.importorskip("tokenizers")
     tok = tokenizers.Tokenizer.from_str(tokenizer_json)
     skip = {i for i, t in tok.get_added_tokens_decoder().items() if t.special}
     ids = [i for i in tok.encode(word, add_special_tokens=False).ids if i not in skip]
     if not ids:
         return None
-    vec = table[ids].astype(np.float64).sum(axis=0)
+    rows = table[ids].astype(np.float64)
+    if norms is None:
+        return rows.mean(axis=0).astype(np.float32)
+    vec = (rows * norms[ids].astype(np.float64)[:, None]).mean(axis=0)
     norm = np.linalg.norm(vec)
     return (vec / norm if norm else vec).astype(np.float32)
 
@@ -141,8 +145,8 @@ def test_table_and_unknown_words_bpe(tmp_path: Path, bpe_json: str, dtype: str) 
     assert emb.metadata["safetensors"]["tensor"] == name
     assert emb.metadata["safetensors"]["dtype"] == dtype
     assert emb.metadata["safetensors"]["padding_rows_dropped"] == 0
-    for i, tok in enumerate(tokens):
-        np.testing.assert_array_equal(emb[tok], source[i])
+    for i, tok in enumerate(tokens):  # token strings exactly: token_embedding (issue 25: emb[word] goes through the tokenizer)
+        np.testing.assert_array_equal(emb.token_embedding(tok), source[i])
     words = [w for w in random_words(400, 7) if w not in emb.vocab.words]
     assert len(words) > 300
     found = 0
@@ -164,7 +168,7 @@ def test_table_and_unknown_words_bpe(tmp_path: Path, bpe_json: str, dtype: str) 
     np.testing.assert_allclose(normalized.norms.norms, norms, rtol=1e-6)
     np.testing.assert_allclose(normalized.storage.matrix, source / norms[:, None], rtol=0, atol=1e-6)
     for w in words[:100]:
-        want = expected_unknown(normalized.storage.matrix, bpe_json, w)
+        want = expected_unknown(normalized.storage.matrix, bpe_json, w, normalized.norms.norms)
         got = normalized.embedding(w)
         if want is not None:
             np.testing.assert_allclose(got, want, rtol=0, atol=2e-6, err_msg=w)
@@ -230,9 +234,9 @@ def test_sentencepiece_tokenizer_model_next_to_weights(tmp_path: Path) -> None:
         ids = [i for i in sp.EncodeAsIds(w) if i not in skip]
         if not ids:
             continue
-        vec = table[ids].sum(axis=0)
+        vec = table[ids].mean(axis=0)  # issue 25: the mean of the model's rows
         checked += 1
-        np.testing.assert_allclose(emb.embedding(w), vec / np.linalg.norm(vec), rtol=0, atol=2e-6, err_msg=w)
+        np.testing.assert_allclose(emb.embedding(w), vec, rtol=0, atol=2e-6, err_msg=w)
     assert checked > 150
 
 
@@ -278,7 +282,8 @@ def test_golden_file() -> None:
     assert emb.metadata["safetensors"]["padding_rows_dropped"] == expected["padding_rows"]
     pytest.importorskip("tokenizers")
     for word, vec in expected["unknown"].items():
-        np.testing.assert_allclose(emb.embedding(word), np.array(vec, dtype=np.float32), rtol=0, atol=2e-6, err_msg=word)
+        got = emb.embedding(word)  # the golden vector is the direction (the normalised sum); issue 25 gives the mean itself
+        np.testing.assert_allclose(got / np.linalg.norm(got), np.array(vec, dtype=np.float32), rtol=0, atol=2e-6, err_msg=word)
 
 
 # -- hostile headers -----------------------------------------------------------------------
@@ -364,17 +369,18 @@ def test_shard_outside_directory_refused(tmp_path: Path) -> None:
 def test_names_cover_common_architectures() -> None:
     for name in ("model.embed_tokens.weight", "transformer.wte.weight", "embeddings.word_embeddings.weight", "shared.weight", "gpt_neox.embed_in.weight"):
         assert name in EMBEDDING_TENSOR_NAMES
-    assert EMBEDDING_TENSOR_NAMES[-1] == "embeddings"  # model2vec, tried last
+    assert EMBEDDING_TENSOR_NAMES[-2:] == ("embeddings", "embedding.weight")  # model2vec, then WordLlama: tried last
 
 
 def test_finalfusion_load_recognises_safetensors_and_hdf5(tmp_path: Path) -> None:
     table = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
     save(tmp_path / "model.safetensors", {"model.embed_tokens.weight": table})
-    (tmp_path / "tokenizer.json").write_text(json.dumps({"model": {"type": "WordLevel", "vocab": {"a": 0, "b": 1, "c": 2}}}), encoding="utf-8")
+    wordlevel = {"model": {"type": "WordLevel", "vocab": {"a": 0, "b": 1, "c": 2}, "unk_token": "[UNK]"}}  # valid: every word is tokenized
+    (tmp_path / "tokenizer.json").write_text(json.dumps(wordlevel), encoding="utf-8")
     assert finalfusion.compat.sniff_format((tmp_path / "model.safetensors").read_bytes()[:64]) == "safetensors"
     for source in (tmp_path, tmp_path / "model.safetensors"):
         emb = finalfusion.load(source, normalize=False)
-        np.testing.assert_array_equal(emb["b"], table[1])
+        np.testing.assert_array_equal(emb.token_embedding("b"), table[1])  # the token row: no tokenizer needed (floor run)
     with pytest.raises(FormatError, match="no tokenizer beside it"):
         finalfusion.load((tmp_path / "model.safetensors").read_bytes())
     assert finalfusion.compat.sniff_format((DATA / "lightseq_bert.hdf5").read_bytes()[:64]) == "hdf5"

@@ -110,7 +110,8 @@ def library_ids(tok: Tokenizer, words: list[str]) -> list[list[int]]:
 def expected(emb: Embeddings, words: list[str]) -> list[np.ndarray | None]:
     matrix = np.asarray(emb.storage.matrix)
     tok = emb.vocab.tokenizer  # type: ignore[attr-defined]
-    return [subword_rule(matrix, ids, set(tok.skip_ids)) for ids in library_ids(tok, words)]
+    norms = emb.norms.norms if emb.norms is not None else None
+    return [subword_rule(matrix, ids, set(tok.skip_ids), norms) for ids in library_ids(tok, words)]
 
 
 def words_of(nbytes: int, seed: int = 0) -> list[str]:

@@ -10,7 +10,8 @@ Every library function that does long work takes ``progress=``:
   otherwise.
 
 Stages: ``"read"`` (bytes of the input), ``"train"`` and ``"encode"``
-(quantization), ``"evaluate"`` (analogy questions), ``"select"`` (words).
+(quantization), ``"evaluate"`` (analogy questions), ``"select"`` (words),
+``"sentences"`` (:meth:`~finalfusion.Embeddings.encode`).
 tqdm is imported only when a bar is wanted.
 
 Examples

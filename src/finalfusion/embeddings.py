@@ -3,6 +3,9 @@
 Lookup semantics follow docs/format.md §9: a known word returns its stored row;
 an unknown word in a subword vocabulary returns the l2-normalised sum of
 its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
+A model vocabulary (:class:`~finalfusion.vocab.TokenizerVocab`) looks up
+every word through the model's tokenizer (the word rule of
+:mod:`finalfusion._encode`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy.typing as npt
 from finalfusion._atomic import Target
 from finalfusion._batch import embed_batch, unknown_embedding
 from finalfusion._display import embeddings_html as _embeddings_html
+from finalfusion._encode import EncodeMixin, model_word, model_word_batch
 from finalfusion._fileref import FileRef
 from finalfusion._gensim_api import KeyedVectorsMixin
 from finalfusion._load import compatibility_problem, foreign_hint, read_parts, renumber_explicit
@@ -37,12 +41,12 @@ from finalfusion.storage.ndarray import NdArray, Storage
 from finalfusion.vocab._words import check_word, check_word_items
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.subword import FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
-from finalfusion.vocab.tokenizer import with_tokenizer_table
+from finalfusion.vocab.tokenizer import TokenizerVocab, with_tokenizer_table
 
 __all__ = ["Embeddings", "SimilarityResult", "load_finalfusion"]
 
 
-class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
+class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache, EncodeMixin):
     """Word embeddings: a vocabulary, a storage, and optional norms and metadata.
 
     Parameters
@@ -109,6 +113,8 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         self._matrix = storage.matrix if isinstance(storage, NdArray) else None
         self._index = vocab.word_index
         self._subword = isinstance(vocab, SubwordVocab)
+        #: A model vocabulary: every word goes through the tokenizer (no word is looked up as a token string).
+        self._tokens = isinstance(vocab, TokenizerVocab)
         #: The mapped file these embeddings were read from, if they pickle by reference.
         self._file_ref: FileRef | None = None
         self._reset_query_index()
@@ -238,7 +244,9 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         numpy.ndarray or the default
             For a known word the stored row (a view for dense storage);
             for an unknown word of a subword vocabulary the normalised sum
-            of its subword rows.
+            of its subword rows; for every word of a model vocabulary the
+            mean of the model's rows of its tokens (unit length when the
+            rows are stored normalised; see :mod:`finalfusion._encode`).
 
         Examples
         --------
@@ -249,12 +257,12 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         >>> emb.embedding("zz", default=np.zeros(2)).tolist()
         [0.0, 0.0]
         """
-        i = self._index.get(word)
+        i = None if self._tokens else self._index.get(word)
         if i is not None:
             row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
         else:
             check_word(word)
-            found = unknown_embedding(self._vocab, self._storage, self._matrix, word) if self._subword else None
+            found = self._unknown(word)
             if found is None:
                 if out is not None and default is not None:
                     out[...] = default
@@ -292,13 +300,13 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         >>> vec.tolist(), norm
         ([0.0, 1.0], 4.0)
         """
-        i = self._index.get(word)
+        i = None if self._tokens else self._index.get(word)
         if i is not None:
             row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
             norm = float(self._norms.norms[i]) if self._norms is not None else 1.0
         else:
             check_word(word)
-            found = unknown_embedding(self._vocab, self._storage, self._matrix, word) if self._subword else None
+            found = self._unknown(word)
             if found is None:
                 if out is not None and default is not None:
                     out[...] = default[0]
@@ -357,8 +365,15 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         """
         check_word_items(words)
         threads = check_threads(threads)
+        if isinstance(self._vocab, TokenizerVocab):
+            return model_word_batch(self._vocab, self._storage, self._matrix, self._norms, words, out)
         vocab = self._vocab if self._subword and isinstance(self._vocab, SubwordVocab) else None
         return embed_batch(self._index, vocab, self._storage, self._matrix, words, out, threads)
+
+    def _unknown(self, word: str) -> tuple[npt.NDArray[np.float32], float] | None:
+        if isinstance(self._vocab, TokenizerVocab):
+            return model_word(self._vocab, self._storage, self._matrix, self._norms, word)
+        return unknown_embedding(self._vocab, self._storage, self._matrix, word) if self._subword else None
 
     def __contains__(self, word: object) -> bool:
         return word in self._vocab

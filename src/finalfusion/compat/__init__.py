@@ -30,6 +30,7 @@ from finalfusion.compat.fasttext import load_fasttext, write_fasttext
 from finalfusion.compat.floret import load_floret, write_floret
 from finalfusion.compat.gguf import load_gguf, write_gguf
 from finalfusion.compat.lightseq import load_lightseq
+from finalfusion.compat.model2vec import write_model2vec
 from finalfusion.compat.safetensors import load_safetensors
 from finalfusion.compat.sentencepiece import load_sentencepiece
 from finalfusion.compat.sniff import load, sniff_format
@@ -54,6 +55,7 @@ __all__ = [
     "write_fasttext",
     "write_floret",
     "write_gguf",
+    "write_model2vec",
     "write_text",
     "write_text_dims",
     "write_word2vec",

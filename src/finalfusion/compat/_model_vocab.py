@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -213,21 +214,32 @@ def _tokenizer_from_bytes(data: bytes, suffix: str, name: str) -> tuple[Any, str
     return tok.Tokenizer.from_bytes("sentencepiece", data), f"SentencePiece ({name})"
 
 
-def _find_tokenizer(directory: Path) -> Path:
-    for name in ("tokenizer.json", "tokenizer.model"):
-        if (directory / name).is_file():
-            return directory / name
-    raise FileNotFoundError(f"no tokenizer.json or tokenizer.model in {directory}: pass the vocabulary explicitly (tokenizer=...)")
+#: WordLlama's weight files: ``<config>_<dims>.safetensors`` (``_binary`` for packed bits).
+_WORDLLAMA_WEIGHTS: Final = re.compile(r"(.+?)_[0-9]+(?:_binary)?\.safetensors")
 
 
-def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str) -> tuple[Vocab, int, str]:
+def _find_tokenizer(directory: Path, weights_name: str | None = None) -> Path:
+    """``tokenizer.json``, else ``tokenizer.model`` in ``directory``; for WordLlama weights ``<config>_<dims>.safetensors``
+    also ``<config>_tokenizer_config.json`` beside them or in ``../tokenizers/`` (WordLlama's package layout)."""
+    candidates = [directory / "tokenizer.json", directory / "tokenizer.model"]
+    match = _WORDLLAMA_WEIGHTS.fullmatch(weights_name or "")
+    if match:
+        name = f"{match.group(1)}_tokenizer_config.json"
+        candidates += [directory / name, directory.parent / "tokenizers" / name]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"no {' or '.join(p.name for p in candidates)} for {directory}: pass the vocabulary explicitly (tokenizer=...)")
+
+
+def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str, *, weights_name: str | None = None) -> tuple[Vocab, int, str]:
     """The vocabulary for a table of ``n_rows`` rows, the number of rows it uses, and a description for the metadata.
 
     Parameters
     ----------
     tokenizer
         ``None`` (look for ``tokenizer.json``, then ``tokenizer.model`` in
-        ``directory``), a path to either (or to a directory holding one), a
+        ``directory``, then WordLlama's tokenizer of ``weights_name``), a path to either (or to a directory holding one), a
         :class:`~finalfusion.vocab.Tokenizer` object, or a
         sequence of token strings.
     directory
@@ -236,6 +248,8 @@ def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str) -
         Rows of the table.
     fmt
         Format name for errors.
+    weights_name
+        File name of the weights (WordLlama names its tokenizer after them).
 
     Raises
     ------
@@ -252,7 +266,7 @@ def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str) -
     if tokenizer is None:
         if directory is None:
             raise ValueError(f"{fmt}: the weights do not come from a directory: pass the vocabulary (tokenizer=...)")
-        tokenizer = _find_tokenizer(directory)
+        tokenizer = _find_tokenizer(directory, weights_name)
     if isinstance(tokenizer, (str, os.PathLike)):
         path = Path(os.fsdecode(tokenizer))
         if path.is_dir():

@@ -44,6 +44,7 @@ from finalfusion._binary import Buffer, check_dims
 from finalfusion._source import GZIP_MAGIC, Source, fill, input_size, local_path, sibling, size_bound, sized_or_stream, skip
 from finalfusion._stream import read_exactly
 from finalfusion.compat._build import embeddings_from
+from finalfusion.compat._model2vec import MAPPING_TENSOR, MODEL2VEC_TENSOR, WEIGHTS_TENSOR, expand_quantized, model2vec_settings
 from finalfusion.compat._model_vocab import model_vocab
 from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
@@ -110,6 +111,7 @@ EMBEDDING_TENSOR_NAMES: Final[tuple[str, ...]] = (
     "embed_tokens.weight",
     "wte.weight",
     "embeddings",  # model2vec static embeddings
+    "embedding.weight",  # WordLlama, sentence-transformers StaticEmbedding
 )
 #: Bytes read (and decoded) per block: the only memory needed beyond the float32 result.
 _BLOCK_BYTES: Final = 1 << 23
@@ -725,8 +727,17 @@ def _load(loc: _Located, tokenizer: Any, normalize: bool, read: Callable[[int], 
         raise FormatError("an embedding table must be a non-empty matrix", chunk=where, expected="shape [rows, dims]", found=list(info.shape))
     check_dims(info.shape[1], offset=None, chunk=where)
     n_rows = info.shape[0]
-    vocab, n_tokens, described = model_vocab(tokenizer, loc.directory, n_rows, _FORMAT)
-    matrix = read(n_tokens)
+    # model2vec: a vocabulary-quantized table has a row per cluster, 'mapping' a cluster per token, 'weights' a factor per token.
+    extra = {n: t for n in (MAPPING_TENSOR, WEIGHTS_TENSOR) if (t := loc.header.tensors.get(n)) is not None} if info.name == MODEL2VEC_TENSOR else {}
+    mapping, weights = (_read_vector(loc, extra[n]) if n in extra else None for n in (MAPPING_TENSOR, WEIGHTS_TENSOR))
+    n_vocab_rows = len(mapping) if mapping is not None else n_rows
+    vocab, n_tokens, described = model_vocab(tokenizer, loc.directory, n_vocab_rows, _FORMAT, weights_name=os.path.basename(loc.name))
+    if mapping is not None or weights is not None:
+        table = read(n_rows)
+        _check_finite(table, where)
+        matrix = expand_quantized(table, mapping, weights, n_tokens, where)
+    else:
+        matrix = read(n_tokens)
     _check_finite(matrix, where)
     meta: dict[str, Any] = {
         "file": os.path.basename(loc.name),
@@ -734,9 +745,53 @@ def _load(loc: _Located, tokenizer: Any, normalize: bool, read: Callable[[int], 
         "dtype": info.dtype,
         "shape": list(info.shape),
         "tokenizer": described,
-        "padding_rows_dropped": n_rows - n_tokens,
+        "padding_rows_dropped": n_vocab_rows - n_tokens,
     }
-    return embeddings_from([], matrix, normalize, Metadata({"safetensors": meta}), vocab=vocab)
+    if mapping is not None or weights is not None:
+        meta["vocabulary_quantized"] = list(extra)
+    data: dict[str, Any] = {"safetensors": meta}
+    settings = model2vec_settings(loc.directory, info.name)
+    if settings is not None:
+        data["model2vec"] = settings
+    return embeddings_from([], matrix, normalize, Metadata(data), vocab=vocab)
+
+
+#: numpy dtypes of the 1-D tensors model2vec stores beside its table ('mapping', 'weights').
+_VECTOR_DTYPES: Final = {
+    "I64": "<i8",
+    "I32": "<i4",
+    "I16": "<i2",
+    "I8": "i1",
+    "U8": "u1",
+    "U16": "<u2",
+    "U32": "<u4",
+    "U64": "<u8",
+    "F64": "<f8",
+    "F32": "<f4",
+    "F16": "<f2",
+}
+
+
+def _read_vector(loc: _Located, info: TensorInfo) -> npt.NDArray[Any]:
+    """A 1-D tensor of the file or buffer the table is in (model2vec's ``mapping`` or ``weights``)."""
+    where = f"{_FORMAT} tensor {info.name!r}"
+    if info.dtype not in _VECTOR_DTYPES or len(info.shape) != 1:
+        raise FormatError(
+            "not a vector of numbers", chunk=where, expected="a 1-D tensor of " + " / ".join(_VECTOR_DTYPES), found=f"{info.dtype} {list(info.shape)}"
+        )
+    at = loc.header.data_start + info.begin
+    if isinstance(loc.file, Path):
+        raw = bytearray(info.nbytes)
+        with open(loc.file, "rb") as f:
+            f.seek(at)
+            read_exactly(f, memoryview(raw), "the tensor data", chunk=_FORMAT, offset=at)
+    elif not hasattr(loc.file, "read"):  # the whole file as a buffer
+        raw = bytearray(memoryview(loc.file).cast("B")[at : at + info.nbytes])
+    else:
+        raise FormatError(
+            "a vocabulary-quantized model2vec table cannot be read from a stream", chunk=where, expected="a file, a directory or the bytes", found="a stream"
+        )
+    return np.frombuffer(raw, dtype=_VECTOR_DTYPES[info.dtype])
 
 
 def _detect(sample: bytes, path: str | None) -> bool:

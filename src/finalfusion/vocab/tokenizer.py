@@ -4,10 +4,15 @@ A :class:`TokenizerVocab` holds the token strings of a model (row ``i`` of
 the table is token id ``i``) and a :class:`~finalfusion.vocab.Tokenizer`
 (:mod:`finalfusion._tokenizers`: ``sentencepiece`` for SentencePiece models,
 ``tokenizers`` for Hugging Face ``tokenizer.json`` files) that splits any
-other word into token ids with the real library. An unknown word's vector is
-the l2-normalised sum of the rows of its tokens, with control, unknown and
-unused tokens dropped: the finalfusion subword rule with tokens in place of
-n-grams.
+other word into token ids with the real library.
+
+The word rule (issue 25): :class:`~finalfusion.Embeddings` looks up *every*
+word of a model vocabulary through the tokenizer, as the model's own library
+reads it in running text (``house`` is ``▁house`` for a SentencePiece model,
+not the mid-word piece ``house``), and averages the model's rows of its
+tokens (control, unknown and unused tokens dropped; see
+:mod:`finalfusion._encode`). A token string's own row is reached with
+:meth:`TokenizerVocab.token_id` and :meth:`~finalfusion.Embeddings.token_embedding`.
 
 On disk the vocabulary is an ordinary ``SimpleVocab`` chunk (every
 finalfusion reader can load the file); the tokenizer travels in the
@@ -53,11 +58,13 @@ class TokenizerVocab(SubwordVocab[Any]):
     """The tokens of a model; other words are embedded through the model's tokenizer.
 
     Row ``i`` of the storage is token id ``i``; there are no separate
-    subword rows (``upper_bound == len(words)``). A word that is exactly a
-    token string uses that row. Any other word is split by the tokenizer
+    subword rows (``upper_bound == len(words)``). The vocabulary's own
+    mapping (``idx``, ``in``, ``word_index``) is over token strings, but
+    :class:`~finalfusion.Embeddings` looks up every word through the
+    tokenizer (the word rule, :mod:`finalfusion._encode`): the word is split
     with the real library, control/unknown/unused tokens (and ids the table
-    has no row for) are dropped, and the embeddings sum the remaining rows
-    and l2-normalise them, as for n-grams of the other subword vocabularies.
+    has no row for) are dropped, and the model's rows of the remaining
+    tokens are averaged. :meth:`token_id` names a token string's own row.
     A word longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes
     of UTF-8 raises :class:`~finalfusion.errors.LimitExceeded` instead of
     being tokenized; batches are tokenized in blocks of bounded bytes. A
@@ -107,6 +114,19 @@ class TokenizerVocab(SubwordVocab[Any]):
         'huggingface'
         """
         return cast(Tokenizer, self.indexer)
+
+    def token_id(self, token: str) -> int | None:
+        """The id (storage row) of the token string ``token`` exactly, or ``None``; no tokenizer involved.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import HuggingFaceTokenizer
+        >>> vocab = TokenizerVocab(["<unk>", "\u2581house", "house"], HuggingFaceTokenizer("{}"))
+        >>> vocab.token_id("\u2581house"), vocab.token_id("house"), vocab.token_id("houses")
+        (1, 2, None)
+        """
+        i: int | None = self.word_index.get(token)
+        return i
 
     @property
     def min_n(self) -> int:
