@@ -261,6 +261,9 @@ def test_save_load_round_trip(backend: str, synthetic: Embeddings, queries: np.n
         loaded = ann.load_index(out, synthetic, mmap=mmap)
         assert loaded.mmap == (mmap and backend in ("usearch", "faiss-hnsw", "faiss-ivfpq"))
         assert (loaded.backend, loaded.params, len(loaded)) == (ix.backend, ix.params, len(ix))
+        if sys.platform.startswith("linux"):  # the backend's file is mapped (only) when the backend can map it
+            maps = Path("/proc/self/maps").read_text()
+            assert (str(out / "index.bin") in maps) == loaded.mmap
         after = loaded.search(queries, 10)
         np.testing.assert_array_equal(after[0], before[0])
         np.testing.assert_array_equal(after[1], before[1])
