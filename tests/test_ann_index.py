@@ -106,6 +106,17 @@ def test_recall_at_10_on_clustered_rows(backend: str, synthetic: Embeddings, que
         np.testing.assert_allclose(scores[hit, 0], exact_scores[hit, 0], atol=1e-5)
 
 
+def test_fingerprint_of_a_strided_matrix_equals_the_contiguous_one() -> None:
+    rows = clustered(1000, 8)
+    fortran = Embeddings(NdArray(np.asfortranarray(rows)), SimpleVocab([f"w{i}" for i in range(1000)]))
+    dense = small_emb(rows, [f"w{i}" for i in range(1000)])
+    assert ann.Fingerprint is type(ann.build_index(dense, "hnswlib").fingerprint)
+    from finalfusion.ann._fingerprint import fingerprint
+
+    assert fingerprint(fortran) == fingerprint(dense)
+    assert fingerprint(fortran, threads=1) == fingerprint(dense, threads=2)
+
+
 def test_default_backend_and_parameters(synthetic: Embeddings) -> None:
     small = Embeddings(NdArray(clustered(500, 8)), SimpleVocab([f"w{i}" for i in range(500)]))
     ix = ann.build_index(small)
@@ -477,6 +488,14 @@ def test_cli_index_build_errors(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "invalid choice" in proc.stderr
     assert not (tmp_path / "x").exists()
+    (tmp_path / "taken").write_text("mine")
+    proc = run_cli("index", "build", str(TUTORIAL), str(tmp_path / "taken"))
+    assert proc.returncode == 1
+    assert "exists and is not a saved index" in proc.stderr
+    assert (tmp_path / "taken").read_text() == "mine"
+    proc = run_cli("index", "build", str(TUTORIAL), str(tmp_path / "no" / "x"))
+    assert proc.returncode == 1
+    assert "does not exist" in proc.stderr
 
 
 def test_cli_index_build_draws_a_bar_on_a_terminal(tmp_path: Path) -> None:
