@@ -161,6 +161,37 @@ def test_quantized_storage(synthetic: Embeddings, queries: np.ndarray) -> None:
     assert ids.tolist() == exact.tolist()
 
 
+@pytest.mark.parametrize("quantizer", ["pq", "opq"])
+def test_ivfpq_reusing_the_embeddings_quantizer(quantizer: str, tmp_path: Path) -> None:
+    needs("faiss-ivfpq")
+    dense = Embeddings(NdArray(clustered(8000, 16)), SimpleVocab([f"w{i}" for i in range(8000)]))
+    qe = dense.quantize(n_subquantizers=8, quantizer=quantizer, n_iterations=10, seed=0, sample=4000)
+    assert (qe.storage.quantizer.projection is not None) == (quantizer == "opq")
+    ix = ann.build_index(qe, "faiss-ivfpq", threads=1, nlist=32, nprobe=16, reuse_pq=True)
+    assert ix.params["reuse_pq"] is True
+    assert (ix.params["m"], ix.params["nbits"]) == (8, 8)  # the storage's (the default m for 16 dims would be 4)
+    q = unit(np.asarray(qe.storage.rows(np.arange(100))))
+    exact, exact_scores = qe.embedding_similarity_batch(q, 10)
+    ids, scores = ix.search(q, 10)
+    # The codes are the embeddings' own: the estimates are the dot products with the reconstructed rows before their
+    # norms (unit up to the quantization error), so the scores are close to the exact quantized cosines (rows with the
+    # same codes tie, so the ids of the best may differ) ...
+    np.testing.assert_allclose(scores[:, 0], exact_scores[:, 0], atol=0.1)
+    # ... and recall is what IVF without residuals gives (docs/ann.md: lower than faiss's own residual PQ).
+    assert recall(ids, exact) >= 0.4
+    ix.save(tmp_path / "ix")
+    loaded = ann.load_index(tmp_path / "ix", qe)
+    assert loaded.mmap
+    np.testing.assert_array_equal(loaded.search(q, 10)[0], ids)
+    with pytest.raises(ValueError, match="faiss-ivfpq: parameter reuse_pq needs quantized storage"):
+        ann.build_index(dense, "faiss-ivfpq", nlist=32, m=8, reuse_pq=True)
+    four_bits = dense.quantize(n_subquantizers=8, n_bits=4, n_iterations=5, seed=0, sample=2000)
+    with pytest.raises(ValueError, match="parameter reuse_pq needs 8-bit codes"):
+        ann.build_index(four_bits, "faiss-ivfpq", nlist=32, m=8, reuse_pq=True)
+    with pytest.raises(ValueError, match="parameter reuse_pq must be true or false"):
+        ann.build_index(qe, "faiss-ivfpq", reuse_pq="yes")
+
+
 def test_bad_rows_are_never_returned() -> None:
     rows = clustered(300, 8)
     rows[3] = 0

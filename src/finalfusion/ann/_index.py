@@ -233,6 +233,7 @@ class _Counted:
         self._report = report
         self.n = rows.n
         self.dims = rows.dims
+        self.quantized = rows.quantized
 
     def blocks(self) -> Any:
         report = self._report
@@ -276,7 +277,7 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
     **params
         The backend's parameters: HNSW backends ``M`` (16), ``ef_construction``
         (100), ``ef`` (64, the search width); ``faiss-ivfpq`` ``nlist``, ``m``,
-        ``nbits`` (8), ``nprobe`` (16), ``train_rows``, ``seed`` (see docs/ann.md).
+        ``nbits`` (8), ``nprobe`` (16), ``train_rows``, ``seed``, ``reuse_pq`` (see docs/ann.md).
 
     Returns
     -------
@@ -308,7 +309,7 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
     fp = fingerprint(emb, threads=threads)
     with reporter(progress) as report:
         impl = cls.build(_Counted(rows, report), resolved, threads_for(threads))
-    return AnnIndex(name, resolved, impl, fp, source=source_file(emb))
+    return AnnIndex(name, getattr(impl, "resolved_params", resolved), impl, fp, source=source_file(emb))
 
 
 def _opened(directory: str, header: dict[str, Any], mmap: bool) -> AnnIndex:
