@@ -121,7 +121,10 @@ def test_default_backend_and_parameters(synthetic: Embeddings) -> None:
     small = Embeddings(NdArray(clustered(500, 8)), SimpleVocab([f"w{i}" for i in range(500)]))
     ix = ann.build_index(small)
     assert ix.backend == ann.DEFAULT_BACKEND
-    assert ix.params == {"M": 16, "ef_construction": 100, "ef": 64}
+    assert ix.params == {"M": ann.DEFAULT_M, "ef_construction": ann.DEFAULT_EF_CONSTRUCTION, "ef": ann.DEFAULT_EF}
+    for other in ("faiss-hnsw", "usearch", "voyager"):
+        needs(other)
+        assert ann.build_index(small, other).params == ix.params
     assert len(ix) == ix.n == 500
     assert ix.dims == 8
     assert "hnswlib" in repr(ix)
@@ -503,7 +506,7 @@ def test_cli_index_build(tmp_path: Path) -> None:
     emb = load_finalfusion(TUTORIAL)
     ix = ann.load_index(out, emb)
     assert ix.backend == "hnswlib"
-    assert ix.params == {"M": 8, "ef_construction": 100, "ef": 32}
+    assert ix.params == {"M": 8, "ef_construction": ann.DEFAULT_EF_CONSTRUCTION, "ef": 32}
     assert ix.n == len(emb.vocab)
 
 

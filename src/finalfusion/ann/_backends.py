@@ -20,6 +20,9 @@ from finalfusion.storage.quantized import QuantizedArray
 
 __all__ = [
     "DEFAULT_BACKEND",
+    "DEFAULT_EF",
+    "DEFAULT_EF_CONSTRUCTION",
+    "DEFAULT_M",
     "Backend",
     "BackendIndex",
     "Param",
@@ -34,6 +37,10 @@ __all__ = [
 
 #: The backend :func:`finalfusion.ann.build_index` uses when none is named (change it here only).
 DEFAULT_BACKEND: Final = "hnswlib"
+#: The HNSW backends' defaults (hnswlib, faiss-hnsw, usearch, voyager): links per row, build width, search width.
+DEFAULT_M: Final = 16
+DEFAULT_EF_CONSTRUCTION: Final = 100
+DEFAULT_EF: Final = 64
 
 
 class Rows(Protocol):
