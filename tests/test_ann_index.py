@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import finalfusion
-from finalfusion import Embeddings, FormatError, MissingExtraError, NdArray, SimpleVocab, StaleIndexError, load_finalfusion
+from finalfusion import Embeddings, FormatError, NdArray, SimpleVocab, StaleIndexError, load_finalfusion
 
 ann = pytest.importorskip("finalfusion.ann")
 pytest.importorskip("hnswlib")
@@ -291,16 +291,6 @@ def test_search_arguments(synthetic: Embeddings, built: dict[str, Any]) -> None:
         ix.search(np.full(16, np.nan, np.float32), 1)
     ids, _scores = ix.search(np.zeros((0, 16), np.float32), 3)
     assert ids.shape == (0, 3)
-
-
-def test_missing_extra(monkeypatch: pytest.MonkeyPatch, synthetic: Embeddings) -> None:
-    for module in ("hnswlib", "faiss", "usearch.index", "voyager"):
-        monkeypatch.setitem(sys.modules, module, None)
-    for backend in BACKENDS:
-        with pytest.raises(MissingExtraError) as err:
-            ann.build_index(synthetic, backend, **BACKENDS[backend][1])
-        assert err.value.extra == "ann"
-        assert "pip install 'finalfusion-py[ann]'" in str(err.value)
 
 
 def test_progress(synthetic: Embeddings) -> None:
