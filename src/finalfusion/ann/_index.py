@@ -135,7 +135,8 @@ class AnnIndex:
         scores = np.full((len(q), k), np.nan, dtype=np.float32)
         kk = min(k, len(self))
         if len(q) and kk:
-            got_ids, got_scores = self._impl.search(q, kk, threads_for(threads))
+            # one query runs on the calling thread (some libraries start threads per call)
+            got_ids, got_scores = self._impl.search(q, kk, 1 if len(q) == 1 else threads_for(threads))
             ids[:, :kk] = got_ids
             scores[:, :kk] = got_scores
             scores[ids < 0] = np.nan
