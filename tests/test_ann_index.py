@@ -473,6 +473,17 @@ def test_unsaved_index_pickles_by_value(synthetic: Embeddings, queries: np.ndarr
     np.testing.assert_array_equal(copy.search(q, 5)[0], ix.search(q, 5)[0])
 
 
+def test_an_index_that_cannot_serialise_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    ix = ann.build_index(small_emb(), "hnswlib")
+
+    def refuse() -> bytes:
+        raise RuntimeError("serialisation is not supported")
+
+    monkeypatch.setattr(ix._impl, "to_bytes", refuse)
+    with pytest.raises(TypeError, match=r"cannot be pickled by value .*serialisation is not supported.*; save it"):
+        pickle.dumps(ix)
+
+
 def test_reference_refused_when_the_saved_index_changed(tmp_path: Path) -> None:
     emb = small_emb()
     ix = ann.build_index(emb, "hnswlib")
