@@ -117,6 +117,27 @@ def test_fingerprint_of_a_strided_matrix_equals_the_contiguous_one() -> None:
     assert fingerprint(fortran, threads=1) == fingerprint(dense, threads=2)
 
 
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_single_query_rows_answer_as_in_a_batch(backend: str, synthetic: Embeddings, queries: np.ndarray, built: dict[str, Any]) -> None:
+    ix = index_of(built, synthetic, backend)
+    batch_ids, batch_scores = ix.search(queries[:5], 10)
+    for i in range(5):
+        for query in (queries[i], queries[i : i + 1]):  # a vector, and a (1, dims) batch
+            ids, scores = ix.search(query, 10)
+            assert ids.shape == scores.shape == (1, 10)
+            np.testing.assert_array_equal(ids[0], batch_ids[i])
+            np.testing.assert_allclose(scores[0], batch_scores[i], rtol=1e-6)
+    # fewer rows than k: padded, also for one query
+    tiny = small_emb(clustered(20, 8, seed=2))
+    needs(backend)
+    params = {"nlist": 1, "m": 4, "nbits": 4, "train_rows": 20} if backend == "faiss-ivfpq" else {}
+    tx = ann.build_index(tiny, backend, threads=1, **params)
+    ids, scores = tx.search(unit(np.asarray(tiny.storage.matrix[:1])), 30)
+    assert sorted(ids[0, :20].tolist()) == list(range(20))
+    assert (ids[0, 20:] == -1).all()
+    assert np.isnan(scores[0, 20:]).all()
+
+
 def test_default_backend_and_parameters(synthetic: Embeddings) -> None:
     small = Embeddings(NdArray(clustered(500, 8)), SimpleVocab([f"w{i}" for i in range(500)]))
     ix = ann.build_index(small)
