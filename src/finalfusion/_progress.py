@@ -11,7 +11,8 @@ Every library function that does long work takes ``progress=``:
 
 Stages: ``"read"`` (bytes of the input), ``"train"`` and ``"encode"``
 (quantization), ``"evaluate"`` (analogy questions), ``"select"`` (words),
-``"sentences"`` (:meth:`~finalfusion.Embeddings.encode`).
+``"sentences"`` (:meth:`~finalfusion.Embeddings.encode`),
+``"index"`` (word rows added to an approximate-neighbour index).
 tqdm is imported only when a bar is wanted.
 
 Examples
@@ -43,7 +44,7 @@ ProgressArg = Progress | bool | None
 
 #: Units of the stages whose bars are not plain counts.
 _UNITS = {"read": "B"}
-_DESCRIPTIONS = {"read": "reading", "train": "training", "encode": "encoding", "evaluate": "questions", "select": "words"}
+_DESCRIPTIONS = {"read": "reading", "train": "training", "encode": "encoding", "evaluate": "questions", "select": "words", "index": "indexing"}
 
 
 class TqdmBars:
