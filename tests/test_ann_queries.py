@@ -165,10 +165,16 @@ def test_set_index_is_the_default_of_batches_and_index_false_forces_the_scan(sma
         emb.word_similarity_batch(emb.vocab.words[:5], k=3, index=False)
         emb.word_similarity(emb.vocab.words[0], index=False)
         assert calls.searches == 3
+        w = emb.vocab.words[0]
+        assert emb.similar_by_word(w, topn=5) == emb.most_similar(w, topn=5, indexer=False)  # gensim's other spellings too
+        assert calls.searches == 4
+        # restrict_vocab: an index covers every word, so the first N are scanned exactly
+        assert emb.most_similar(w, topn=5, restrict_vocab=100) == emb.most_similar(w, topn=5, restrict_vocab=100, indexer=False)
+        assert calls.searches == 4
     finally:
         emb.set_index(None)
     emb.word_similarity(emb.vocab.words[0])
-    assert calls.searches == 3
+    assert calls.searches == 4
 
 
 # -- recall on clustered data and on a fastText model ------------------------------------------------------------
