@@ -208,6 +208,40 @@ def test_rerank_widens_the_candidate_pool() -> None:
     assert wide >= 0.98
 
 
+BACKEND_LIBRARY = {"hnswlib": "hnswlib", "faiss-hnsw": "faiss", "usearch": "usearch", "voyager": "voyager"}
+
+
+USEARCH_ONE_QUERY = pytest.mark.xfail(
+    strict=True,
+    raises=AttributeError,
+    reason="finalfusion.ann._usearch.UsearchIndex.search reads m.counts, but usearch 2.26 answers a single query row with Matches, "
+    "which has no counts (only a batch gets BatchMatches): every single query through a usearch index fails",
+)
+
+
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=USEARCH_ONE_QUERY) if b == "usearch" else b for b in sorted(BACKEND_LIBRARY)])
+def test_every_graph_backend_gives_the_exact_answer_where_it_is_exact(backend: str, small: tuple[Embeddings, Any]) -> None:
+    pytest.importorskip(BACKEND_LIBRARY[backend])
+    emb = small[0]
+    ix = ann.build_index(emb, backend, **EXACT)
+    words = emb.vocab.words
+    for w in words[:40]:
+        assert emb.word_similarity(w, k=10, index=ix) == emb.word_similarity(w, k=10)
+    np.testing.assert_array_equal(emb.word_similarity_batch(words, k=10, index=ix)[0], emb.word_similarity_batch(words, k=10)[0])
+
+
+def test_rerank_recovers_the_recall_of_product_quantized_candidates() -> None:
+    pytest.importorskip("faiss")
+    emb = clustered(4000, 32, 40, seed=12)
+    ix = ann.build_index(emb, "faiss-ivfpq", nlist=32, m=8, nbits=6, nprobe=8)
+    queries = emb.vocab.words[::20]
+    exact = emb.word_similarity_batch(queries, k=10, index=False)[0]
+    plain = [[emb.vocab.word_index[r.word] for r in emb.word_similarity(q, k=10, index=ix)] for q in queries]
+    wide = [[emb.vocab.word_index[r.word] for r in emb.word_similarity(q, k=10, index=ix, rerank=200)] for q in queries]
+    assert recall(np.array(wide), exact) >= 0.97
+    assert recall(np.array(wide), exact) > recall(np.array(plain), exact)
+
+
 @pytest.fixture(scope="module")
 def fasttext_emb(tmp_path_factory: pytest.TempPathFactory) -> Embeddings:
     pytest.importorskip("fasttext")
