@@ -293,6 +293,26 @@ def test_embeddings_converted_from_a_trained_fasttext_model(fasttext_emb: Embedd
     assert recall(ids, emb.word_similarity_batch(queries, k=10)[0]) >= 0.9
 
 
+@pytest.mark.parametrize("dims", [3, 17, 64])
+def test_candidate_scores_are_the_scans_bit_for_bit(dims: int) -> None:
+    # BLAS rounds a row by its place in the product (unrolled kernels, a tail path for the last rows):
+    # every residue of the row count, the last rows and the first ones, unit and non-unit rows.
+    from finalfusion.similarity._index import build_index as query_index
+
+    rng = np.random.default_rng(dims)
+    for n in range(40, 600, 23):
+        rows = rng.standard_normal((n, dims)).astype(np.float32)
+        if n % 2:
+            rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        index = query_index(NdArray(rows), [f"w{i}" for i in range(n)])
+        q = rng.standard_normal(dims).astype(np.float32)
+        q /= np.linalg.norm(q)
+        scan = index.scores(q, 0, n)
+        for ids in (np.arange(n - 1, n - 5, -1), np.array([0, 1, 2, n - 1]), rng.choice(n, size=n // 20, replace=False)):
+            ids = ids.astype(np.int64)
+            assert index.scores_at(q, ids).tolist() == scan[ids].tolist(), (n, ids)
+
+
 # -- the committed reference files, quantized storage ------------------------------------------------------------
 
 

@@ -15,9 +15,12 @@ from finalfusion.storage.ndarray import NdArray
 __all__ = ["ROW_GROUP", "DenseIndex"]
 
 #: Rows gathered around a candidate by :meth:`DenseIndex.dots_at`: BLAS kernels treat a row by
-#: its position modulo a small unroll width, so a candidate is scored inside the aligned group of
-#: rows it belongs to in the scan (the scan's thread ranges are multiples of 1024 rows).
-ROW_GROUP: Final = 32
+#: its position modulo a small unroll width (4 rows in OpenBLAS's sgemv), and the last rows of a
+#: product take a tail path, so a candidate is scored inside the aligned group of rows it belongs
+#: to in the scan (the scan's blocks and thread ranges start at multiples of 1024 rows). A BLAS
+#: that splits one product over its own threads gives the rows at the edges of its ranges (a
+#: handful) a tail path we cannot see: their scores can differ in the last bit.
+ROW_GROUP: Final = 8
 _GROUP = np.arange(ROW_GROUP, dtype=np.int64)
 
 
@@ -51,7 +54,8 @@ class DenseIndex(QueryIndex):
         the scan. Each candidate's group of :data:`ROW_GROUP` rows, counted
         from the start of its scan block, is scored instead: the full groups
         gathered into one product (each at a multiple of :data:`ROW_GROUP`),
-        a group cut by the end of its block alone, as the end of a product.
+        a group cut by the end of its block at the end of a product of its
+        own (after a few whole groups: a product of one row is a dot product).
         With more candidates than one in :data:`ROW_GROUP` rows, the scan's
         own products of the blocks that hold them are cheaper.
         """
@@ -72,8 +76,9 @@ class DenseIndex(QueryIndex):
             start[cut] = np.maximum(0, stop[cut] - ROW_GROUP)  # any in-range rows will do: these are patched below
         rows = (start[:, None] + _GROUP).reshape(-1)
         out: F32 = (self.matrix[rows] @ q)[np.arange(0, ROW_GROUP * len(ids), ROW_GROUP) + (ids - start)]
-        for i in cut.tolist():
-            lo = int(block[i] + (ids[i] - block[i]) // ROW_GROUP * ROW_GROUP)
+        for i in cut.tolist():  # the end of a block: a product of a few whole groups and the cut one, ending where the scan's ends
+            b = int(block[i])
+            lo = max(b, b + (int(ids[i]) - b) // ROW_GROUP * ROW_GROUP - 4 * ROW_GROUP)
             out[i] = (self.matrix[lo : int(stop[i])] @ q)[int(ids[i]) - lo]
         return out
 
