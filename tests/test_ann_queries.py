@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import os
 import pickle
 import subprocess
 import sys
@@ -442,6 +443,33 @@ def test_a_set_index_pickles_with_the_embeddings_to_workers(tmp_path: Path) -> N
             assert answers == expected
     plain = pickle.loads(pickle.dumps(load_finalfusion(tmp_path / "e.fifu", mmap=True)))
     assert plain._ann is None
+
+
+def neighbours_in_worker(word: str, emb: Embeddings) -> tuple[Any, bool, int]:
+    """Runs on a Dask worker: the neighbours through the embeddings' own index, whether it has one, the pid."""
+    return emb.word_similarity(word, k=5), emb._ann is not None, os.getpid()
+
+
+def test_dask_workers_query_through_the_index_they_received(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("dask.distributed")
+    import cloudpickle
+    import dask
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import the tests
+    clustered(500, 16, 10, seed=13).write(tmp_path / "e.fifu")
+    emb = load_finalfusion(tmp_path / "e.fifu", mmap=True)
+    ann.build_index(emb, "hnswlib", **EXACT).save(tmp_path / "e.index")
+    emb.set_index(ann.load_index(tmp_path / "e.index", emb))
+    words = emb.vocab.words[:24]
+    with dask.config.set({"distributed.scheduler.active-memory-manager.start": False}):
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, distributed.Client(cluster) as client:
+        client.wait_for_workers(2)
+        remote = client.scatter(emb, broadcast=True)
+        got = client.gather(client.map(neighbours_in_worker, words, emb=remote))
+    assert [answer for answer, _, _ in got] == [emb.word_similarity(w, k=5, index=False) for w in words]
+    assert all(has_index for _, has_index, _ in got)
+    assert len({pid for _, _, pid in got} - {os.getpid()}) >= 1
 
 
 # -- gensim's most_similar(indexer=) -------------------------------------------------------------------------------
