@@ -212,15 +212,7 @@ def test_rerank_widens_the_candidate_pool() -> None:
 BACKEND_LIBRARY = {"hnswlib": "hnswlib", "faiss-hnsw": "faiss", "usearch": "usearch", "voyager": "voyager"}
 
 
-USEARCH_ONE_QUERY = pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="finalfusion.ann._usearch.UsearchIndex.search reads m.counts, but usearch 2.26 answers a single query row with Matches, "
-    "which has no counts (only a batch gets BatchMatches): every single query through a usearch index fails",
-)
-
-
-@pytest.mark.parametrize("backend", [pytest.param(b, marks=USEARCH_ONE_QUERY) if b == "usearch" else b for b in sorted(BACKEND_LIBRARY)])
+@pytest.mark.parametrize("backend", sorted(BACKEND_LIBRARY))
 def test_every_graph_backend_gives_the_exact_answer_where_it_is_exact(backend: str, small: tuple[Embeddings, Any]) -> None:
     pytest.importorskip(BACKEND_LIBRARY[backend])
     emb = small[0]
