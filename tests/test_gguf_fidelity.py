@@ -25,7 +25,8 @@ from finalfusion.compat._spmodel import LazySentencePieceTokenizer, SentencePiec
 from finalfusion.vocab import SentencePieceTokenizer, TokenizerVocab
 
 WORDS = random_words(200, seed=25)
-VOCAB_DIR = Path(os.environ.get("FINALFUSION_LLAMACPP_VOCAB", "/tmp/lcpp-vocab"))
+#: llama.cpp's vocabularies (opt-in: the gpt2 ones take minutes each through gguf-py's reader on a loaded machine).
+VOCAB_DIR = Path(os.environ.get("FINALFUSION_LLAMACPP_VOCAB", "/nonexistent"))
 
 
 def _types(sp: Any) -> list[int]:
