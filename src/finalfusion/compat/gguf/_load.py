@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mmap as _mmap
 import sys
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from finalfusion._source import Source, sized_or_stream
 from finalfusion._tokenizers import Tokenizer
 from finalfusion.compat._build import checked_norms
 from finalfusion.compat.gguf._ggml import decode_tensor, matrix_shape
-from finalfusion.compat.gguf._layout import FORMAT, GGUFFile, GGUFTensor
+from finalfusion.compat.gguf._layout import BOOL, FORMAT, NUMPY, TYPE_NAMES, GGUFFile, GGUFTensor
 from finalfusion.compat.gguf._reader import find_tensor, read_gguf, read_stream
 from finalfusion.compat.gguf._tokenizer import gguf_tokenizer
 from finalfusion.embeddings import Embeddings
@@ -22,7 +22,7 @@ from finalfusion.storage import NdArray
 from finalfusion.vocab import SimpleVocab, Vocab
 from finalfusion.vocab.tokenizer import TokenizerVocab
 
-__all__ = ["load_gguf"]
+__all__ = ["TOKENIZER_KEYS", "TOKENIZER_KV", "load_gguf", "tokenizer_keys"]
 
 
 def load_gguf(file: Source, *, tensor: str = "token_embd.weight", normalize: bool = True, mmap: bool = False) -> Embeddings:
@@ -55,7 +55,11 @@ def load_gguf(file: Source, *, tensor: str = "token_embd.weight", normalize: boo
         With a :class:`~finalfusion.vocab.TokenizerVocab` when the file
         describes a ``llama`` or ``gpt2`` tokenizer (or has
         ``tokenizer.huggingface.json``), else a ``SimpleVocab``; the
-        metadata's ``[gguf]`` table records where the table came from.
+        metadata's ``[gguf]`` table records where the table came from and,
+        in ``tokenizer_keys`` and ``tokenizer_kv``, the file's ``tokenizer.*``
+        keys that :func:`~finalfusion.compat.gguf.write_gguf` writes back.
+        A ``llama``/``t5`` tokenizer's ``ModelProto`` is serialised on first
+        need (an unknown word, a write, a pickle), not while loading.
 
     Raises
     ------
@@ -89,7 +93,7 @@ def load_gguf(file: Source, *, tensor: str = "token_embd.weight", normalize: boo
     tokens = head.kv.get("tokenizer.ggml.tokens")
     if tokens is None:
         raise FormatError("no vocabulary (tokenizer.ggml.tokens)", chunk=FORMAT, expected="tokenizer.ggml.tokens", found=sorted(head.kv)[:20])
-    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+    if not isinstance(tokens, list):  # the header parser accepts tokenizer.ggml.tokens only as an array of strings (KEY_TYPES)
         raise FormatError("tokenizer.ggml.tokens is not a list of strings", chunk=FORMAT, expected="an array of strings", found=type(tokens).__name__)
     if len(tokens) != rows:
         raise FormatError(
@@ -132,4 +136,60 @@ def _provenance(head: GGUFFile, info: GGUFTensor) -> dict[str, Any]:
         v = head.kv.get(key)
         if isinstance(v, (str, int)) and not isinstance(v, bool):
             out[name] = v
+    names = [k for k in head.kv if k.startswith("tokenizer.")]
+    if set(names) - {"tokenizer.ggml.model", "tokenizer.ggml.tokens"}:
+        out[TOKENIZER_KEYS] = names
+        carried = tokenizer_keys(head.kv)
+        if carried:
+            out[TOKENIZER_KV] = carried
+    return out
+
+
+#: The provenance entry that carries the source's other ``tokenizer.*`` keys to :func:`~finalfusion.compat.gguf.write_gguf`.
+TOKENIZER_KV: Final = "tokenizer_kv"
+#: The provenance entry naming all the source's ``tokenizer.*`` keys, in order (``write_gguf`` writes these and no others).
+TOKENIZER_KEYS: Final = "tokenizer_keys"
+#: ``tokenizer.*`` keys not carried: ``write_gguf`` writes them from the vocabulary and its tokenizer.
+REBUILT: Final = frozenset(
+    {
+        "tokenizer.ggml.model",
+        "tokenizer.ggml.tokens",
+        "tokenizer.ggml.scores",
+        "tokenizer.ggml.token_type",
+        "tokenizer.ggml.merges",
+        "tokenizer.ggml.precompiled_charsmap",
+        "tokenizer.huggingface.json",
+    }
+)
+#: Longest array carried (a longer one is left out: it would swell every ``.fifu`` written with the metadata).
+MAX_CARRIED_ITEMS: Final = 1 << 16
+_ELEMENT_TYPES: Final = {np.dtype(v).newbyteorder("="): TYPE_NAMES[k] for k, v in NUMPY.items() if k != BOOL} | {np.dtype(bool): "bool"}
+
+
+def tokenizer_keys(kv: dict[str, Any]) -> dict[str, Any]:
+    """The ``tokenizer.*`` keys of a GGUF header that the vocabulary does not rebuild, as TOML values.
+
+    Scalars, strings and lists of strings are kept as they are; a numeric
+    array as ``{"type": element type, "values": [...]}``. Nested arrays,
+    integers TOML cannot hold (beyond int64) and arrays longer than
+    :data:`MAX_CARRIED_ITEMS` are left out.
+
+    Examples
+    --------
+    >>> tokenizer_keys({"tokenizer.ggml.pre": "gemma", "tokenizer.ggml.tokens": ["a"], "general.name": "x",
+    ...                 "tokenizer.ggml.add_bos_token": True, "tokenizer.x": np.array([1, 2], dtype=np.int16)})
+    {'tokenizer.ggml.pre': 'gemma', 'tokenizer.ggml.add_bos_token': True, 'tokenizer.x': {'type': 'int16', 'values': [1, 2]}}
+    """
+    out: dict[str, Any] = {}
+    for key, value in kv.items():
+        if not key.startswith("tokenizer.") or key in REBUILT:
+            continue
+        if isinstance(value, (bool, float, str)) or (isinstance(value, int) and -(1 << 63) <= value < 1 << 63):
+            out[key] = value
+        elif isinstance(value, list) and len(value) <= MAX_CARRIED_ITEMS and all(isinstance(v, str) for v in value):
+            out[key] = list(value)
+        elif isinstance(value, np.ndarray) and value.ndim == 1 and len(value) <= MAX_CARRIED_ITEMS and value.dtype in _ELEMENT_TYPES:
+            values = value.tolist()
+            if value.dtype != np.uint64 or not values or max(values) < 1 << 63:
+                out[key] = {"type": _ELEMENT_TYPES[value.dtype], "values": values}
     return out

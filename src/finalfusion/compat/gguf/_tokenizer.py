@@ -9,7 +9,16 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._tokenizers import LLAMA3_REGEX, HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer
-from finalfusion.compat._spmodel import BPE_MODEL, CONTROL, NORMAL, UNIGRAM_MODEL, UNKNOWN, USER_DEFINED, SentencePieceModel
+from finalfusion.compat._spmodel import (
+    BPE_MODEL,
+    CONTROL,
+    NORMAL,
+    UNIGRAM_MODEL,
+    UNKNOWN,
+    USER_DEFINED,
+    LazySentencePieceTokenizer,
+    SentencePieceModel,
+)
 from finalfusion.compat.gguf._layout import ARRAY, BOOL, F32, FORMAT, I32, STRING, U8, U32
 from finalfusion.errors import FormatError
 from finalfusion.vocab import Vocab
@@ -84,10 +93,16 @@ def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray
     return json.dumps(doc, ensure_ascii=False)
 
 
+#: SentencePiece's special pieces -> llama.cpp's id keys (``tokenizer.ggml.<name>_token_id``; the short names first
+#: written by this library before it used llama.cpp's are read too).
+_SPECIAL_KEYS: Final[dict[str, tuple[str, ...]]] = {"unk": ("unknown", "unk"), "bos": ("bos",), "eos": ("eos",), "pad": ("padding", "pad")}
+
+
 def _special_ids(kv: dict[str, Any], types: npt.NDArray[Any] | None) -> dict[str, int]:
     out = {}
-    for name in ("unk", "bos", "eos", "pad"):
-        v = kv.get(f"tokenizer.ggml.{name}_token_id")
+    for name, keys in _SPECIAL_KEYS.items():
+        found = [kv[f"tokenizer.ggml.{k}_token_id"] for k in keys if f"tokenizer.ggml.{k}_token_id" in kv]
+        v = found[0] if found else None
         out[name] = v if isinstance(v, int) and not isinstance(v, bool) else -1
     if out["unk"] < 0 and types is not None:
         unknown = np.flatnonzero(types == UNKNOWN)
@@ -170,8 +185,8 @@ def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
     types = _typed_array(kv, "tokenizer.ggml.token_type", len(tokens))
     # Every tokenizer here is built from the file's content with from_bytes / from_json: a value inside a file is never opened as a path.
     if model in ("llama", "t5"):
-        proto = _sentencepiece_model(kv, tokens, types, BPE_MODEL if model == "llama" else UNIGRAM_MODEL).to_proto()
-        return Tokenizer.from_bytes(SentencePieceTokenizer.kind, proto)
+        # Checked now; serialised as a ModelProto on first need (most of the load's work for a large vocabulary).
+        return LazySentencePieceTokenizer(_sentencepiece_model(kv, tokens, types, BPE_MODEL if model == "llama" else UNIGRAM_MODEL))
     if model == "gpt2":
         merges = kv.get("tokenizer.ggml.merges", [])
         if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
@@ -188,7 +203,9 @@ def tokenizer_kv(vocab: Vocab) -> list[tuple[str, int, Any]]:
     words = list(vocab.words)
     tok = vocab.tokenizer if isinstance(vocab, TokenizerVocab) else None
     if isinstance(tok, SentencePieceTokenizer):
-        spm = SentencePieceModel.parse(tok.to_bytes())
+        # A GGUF vocabulary's tokenizer not serialised yet has its model at hand: no ModelProto is written and parsed back.
+        lazy = tok.model if isinstance(tok, LazySentencePieceTokenizer) else None
+        spm = lazy if lazy is not None else SentencePieceModel.parse(tok.to_bytes())
         if spm.pieces == words:
             unigram = spm.model_type == UNIGRAM_MODEL
             out: list[tuple[str, int, Any]] = [
@@ -202,7 +219,7 @@ def tokenizer_kv(vocab: Vocab) -> list[tuple[str, int, Any]]:
                 out.append(("tokenizer.ggml.remove_extra_whitespaces", BOOL, spm.remove_extra_whitespaces))
                 if spm.charsmap:
                     out.append(("tokenizer.ggml.precompiled_charsmap", ARRAY, (U8, np.frombuffer(spm.charsmap, dtype=np.uint8))))
-            out += [(f"tokenizer.ggml.{k}_token_id", U32, v) for k, v in spm.special.items() if 0 <= v < len(words)]
+            out += [(f"tokenizer.ggml.{_SPECIAL_KEYS[k][0]}_token_id", U32, v) for k, v in spm.special.items() if k in _SPECIAL_KEYS and 0 <= v < len(words)]
             return out
     if isinstance(tok, HuggingFaceTokenizer):
         text = _json_text(tok.to_bytes())

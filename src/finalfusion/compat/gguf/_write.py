@@ -10,7 +10,8 @@ import numpy as np
 from finalfusion._atomic import atomic_output
 from finalfusion.compat._rows import check_rows_writable, dense_matrix_with_norms
 from finalfusion.compat.gguf._ggml import rows_per_block
-from finalfusion.compat.gguf._layout import ARRAY, DEFAULT_ALIGNMENT, MAGIC, NUMPY, SCALARS, STRING, TYPE_ID, U32
+from finalfusion.compat.gguf._layout import ARRAY, BOOL, DEFAULT_ALIGNMENT, F32, I32, I64, MAGIC, NUMPY, SCALARS, STRING, TYPE_ID, TYPE_NAMES, U32, U64
+from finalfusion.compat.gguf._load import REBUILT, TOKENIZER_KEYS, TOKENIZER_KV
 from finalfusion.compat.gguf._tokenizer import tokenizer_kv
 from finalfusion.embeddings import Embeddings
 
@@ -80,6 +81,59 @@ def _numbers(key: str, etype: int, items: Any) -> bytes:
         raise ValueError(f"{key} cannot be written as a GGUF array of {dtype}: {exc}") from None
 
 
+def _with_carried(kvs: list[tuple[str, int, Any]], prov: dict[str, Any], n: int) -> list[tuple[str, int, Any]]:
+    """The tokenizer keys ``kvs`` made the source file's: its other ``tokenizer.*`` keys put back, only its keys, in its order.
+
+    Only when the vocabulary's tokenizer is the source's kind (the same
+    ``tokenizer.ggml.model``). A carried key (``prov["tokenizer_kv"]``)
+    replaces the one rebuilt from the tokenizer, keeping the source's value
+    and type; a rebuilt key the source did not have (``prov["tokenizer_keys"]``:
+    llama.cpp used its default) is left out, and so is a carried token id
+    outside the vocabulary.
+
+    Raises
+    ------
+    ValueError
+        For a carried entry that is not a GGUF value (metadata edited by hand or read from an untrusted ``.fifu``), naming the key.
+    """
+    carried, names = prov.get(TOKENIZER_KV, {}), prov.get(TOKENIZER_KEYS)
+    model = next((v for k, _, v in kvs if k == "tokenizer.ggml.model"), None)
+    if not isinstance(names, list) or not isinstance(carried, dict) or prov.get("tokenizer") != model:
+        return kvs
+    entries = {k: (k, t, v) for k, t, v in kvs}
+    for key, value in carried.items():
+        if not isinstance(key, str) or not key.startswith("tokenizer.") or key in REBUILT:
+            raise ValueError(f"metadata [gguf.{TOKENIZER_KV}] entry {key!r} is not a tokenizer key write_gguf carries over")
+        if key.endswith("_token_id") and not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < n):
+            entries.pop(key, None)  # a token id the vocabulary does not have
+            continue
+        entries[key] = (key, *_gguf_value(key, value))
+    keep = {"tokenizer.ggml.model", "tokenizer.ggml.tokens"}
+    ordered = [entries.pop(k) for k in dict.fromkeys(names) if isinstance(k, str) and k in entries]
+    return ordered + [e for k, e in entries.items() if k in keep]
+
+
+def _gguf_value(key: str, value: Any) -> tuple[int, Any]:
+    """The GGUF type and value of a carried TOML value (:func:`~finalfusion.compat.gguf._load.tokenizer_keys`)."""
+    if isinstance(value, bool):
+        return BOOL, value
+    if isinstance(value, int):
+        if 0 <= value < 1 << 32:
+            return U32, value
+        return (I32 if value >= -(1 << 31) else I64) if value < 0 else U64, value
+    if isinstance(value, float):
+        return F32, value
+    if isinstance(value, str):
+        return STRING, value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ARRAY, (STRING, value)
+    if isinstance(value, dict) and set(value) == {"type", "values"} and value["type"] in TYPE_NAMES and isinstance(value["values"], list):
+        etype = TYPE_NAMES.index(value["type"])
+        if etype in NUMPY:
+            return ARRAY, (etype, value["values"])
+    raise ValueError(f"metadata [gguf.{TOKENIZER_KV}] entry {key!r} is not a GGUF value: {str(value)[:80]}")
+
+
 def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnormalize: bool = True, fsync: bool = False) -> None:
     """Write embeddings as a GGUF v3 file (little-endian) readable by gguf-py and :func:`load_gguf`.
 
@@ -88,7 +142,13 @@ def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnorma
     a SentencePiece tokenizer as a ``llama`` vocabulary (scores, token
     types, special ids), a byte-level BPE ``tokenizer.json`` as ``gpt2``
     (merges), any Hugging Face tokenizer also as
-    ``tokenizer.huggingface.json``. A path is replaced atomically.
+    ``tokenizer.huggingface.json``. Embeddings loaded from a GGUF file (also
+    through a ``.fifu`` written from them) carry the source's other
+    ``tokenizer.*`` keys in their metadata (``[gguf.tokenizer_kv]``:
+    ``tokenizer.ggml.pre``, ``add_bos_token``, the special token ids, the
+    chat template, ...): they are written back with the source's values, so
+    llama.cpp tokenizes the written file as the original. A path is
+    replaced atomically.
 
     Parameters
     ----------
@@ -132,7 +192,7 @@ def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnorma
     if isinstance(name, str):
         kvs.append(("general.name", STRING, name))
     kvs.append(("general.alignment", U32, DEFAULT_ALIGNMENT))
-    kvs += tokenizer_kv(vocab)
+    kvs += _with_carried(tokenizer_kv(vocab), prov if isinstance(prov, dict) else {}, n)
     head = _Out()
     for key, vtype, value in kvs:
         head.kv(key, vtype, value)
