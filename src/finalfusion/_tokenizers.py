@@ -54,6 +54,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, Final, cast
 
 from finalfusion import limits
+from finalfusion._llamacpp_pre import LLAMA_CPP_REGEXES
 from finalfusion.errors import FinalfusionError, FormatError, LimitExceeded, MissingExtraError, import_extra
 
 __all__ = [
@@ -465,6 +466,8 @@ KNOWN_REGEXES: Final[frozenset[str]] = frozenset(
         r"\s+",
         r" {2,}",
         r".",
+        # llama.cpp's pre-tokenizers of gpt2 GGUF vocabularies (finalfusion._llamacpp_pre), each checked like the ones above
+        *LLAMA_CPP_REGEXES,
     }
 )
 

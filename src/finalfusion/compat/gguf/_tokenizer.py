@@ -8,34 +8,42 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._tokenizers import LLAMA3_REGEX, HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer
+from finalfusion._llamacpp_pre import IGNORE_MERGES, PRE_REGEXES, UNSUPPORTED
+from finalfusion._tokenizers import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer
 from finalfusion.compat._spmodel import (
     BPE_MODEL,
     CONTROL,
     NORMAL,
     UNIGRAM_MODEL,
     UNKNOWN,
+    UNUSED,
     USER_DEFINED,
     LazySentencePieceTokenizer,
     SentencePieceModel,
 )
+from finalfusion.compat.gguf._gemma4 import GEMMA4_PRE, gemma4_json
 from finalfusion.compat.gguf._layout import ARRAY, BOOL, F32, FORMAT, I32, STRING, U8, U32
+from finalfusion.compat.gguf._wordpiece import wordpiece_json
 from finalfusion.errors import FormatError
 from finalfusion.vocab import Vocab
 from finalfusion.vocab.tokenizer import TokenizerVocab
 
 __all__ = ["byte_level_bpe_json", "gguf_tokenizer", "tokenizer_kv"]
 
-#: Pre-tokenizer regexes of ``tokenizer.ggml.pre`` values (llama.cpp's llama-vocab.cpp); others use GPT-2's.
-_PRE_REGEX: Final[dict[str, str]] = {"llama-bpe": LLAMA3_REGEX}
-
 
 def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray[Any] | None, pre: str | None = None) -> str:
     """A ``tokenizer.json`` for a GGUF ``gpt2``-style vocabulary: byte-level BPE from tokens and merges.
 
     Control tokens become special added tokens, user-defined ones plain
-    added tokens. The pre-tokenizer is GPT-2's byte-level split, or the
-    regex llama.cpp uses for ``pre`` when it is one of :data:`_PRE_REGEX`.
+    added tokens. The pre-tokenizer is llama.cpp's for ``pre``
+    (:data:`finalfusion._llamacpp_pre.PRE_REGEXES`: its regexes, each a
+    ``Split`` isolating matches, then GPT-2's byte mapping), with
+    ``ignore_merges`` where llama.cpp sets it; ``None`` is GPT-2's byte-level split.
+
+    Raises
+    ------
+    FormatError
+        If ``pre`` is a value llama.cpp does not know, or one whose split ``tokenizers`` cannot reproduce.
 
     Examples
     --------
@@ -60,11 +68,11 @@ def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray
                 )
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     pre_tokenizer: dict[str, Any] = byte_level
-    if pre in _PRE_REGEX:
+    if pre is not None:
         pre_tokenizer = {
             "type": "Sequence",
             "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": _PRE_REGEX[pre]}, "behavior": "Isolated", "invert": False},
+                *({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False} for r in _pre_regexes(pre)),
                 dict(byte_level, use_regex=False),
             ],
         }
@@ -85,7 +93,7 @@ def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray
             "end_of_word_suffix": None,
             "fuse_unk": False,
             "byte_fallback": False,
-            "ignore_merges": False,
+            "ignore_merges": pre in IGNORE_MERGES,
             "vocab": {t: i for i, t in enumerate(tokens)},
             "merges": merges,
         },
@@ -96,6 +104,54 @@ def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray
 #: SentencePiece's special pieces -> llama.cpp's id keys (``tokenizer.ggml.<name>_token_id``; the short names first
 #: written by this library before it used llama.cpp's are read too).
 _SPECIAL_KEYS: Final[dict[str, tuple[str, ...]]] = {"unk": ("unknown", "unk"), "bos": ("bos",), "eos": ("eos",), "pad": ("padding", "pad")}
+
+
+def _pre_regexes(pre: str) -> tuple[str, ...]:
+    """The regexes llama.cpp splits a ``gpt2`` vocabulary's text with for ``tokenizer.ggml.pre = pre``."""
+    regexes = PRE_REGEXES.get(pre)
+    if regexes is not None:
+        return regexes
+    if pre in UNSUPPORTED:
+        raise FormatError(
+            f"tokenizer.ggml.pre {pre!r} is a pre-tokenizer the tokenizers library cannot reproduce: {UNSUPPORTED[pre]}",
+            chunk=FORMAT,
+            expected="a tokenizer.ggml.pre value of finalfusion._llamacpp_pre.PRE_REGEXES",
+            found=pre[:80],
+        )
+    raise FormatError(
+        "tokenizer.ggml.pre names a pre-tokenizer llama.cpp does not know (llama.cpp refuses the file: 'unknown pre-tokenizer type')",
+        chunk=FORMAT,
+        expected="a tokenizer.ggml.pre value of llama.cpp's llama-vocab.cpp (finalfusion._llamacpp_pre.PRE_REGEXES)",
+        found=pre[:80],
+    )
+
+
+def _one_unknown(kv: dict[str, Any], types: npt.NDArray[Any] | None) -> npt.NDArray[Any] | None:
+    """``types`` with exactly one UNKNOWN token, as sentencepiece requires ("unk is already defined"): the unknown token's.
+
+    Padded vocabularies (Phi-3: 53 ``[PADnnnnn]`` tokens typed UNKNOWN, ``<unk>``
+    typed CONTROL) are tokenized by llama.cpp all the same; the other UNKNOWN
+    tokens become UNUSED, which sentencepiece never emits either and a word
+    lookup drops alike. The unknown token is ``tokenizer.ggml.unknown_token_id``
+    (llama.cpp's default for ``llama`` and ``t5``: 0 and 2), else the first
+    UNKNOWN token.
+
+    Examples
+    --------
+    >>> _one_unknown({"tokenizer.ggml.unknown_token_id": 0}, np.array([CONTROL, NORMAL, UNKNOWN, UNKNOWN])).tolist()
+    [2, 1, 5, 5]
+    """
+    if types is None:
+        return None
+    unknown = types == UNKNOWN
+    unk = kv.get("tokenizer.ggml.unknown_token_id")
+    if not (isinstance(unk, int) and not isinstance(unk, bool) and 0 <= unk < len(types)):
+        unk = int(np.argmax(unknown)) if unknown.any() else -1
+    if unk < 0 or (int(unknown.sum()) == 1 and unknown[unk]):
+        return types
+    out = np.where(unknown, UNUSED, types).astype(types.dtype)
+    out[unk] = UNKNOWN
+    return out
 
 
 def _special_ids(kv: dict[str, Any], types: npt.NDArray[Any] | None) -> dict[str, int]:
@@ -186,13 +242,17 @@ def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
     # Every tokenizer here is built from the file's content with from_bytes / from_json: a value inside a file is never opened as a path.
     if model in ("llama", "t5"):
         # Checked now; serialised as a ModelProto on first need (most of the load's work for a large vocabulary).
-        return LazySentencePieceTokenizer(_sentencepiece_model(kv, tokens, types, BPE_MODEL if model == "llama" else UNIGRAM_MODEL))
+        return LazySentencePieceTokenizer(_sentencepiece_model(kv, tokens, _one_unknown(kv, types), BPE_MODEL if model == "llama" else UNIGRAM_MODEL))
+    pre = kv.get("tokenizer.ggml.pre")
+    if model == "gemma4" or (model == "gpt2" and pre in GEMMA4_PRE):
+        return HuggingFaceTokenizer.from_json(gemma4_json(kv, tokens, types))
+    if model == "bert":
+        return HuggingFaceTokenizer.from_json(wordpiece_json(kv, tokens, types))
     if model == "gpt2":
         merges = kv.get("tokenizer.ggml.merges", [])
         if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
             raise FormatError("tokenizer.ggml.merges is not a list of strings", chunk=FORMAT, expected="an array of strings", found=type(merges).__name__)
         _check_merges(merges, tokens)
-        pre = kv.get("tokenizer.ggml.pre")
         return HuggingFaceTokenizer.from_json(byte_level_bpe_json(tokens, merges, types, pre if isinstance(pre, str) else None))
     if isinstance(hf, str):
         return HuggingFaceTokenizer.from_json(hf)
@@ -270,9 +330,39 @@ def _gpt2_kv(text: str, words: list[str]) -> list[tuple[str, int, Any]]:
         i = added.get("id") if isinstance(added, dict) else None
         if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(words):
             token_types[i] = CONTROL if added.get("special") is True else USER_DEFINED
+    pre = _pre_of(doc, model)
     return [
         ("tokenizer.ggml.model", STRING, "gpt2"),
+        *([("tokenizer.ggml.pre", STRING, pre)] if pre is not None else []),
         ("tokenizer.ggml.tokens", ARRAY, (STRING, words)),
         ("tokenizer.ggml.token_type", ARRAY, (I32, token_types)),
         ("tokenizer.ggml.merges", ARRAY, (STRING, merges)),
     ]
+
+
+def _pre_of(doc: dict[str, Any], model: dict[str, Any]) -> str | None:
+    """The ``tokenizer.ggml.pre`` value whose pre-tokenizer :func:`byte_level_bpe_json` built ``doc`` with, if any.
+
+    So that a ``gpt2`` vocabulary read from a GGUF file is written back with
+    the pre-tokenizer llama.cpp and this library split its text with (without
+    the key both would use another split). Values with the same regexes and
+    ``ignore_merges`` tokenize alike; the first of :data:`PRE_REGEXES` is written.
+
+    Examples
+    --------
+    >>> doc = json.loads(byte_level_bpe_json(["a", "b", "ab"], ["a b"], None, "llama3"))
+    >>> _pre_of(doc, doc["model"]), _pre_of(json.loads(byte_level_bpe_json(["a"], [], None)), {})
+    ('llama3', None)
+    """
+    pre_tokenizer = doc.get("pre_tokenizer")
+    steps = pre_tokenizer.get("pretokenizers") if isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") == "Sequence" else None
+    if not isinstance(steps, list) or len(steps) < 2 or steps[-1] != {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}:
+        return None
+    regexes = []
+    for step in steps[:-1]:
+        pattern = step.get("pattern") if isinstance(step, dict) else None
+        if not isinstance(pattern, dict) or step != {"type": "Split", "pattern": pattern, "behavior": "Isolated", "invert": False}:
+            return None
+        regexes.append(pattern.get("Regex"))
+    ignore = model.get("ignore_merges") is True
+    return next((name for name, r in PRE_REGEXES.items() if list(r) == regexes and (name in IGNORE_MERGES) == ignore), None)
