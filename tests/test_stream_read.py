@@ -308,3 +308,33 @@ def test_stream_cut_inside_a_declared_length_is_truncated() -> None:
     data = seed()
     with pytest.raises(Truncated, match="declared chunk length runs past the end"):
         load_finalfusion(io.BufferedReader(Endless(data[:-5], b"")))
+
+
+def test_a_gzip_claim_past_the_expansion_limit_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fuzz campaign's findings (a 1.5 MB and a 1 MiB gzip whose chunk claimed ~2 GB): deflate's 1032:1 let the reader
+    decompress and hold 1.6 GB (40 s, or MemoryError under 1 GiB of address space) before the claim proved false. A claim past
+    limits.MAX_GZIP_EXPANSION times the compressed bytes is refused at the frame; a real file that compresses better loads
+    once the limit is raised."""
+    from finalfusion import limits
+
+    rows = 120_000  # 144 MB of zeros: about 1000:1, the one kind of real file past the limit
+    emb = Embeddings(NdArray(np.zeros((rows, 300), dtype=np.float32)), SimpleVocab([f"w{i}" for i in range(rows)]), norms=None)
+    plain = tmp_path / "zeros.fifu"
+    emb.write(plain)
+    packed = gzip.compress(plain.read_bytes(), compresslevel=6, mtime=0)
+    # the matrix chunk (144 MB) is past 100 x (its ~140 KB of deflate data + the reader's 1 MiB buffer allowance)
+    with pytest.raises(Truncated, match="MAX_GZIP_EXPANSION"):
+        load(packed)
+    monkeypatch.setattr(limits, "MAX_GZIP_EXPANSION", 1032)
+    back = load(packed)
+    assert back.storage.shape == (rows, 300)
+    assert not back.storage.matrix.any()
+    # The campaign's shape: a finalfusion chunk claiming 2 GB in a 1.5 MB gzip (deflate could hold 2.6 GB of it).
+    monkeypatch.setattr(limits, "MAX_GZIP_EXPANSION", 100)
+    data = seed()
+    at = read_chunks(data)[1][1][0]
+    claim = bytearray(data[: at + 12])
+    claim[at + 4 : at + 12] = (2_000_000_000).to_bytes(8, "little")
+    tail = np.random.default_rng(5).integers(0, 256, 1_500_000, dtype=np.uint8).tobytes()  # incompressible: 1.5 MB compressed
+    with pytest.raises(Truncated, match="MAX_GZIP_EXPANSION"):
+        load(gzip.compress(bytes(claim) + tail, mtime=0))

@@ -45,6 +45,7 @@ from typing import IO, Any, Final, NamedTuple, TypeVar, Union, cast
 
 import numpy as np
 
+from finalfusion import limits
 from finalfusion._binary import Buffer
 from finalfusion._progress import Progress, counting
 from finalfusion.errors import FormatError, Truncated
@@ -686,9 +687,11 @@ def size_bound(f: IO[bytes]) -> int | None:
 
     Exact for an input whose size is known (:func:`input_size`). For gzip
     over such an input, the decompressed size is unknown but bounded: deflate
-    expands a byte to at most :data:`DEFLATE_MAX_RATIO` bytes, so a stream
-    that claims more than its compressed rest can hold is refused at once
-    instead of being read until memory runs out.
+    expands a byte to at most :data:`DEFLATE_MAX_RATIO` bytes, and readers
+    expect at most :data:`finalfusion.limits.MAX_GZIP_EXPANSION` (100), so a
+    stream that claims more than that many times its compressed rest is
+    refused at once instead of being decompressed and held until the claim
+    proves false (or memory runs out).
 
     Examples
     --------
@@ -701,7 +704,7 @@ def size_bound(f: IO[bytes]) -> int | None:
     """
     if isinstance(cast(object, f), gzip.GzipFile):
         left = input_size(cast(IO[bytes], cast(gzip.GzipFile, f).fileobj))
-        return None if left is None else DEFLATE_MAX_RATIO * (left + _GZIP_BUFFERED)
+        return None if left is None else min(DEFLATE_MAX_RATIO, max(1, limits.MAX_GZIP_EXPANSION)) * (left + _GZIP_BUFFERED)
     return input_size(f)
 
 

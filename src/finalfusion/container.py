@@ -19,6 +19,7 @@ Inputs come from :mod:`finalfusion._source`, atomic writes from
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import warnings
@@ -274,7 +275,12 @@ def _check_claim(f: IO[bytes], raw_id: int, declared: int, held: int, at: int) -
             "declared chunk length runs past the end of the data",
             offset=at + 4,
             chunk=name,
-            expected=f"a length of at most {held + bound} bytes (what the rest of the input can hold)",
+            expected=f"a length of at most {held + bound} bytes (what the rest of the input can hold"
+            + (
+                ", at most finalfusion.limits.MAX_GZIP_EXPANSION times its compressed bytes: raise it for a file that compresses better)"
+                if isinstance(cast(object, f), gzip.GzipFile)
+                else ")"
+            ),
             found=f"a declared length of {declared} bytes",
         )
 

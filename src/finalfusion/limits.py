@@ -32,6 +32,7 @@ from __future__ import annotations
 __all__ = [
     "MAX_CACHE_BYTES",
     "MAX_DIMS",
+    "MAX_GZIP_EXPANSION",
     "MAX_HEADER_LINE_BYTES",
     "MAX_LINE_BYTES",
     "MAX_LOAD_NGRAMS_PER_BYTE",
@@ -148,6 +149,17 @@ MAX_TOKENIZE_BYTES: int = 1 << 18
 #: table) have hundreds of items; 2**16 leaves a hundredfold room and keeps
 #: parsing under ~0.25 s and ~10 MB (docs/reliability.md, "Resource bounds").
 MAX_METADATA_ITEMS: int = 1 << 16
+
+#: Most bytes a reader expects one byte of gzip-compressed input to expand to,
+#: when the compressed size is known (bytes, a path, a plain file). A length
+#: that a gzip input declares (a finalfusion chunk, a fastText or LightSeq
+#: field) past this many times the compressed bytes left is refused before
+#: anything is read for it: deflate can reach 1032:1 on a run of one byte, so a
+#: 1.5 MB file could make a reader decompress and hold 1.6 GB (40 s) before
+#: finding the claim false. Real embedding files compress 1.1:1 (vectors) to
+#: 10:1 (HDF5 with padding), text about 2-6:1; 100 leaves tenfold room. Raise
+#: it for a file that compresses better (a matrix of zeros: about 1000:1).
+MAX_GZIP_EXPANSION: int = 100
 
 #: Largest serialised tokenizer (a ``tokenizer.json``, a SentencePiece
 #: ``ModelProto``) inflated from the ``[tokenizer]`` table of a ``.fifu`` file.
