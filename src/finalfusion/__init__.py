@@ -16,7 +16,7 @@ from __future__ import annotations
 
 # First: in the finalfusion command's process (only), Ctrl-C during the imports below exits 130 quietly (issue 24).
 from finalfusion import _interrupt as _interrupt
-from finalfusion import compat, metadata, norms, quantize, similarity, storage, subword, vocab
+from finalfusion import ann, compat, metadata, norms, quantize, similarity, storage, subword, vocab
 from finalfusion import io as io  # finalfusion.io, as 0.7 code uses it (not in __all__: it would shadow the io module)
 from finalfusion._source import Source
 from finalfusion._threads import get_threads, set_threads
@@ -50,6 +50,7 @@ from finalfusion.errors import (
     LimitExceeded,
     MissingExtraError,
     NonFiniteError,
+    StaleIndexError,
     Truncated,
     UnknownChunk,
     UnsupportedVersion,
@@ -99,11 +100,13 @@ __all__ = [
     "SimilarityResults",
     "SimpleVocab",
     "Source",
+    "StaleIndexError",
     "Truncated",
     "TypeId",
     "UnknownChunk",
     "UnsupportedVersion",
     "__version__",
+    "ann",
     "compat",
     "evaluate_analogies",
     "get_threads",

@@ -86,7 +86,6 @@ class GensimQueriesMixin:
         @property
         def vectors(self) -> F32: ...
         def embedding(self, word: str, out: F32 | None = None, default: Any = None) -> Any: ...
-        def most_similar(self, positive: Any = None, negative: Any = None, topn: int | None = 10, restrict_vocab: int | None = None) -> Any: ...
         def get_vector(self, key: Any, norm: bool = False) -> F32: ...
         def get_index(self, key: Any, default: int | None = None) -> int: ...
         def get_mean_vector(
@@ -108,6 +107,59 @@ class GensimQueriesMixin:
         return v
 
     # -- similarities ----------------------------------------------------------------
+    def most_similar(self, positive: Any = None, negative: Any = None, topn: int | None = 10, restrict_vocab: int | None = None, indexer: Any = None) -> Any:
+        """gensim's ``KeyedVectors.most_similar`` for users coming from gensim.
+
+        The query is the weighted mean of the normalised embeddings of
+        ``positive`` (weight +1) and ``negative`` (weight -1) words (or
+        vectors, or ``(item, weight)`` pairs); input words are excluded.
+
+        Parameters
+        ----------
+        indexer
+            gensim's: with an ``int`` ``topn``, the answer is the indexer's
+            for the unit mean vector, as gensim returns it -- input words
+            included, ``restrict_vocab`` ignored. A gensim indexer
+            (``AnnoyIndexer`` ...) is asked with ``indexer.most_similar(mean,
+            topn)``; an index of :mod:`finalfusion.ann` proposes candidates
+            scored as the exact scan scores them. ``None`` (default): the
+            index of :meth:`~finalfusion.Embeddings.set_index`, if any, with
+            the exact answer's rules (input words excluded; with
+            ``restrict_vocab`` the exact scan); ``False``: the exact scan.
+
+        Returns
+        -------
+        list of (str, float), or numpy.ndarray
+            ``topn`` pairs best first, or with ``topn=None`` the cosine with
+            every (first ``restrict_vocab``) word.
+
+        Raises
+        ------
+        KeyError
+            If a word has no embedding.
+        ValueError
+            If there is no input.
+        StaleIndexError
+            (a ``ValueError``) If the index was built for other embeddings.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings
+        >>> from finalfusion.storage import NdArray
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> m = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float32)
+        >>> emb = Embeddings(NdArray(m), SimpleVocab(["man", "king", "woman", "queen"]))
+        >>> [(w, round(s, 3)) for w, s in emb.most_similar(positive=["king", "woman"], negative=["man"], topn=2)]
+        [('queen', 0.959)]
+        >>> class Exact:  # gensim's indexer interface: most_similar(vector, num_neighbors)
+        ...     def most_similar(self, vector, num_neighbors):
+        ...         return [(w, round(float(m[i] @ vector / np.linalg.norm(m[i])), 3)) for i, w in enumerate(emb.index_to_key)][:num_neighbors]
+        >>> emb.most_similar("man", topn=2, indexer=Exact())  # the indexer's answer, the input word included
+        [('man', 1.0), ('king', 0.707)]
+        """
+        return _queries.most_similar(self, positive, negative, topn, restrict_vocab, indexer)  # type: ignore[arg-type]
+
     def similarity(self, w1: str, w2: str) -> float:
         """gensim's ``similarity``: cosine similarity of two words.
 

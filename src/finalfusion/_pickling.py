@@ -4,8 +4,11 @@ Embeddings mapped from a path pickle as a reference to their file (a few
 hundred bytes) and are mapped again on unpickling, after checking that the
 file is the same (:mod:`finalfusion._fileref`); if their metadata changed
 since, or they were never mapped, they pickle by value. The query index is
-a cache of one object: never pickled or copied. ``copy.copy`` and
-``copy.deepcopy`` never touch the file.
+a cache of one object: never pickled or copied. The approximate-neighbour
+index of ``set_index`` is pickled with the embeddings, as its own type
+decides (a saved :class:`finalfusion.ann.AnnIndex`: a reference to its
+directory), and checked against the unpickled embeddings on their first
+query. ``copy.copy`` and ``copy.deepcopy`` never touch the file.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ class PicklingMixin:
     def __reduce_ex__(self, protocol: Any) -> Any:
         ref = self._by_reference()
         if ref is not None:
-            return (from_file_ref, (type(self), ref))
+            ann = self.__dict__.get("_ann")
+            return (from_file_ref, (type(self), ref)) if ann is None else (from_file_ref, (type(self), ref), {"_ann": ann})
         return super().__reduce_ex__(protocol)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -62,6 +66,7 @@ class PicklingMixin:
         # The query index is a cache of this object: never pickled or copied.
         state.pop("_query", None)
         state.pop("_query_lock", None)
+        state.pop("_ann_checked", None)  # which indexes were checked: per object, weak
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

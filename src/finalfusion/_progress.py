@@ -10,7 +10,8 @@ Every library function that does long work takes ``progress=``:
   otherwise.
 
 Stages: ``"read"`` (bytes of the input), ``"train"`` and ``"encode"``
-(quantization), ``"evaluate"`` (analogy questions), ``"select"`` (words).
+(quantization), ``"evaluate"`` (analogy questions), ``"select"`` (words),
+``"index"`` (word rows added to an approximate-neighbour index).
 tqdm is imported only when a bar is wanted.
 
 Examples
@@ -42,7 +43,7 @@ ProgressArg = Progress | bool | None
 
 #: Units of the stages whose bars are not plain counts.
 _UNITS = {"read": "B"}
-_DESCRIPTIONS = {"read": "reading", "train": "training", "encode": "encoding", "evaluate": "questions", "select": "words"}
+_DESCRIPTIONS = {"read": "reading", "train": "training", "encode": "encoding", "evaluate": "questions", "select": "words", "index": "indexing"}
 
 
 class TqdmBars:

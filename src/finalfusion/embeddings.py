@@ -387,7 +387,9 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         return _embeddings_html(self, None if (ref := self._by_reference()) is None else ref.path)
 
     # -- queries (finalfusion.similarity) --
-    def word_similarity(self, query: str, k: int = 10, *, skip: Iterable[str] | None = None, rerank: int | None = None) -> list[SimilarityResult] | None:
+    def word_similarity(
+        self, query: str, k: int = 10, *, skip: Iterable[str] | None = None, rerank: int | None = None, index: Any = None
+    ) -> list[SimilarityResult] | None:
         """The ``k`` nearest neighbours of a word by cosine similarity.
 
         The query is the word's embedding (an unknown word of a subword
@@ -406,8 +408,13 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
             Words never returned. Default: the query word itself; pass
             an empty set to allow it.
         rerank
-            Quantized storage only: re-score this many ADC candidates
-            exactly (float64, from reconstructed rows) before taking ``k``.
+            Quantized storage: re-score this many ADC candidates exactly
+            (float64, from reconstructed rows) before taking ``k``. With an
+            index: also ask it for ``max(k, rerank)`` candidates.
+        index
+            An approximate-neighbour index (:mod:`finalfusion.ann`) proposing
+            the candidates, scored as the exact scan scores them; default:
+            the one of :meth:`set_index`; ``False``: the exact scan.
 
         Returns
         -------
@@ -434,11 +441,13 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         [('b', 0.8), ('c', 0.0)]
         >>> emb.word_similarity("zz") is None
         True
+        >>> emb.word_similarity("a", k=1, index=False)  # the exact scan, even after set_index
+        [SimilarityResult(word='b', similarity=0.800000011920929)]
         """
-        return _queries.word_similarity(self, query, k, skip, rerank)
+        return _queries.word_similarity(self, query, k, skip, rerank, index)
 
     def embedding_similarity(
-        self, query: npt.ArrayLike, k: int = 10, skip: Iterable[str] | None = None, *, rerank: int | None = None
+        self, query: npt.ArrayLike, k: int = 10, skip: Iterable[str] | None = None, *, rerank: int | None = None, index: Any = None
     ) -> list[SimilarityResult]:
         """The ``k`` words most similar to a vector (normalised first, as in finalfusion-rust).
 
@@ -450,7 +459,7 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
             Number of neighbours (``>= 0``).
         skip
             Words never returned (default: none).
-        rerank
+        rerank, index
             As in :meth:`word_similarity`.
 
         Raises
@@ -466,10 +475,10 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         >>> from finalfusion.storage import NdArray
         >>> from finalfusion.vocab import SimpleVocab
         >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
-        >>> [(r.word, r.similarity) for r in emb.embedding_similarity([0.0, 5.0], k=1)]
+        >>> [(r.word, r.similarity) for r in emb.embedding_similarity([0.0, 5.0], k=1, index=False)]
         [('b', 1.0)]
         """
-        return _queries.embedding_similarity(self, query, k, skip, rerank)
+        return _queries.embedding_similarity(self, query, k, skip, rerank, index)
 
     def analogy(
         self,
@@ -481,6 +490,7 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         *,
         mask: Sequence[bool] = (True, True, True),
         rerank: int | None = None,
+        index: Any = None,
     ) -> list[SimilarityResult] | None:
         """``word1`` is to ``word2`` as ``word3`` is to ...?
 
@@ -498,7 +508,7 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         mask
             finalfusion-rust's ``analogy_masked``: which of the three query
             words are excluded when ``skip`` is ``None``.
-        rerank
+        rerank, index
             As in :meth:`word_similarity`.
 
         Returns
@@ -513,13 +523,16 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         >>> from finalfusion.vocab import SimpleVocab
         >>> m = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float32)
         >>> emb = Embeddings(NdArray(m), SimpleVocab(["man", "king", "woman", "queen"]))
-        >>> emb.analogy("man", "king", "woman")[0].word
+        >>> emb.analogy("man", "king", "woman", index=False)[0].word
         'queen'
         """
-        return _queries.analogy(self, (word1, word2, word3), k, skip, mask, rerank)
+        return _queries.analogy(self, (word1, word2, word3), k, skip, mask, rerank, index)
 
-    def word_similarity_batch(self, queries: Sequence[str], k: int = 10) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """Nearest neighbours of many words with matrix-matrix products.
+    def word_similarity_batch(self, queries: Sequence[str], k: int = 10, *, index: Any = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Nearest neighbours of many words with matrix-matrix products (``index=``: see :meth:`word_similarity`).
+
+        With an index, one search of the index for all queries, then each
+        query's candidates scored as :meth:`word_similarity` scores them.
 
         Returns
         -------
@@ -536,17 +549,17 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         >>> from finalfusion.vocab import SimpleVocab
         >>> m = np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32)
         >>> emb = Embeddings(NdArray(m), SimpleVocab(["a", "b", "c"]))
-        >>> idx, sims = emb.word_similarity_batch(["a", "c", "zz"], k=1)
+        >>> idx, sims = emb.word_similarity_batch(["a", "c", "zz"], k=1, index=False)
         >>> idx.tolist(), sims.astype(float).round(2).tolist()
         ([[1], [1], [-1]], [[0.8], [0.6], [nan]])
         """
         check_word_items(queries)
-        return _queries.word_similarity_batch(self, queries, k)
+        return _queries.word_similarity_batch(self, queries, k, index)
 
     def embedding_similarity_batch(
-        self, queries: npt.ArrayLike, k: int = 10, skip: Iterable[str] | None = None
+        self, queries: npt.ArrayLike, k: int = 10, skip: Iterable[str] | None = None, *, index: Any = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """Nearest neighbours of the rows of a ``(n, dims)`` matrix; see :meth:`word_similarity_batch`.
+        """Nearest neighbours of the rows of a ``(n, dims)`` matrix; see :meth:`word_similarity_batch` (``index=`` too).
 
         Examples
         --------
@@ -554,13 +567,13 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         >>> from finalfusion.storage import NdArray
         >>> from finalfusion.vocab import SimpleVocab
         >>> emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
-        >>> emb.embedding_similarity_batch([[1, 0], [0, 2]], k=2)[0].tolist()
+        >>> emb.embedding_similarity_batch([[1, 0], [0, 2]], k=2, index=False)[0].tolist()
         [[0, 1], [1, 0]]
         """
-        return _queries.embedding_similarity_batch(self, queries, k, skip)
+        return _queries.embedding_similarity_batch(self, queries, k, skip, index)
 
-    def analogy_batch(self, queries: Sequence[Sequence[str]], k: int = 1) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """Many analogy queries ``(word1, word2, word3)`` at once; see :meth:`analogy` and :meth:`word_similarity_batch`.
+    def analogy_batch(self, queries: Sequence[Sequence[str]], k: int = 1, *, index: Any = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Many analogy queries ``(word1, word2, word3)`` at once; see :meth:`analogy` and :meth:`word_similarity_batch` (``index=`` too).
 
         Examples
         --------
@@ -569,42 +582,10 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache):
         >>> from finalfusion.vocab import SimpleVocab
         >>> m = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float32)
         >>> emb = Embeddings(NdArray(m), SimpleVocab(["man", "king", "woman", "queen"]))
-        >>> emb.analogy_batch([("man", "king", "woman"), ("woman", "queen", "man")])[0].tolist()
+        >>> emb.analogy_batch([("man", "king", "woman"), ("woman", "queen", "man")], index=False)[0].tolist()
         [[3], [1]]
         """
-        return _queries.analogy_batch(self, queries, k)
-
-    def most_similar(self, positive: Any = None, negative: Any = None, topn: int | None = 10, restrict_vocab: int | None = None) -> Any:
-        """gensim's ``KeyedVectors.most_similar`` for users coming from gensim.
-
-        The query is the weighted mean of the normalised embeddings of
-        ``positive`` (weight +1) and ``negative`` (weight -1) words (or
-        vectors, or ``(item, weight)`` pairs); input words are excluded.
-
-        Returns
-        -------
-        list of (str, float), or numpy.ndarray
-            ``topn`` pairs best first, or with ``topn=None`` the cosine with
-            every (first ``restrict_vocab``) word.
-
-        Raises
-        ------
-        KeyError
-            If a word has no embedding.
-        ValueError
-            If there is no input.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion.storage import NdArray
-        >>> from finalfusion.vocab import SimpleVocab
-        >>> m = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 1]], dtype=np.float32)
-        >>> emb = Embeddings(NdArray(m), SimpleVocab(["man", "king", "woman", "queen"]))
-        >>> [(w, round(s, 3)) for w, s in emb.most_similar(positive=["king", "woman"], negative=["man"], topn=2)]
-        [('queen', 0.959)]
-        """
-        return _queries.most_similar(self, positive, negative, topn, restrict_vocab)
+        return _queries.analogy_batch(self, queries, k, index)
 
     def evaluate_analogies(
         self, questions: Any, *, case_insensitive: bool = False, restrict_vocab: int | None = None, progress: ProgressArg = None

@@ -6,6 +6,7 @@ absolute byte offset and the chunk in which it happened::
 
     FinalfusionError
     ├── FileChangedError
+    ├── StaleIndexError (also a ValueError)
     ├── LimitExceeded (also a ValueError)
     ├── NonFiniteError (also a ValueError)
     └── FormatError (also a ValueError)
@@ -35,6 +36,7 @@ __all__ = [
     "LimitExceeded",
     "MissingExtraError",
     "NonFiniteError",
+    "StaleIndexError",
     "Truncated",
     "UnknownChunk",
     "UnsupportedVersion",
@@ -230,6 +232,25 @@ class FileChangedError(FinalfusionError):
     ... except FileChangedError as err:
     ...     print("changed since the embeddings were pickled" in str(err), isinstance(err, FinalfusionError))
     True True
+    """
+
+
+class StaleIndexError(FinalfusionError, ValueError):
+    """An approximate-neighbour index was built for other embeddings (or its files changed).
+
+    Raised by :func:`finalfusion.ann.load_index` and
+    :meth:`finalfusion.ann.AnnIndex.check` when the words, the word rows or
+    the storage of the embeddings differ from those the index was built
+    over, and by unpickling an index whose saved files were replaced since.
+    Not a :class:`FormatError`: both the index and the embeddings may be
+    valid, just not for each other. A :class:`ValueError`, as a mismatched
+    argument is.
+
+    Examples
+    --------
+    >>> err = StaleIndexError("the index was built for other embeddings: different words")
+    >>> isinstance(err, FinalfusionError), isinstance(err, ValueError)
+    (True, True)
     """
 
 

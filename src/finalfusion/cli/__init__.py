@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 from finalfusion import _interrupt
 from finalfusion._tokenizers import is_rust_panic
-from finalfusion.cli import _completions, _convert, _inspect, _quantize, _query, _select
+from finalfusion.cli import _completions, _convert, _index, _inspect, _quantize, _query, _select
 from finalfusion.cli._common import CliError, one_line
 
 __all__ = ["build_parser", "execute", "main"]
@@ -64,7 +64,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (_convert, _quantize, _select, _query, _inspect, _completions):
+    for module in (_convert, _quantize, _select, _query, _index, _inspect, _completions):
         module.register(sub)
     return parser
 

@@ -84,6 +84,10 @@ class QueryIndex(ABC):
     def batch_dots(self, qm: F32, lo: int, hi: int) -> F32:
         """Dot products of the queries ``qm`` (Q, d) with the scored rows ``lo:hi``, as (Q, hi - lo)."""
 
+    @abstractmethod
+    def dots_at(self, q: F32, ids: I64) -> F32:
+        """Dot products of ``q`` with the scored rows ``ids``, bit for bit as :meth:`dots` of the single-query scan computes them."""
+
     def row_signs(self) -> npt.NDArray[np.float64] | None:
         """Signs every scored row is multiplied by, or ``None`` when all are positive."""
         return None
@@ -181,6 +185,22 @@ class QueryIndex(ABC):
             if exact is not None:
                 ids, mult = exact
                 s[ids - lo] = (self.scored_rows_at(ids).astype(np.float64) @ q.astype(np.float64)) * mult
+        return s
+
+    def scores_at(self, q: F32, ids: I64) -> F32:
+        """Cosines of unit ``q`` with the rows ``ids``: the values :meth:`scores` gives those rows in the single-query scan."""
+        s = self.dots_at(q, ids)
+        scale = self.scale
+        if scale is not None and len(ids):
+            with np.errstate(invalid="ignore", over="ignore"):
+                s *= scale[ids]
+            _, _, exact, mult = self._row_facts()
+            if len(exact):
+                pos = np.minimum(np.searchsorted(exact, ids), len(exact) - 1)
+                hit = np.flatnonzero(exact[pos] == ids)
+                if len(hit):
+                    rows = ids[hit]
+                    s[hit] = (self.scored_rows_at(rows).astype(np.float64) @ q.astype(np.float64)) * mult[pos[hit]]
         return s
 
     def batch_scores(self, qm: F32, lo: int, hi: int) -> F32:

@@ -45,3 +45,6 @@ class Queryable(Protocol):
 
     def _drop_query_index(self) -> None:
         """Forget the similarity index."""
+
+    def _ann_index(self, index: Any) -> Any:
+        """The approximate-neighbour index for ``index=`` (``None``: exact)."""

@@ -127,6 +127,13 @@ class QuantizedIndex(QueryIndex):
     def dots(self, q: F32, lo: int, hi: int) -> F32:
         return self.adc_scores(q, lo, hi)
 
+    def dots_at(self, q: F32, ids: I64) -> F32:
+        """ADC dot products with the rows ``ids``: the same table sums, in the same order, as :meth:`adc_scores`."""
+        out = np.zeros(len(ids), dtype=np.float32)
+        if len(ids):
+            _adc_accumulate(self.adc_table(q), pair_codes(self.quantized.quantized_embeddings[ids]), out)
+        return out
+
     def batch_dots(self, qm: F32, lo: int, hi: int) -> F32:
         if len(qm) >= ADC_BATCH_RECONSTRUCT:
             proj = self.quantized.quantizer.projection

@@ -1,0 +1,157 @@
+"""The backend registry: one small class per index library, behind one protocol.
+
+A backend builds an index from blocks of ``(row ids, unit rows)``,
+searches it by inner product, saves it to one file of its own format and
+loads (or memory-maps) it again. Each lives in its own module
+(``_hnswlib``, ``_faiss``, ``_usearch``, ``_voyager``) and registers
+itself with :func:`register_backend`; its library is imported only through
+:func:`finalfusion.errors.import_extra` (extra ``ann``) when an index is
+built or loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Protocol
+
+from finalfusion.similarity._topk import F32, I64
+
+__all__ = [
+    "DEFAULT_BACKEND",
+    "Backend",
+    "BackendIndex",
+    "Param",
+    "Rows",
+    "backend_class",
+    "backend_names",
+    "check_params",
+    "int_param",
+    "register_backend",
+]
+
+#: The backend :func:`finalfusion.ann.build_index` uses when none is named (change it here only).
+DEFAULT_BACKEND: Final = "hnswlib"
+
+
+class Rows(Protocol):
+    """What a build reads: the unit word rows (see :class:`finalfusion.ann._rows.RowSource`)."""
+
+    #: Row ids are ``0 .. n - 1`` (some may be left out).
+    n: int
+    dims: int
+
+    def blocks(self) -> Iterable[tuple[I64, F32]]:
+        """``(row ids, unit float32 rows)`` blocks, in row order."""
+
+    def sample(self, count: int, seed: int) -> F32:
+        """About ``count`` unit rows drawn at random (a training sample)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a backend: its default and its check (``None``: the check's own default, worked out from the rows)."""
+
+    default: Any
+    check: Callable[[str, str, Any], Any]
+    doc: str
+
+
+def int_param(default: int | None, low: int, high: int, doc: str) -> Param:
+    """An integer parameter in ``[low, high]`` (``None`` allowed when it is the default)."""
+
+    def check(backend: str, name: str, value: Any) -> Any:
+        if value is None and default is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{backend}: parameter {name} must be a whole number, not {value!r}")
+        if not low <= value <= high:
+            raise ValueError(f"{backend}: parameter {name} must be in [{low}, {high}], not {value}")
+        return value
+
+    return Param(default, check, doc)
+
+
+class BackendIndex(Protocol):
+    """A built or loaded index of one backend."""
+
+    #: Rows in the index.
+    count: int
+
+    def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
+        """Row ids (``-1`` padded) and inner products (``nan`` padded) of the ``k`` best rows per query; ``k <= count``."""
+
+    def save(self, path: str) -> None:
+        """Write the backend's own index file to ``path``."""
+
+    def to_bytes(self) -> bytes:
+        """The index as bytes (pickling by value)."""
+
+
+class Backend(Protocol):
+    """A backend class: its name, parameters, file and constructors."""
+
+    name: ClassVar[str]
+    module: ClassVar[str]
+    params: ClassVar[Mapping[str, Param]]
+    #: Whether :meth:`load` can memory-map the file (else it is read into memory).
+    can_mmap: ClassVar[bool]
+
+    @classmethod
+    def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:
+        """Checked ``params`` with the defaults that depend on the rows worked out (``ValueError`` naming backend and parameter)."""
+
+    @classmethod
+    def build(cls, rows: Rows, params: Mapping[str, Any], threads: int) -> BackendIndex:
+        """Build an index of ``rows`` with resolved ``params`` on ``threads`` threads."""
+
+    @classmethod
+    def load(cls, path: str, dims: int, params: Mapping[str, Any], mmap: bool) -> BackendIndex:
+        """Open the index file at ``path`` (memory-mapped when ``mmap`` and the backend can)."""
+
+    @classmethod
+    def from_bytes(cls, data: bytes, dims: int, params: Mapping[str, Any]) -> BackendIndex:
+        """The index :meth:`BackendIndex.to_bytes` wrote."""
+
+
+_BACKENDS: dict[str, type[Backend]] = {}
+
+
+def register_backend(cls: type[Backend]) -> type[Backend]:
+    """Register a backend class under its ``name`` (twice is an error)."""
+    if cls.name in _BACKENDS:
+        raise ValueError(f"ANN backend {cls.name!r} registered twice")
+    _BACKENDS[cls.name] = cls
+    return cls
+
+
+def backend_names() -> list[str]:
+    """The registered backends, sorted."""
+    return sorted(_BACKENDS)
+
+
+def backend_class(name: Any) -> type[Backend]:
+    """The backend called ``name``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the known ones).
+    """
+    if not isinstance(name, str) or name not in _BACKENDS:
+        raise ValueError(f"unknown ANN backend {name!r}: expected one of {', '.join(backend_names())}")
+    return _BACKENDS[name]
+
+
+def check_params(cls: Any, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` completed with the backend's defaults and checked.
+
+    Raises
+    ------
+    ValueError
+        Naming the backend and the parameter: an unknown name or a bad value.
+    """
+    unknown = sorted(set(params) - set(cls.params))
+    if unknown:
+        raise ValueError(f"{cls.name}: unknown parameter {unknown[0]!r}: expected one of {', '.join(sorted(cls.params))}")
+    return {name: p.check(cls.name, name, params.get(name, p.default)) for name, p in cls.params.items()}

@@ -1,0 +1,202 @@
+"""The faiss backends: ``faiss-hnsw`` (``IndexHNSWFlat``) and ``faiss-ivfpq`` (``IndexIVFPQ``), inner product.
+
+Both are wrapped so that faiss's ids are the row ids (``IndexIDMap`` for
+HNSW, ``add_with_ids`` for IVF-PQ). Both load memory-mapped:
+``IO_FLAG_MMAP_IFC`` maps the flat vectors of HNSW, ``IO_FLAG_MMAP`` the
+inverted lists of IVF-PQ. IVF-PQ trains its own coarse quantizer and
+product quantizer on a random sample of the unit rows (the embeddings' own
+product quantizer is not reused: it encodes raw rows, whose norms the
+cosine divides out, and faiss encodes residuals of the coarse centroids);
+its scores are the PQ estimates, not the exact cosines (``rerank=`` in the
+queries re-scores them). faiss's thread count is a process-wide setting:
+a build sets it for its duration and restores it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, Final
+
+import numpy as np
+
+from finalfusion.ann._backends import Param, Rows, check_params, int_param, register_backend
+from finalfusion.ann._hnswlib import hnsw_params
+from finalfusion.errors import import_extra
+from finalfusion.similarity._topk import F32, I64
+
+__all__ = ["FaissHNSWIndex", "FaissIVFPQIndex"]
+
+#: Rows sampled to train IVF-PQ when ``train_rows`` is not given.
+DEFAULT_TRAIN_ROWS: Final = 100_000
+
+
+def _lib() -> Any:
+    return import_extra("faiss", "a faiss approximate-neighbour index", extra="ann")
+
+
+@contextlib.contextmanager
+def _omp_threads(faiss: Any, threads: int) -> Iterator[None]:
+    old = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(threads)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(old)
+
+
+class _FaissBase:
+    """What both faiss backends share: the search call, saving, serialising."""
+
+    name: ClassVar[str]
+    module: ClassVar[str] = "faiss"
+    can_mmap: ClassVar[bool] = True
+
+    def __init__(self, index: Any, params: Mapping[str, Any]) -> None:
+        self._index = index
+        self.count = int(index.ntotal)
+        self._params = dict(params)
+
+    def _search_params(self, faiss: Any, k: int) -> Any:
+        raise NotImplementedError
+
+    def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
+        faiss = _lib()
+        scores, ids = self._index.search(queries, k, params=self._search_params(faiss, k))
+        scores = np.asarray(scores, dtype=np.float32)
+        ids = np.asarray(ids, dtype=np.int64)
+        scores[ids < 0] = np.nan
+        return ids, scores
+
+    def save(self, path: str) -> None:
+        _lib().write_index(self._index, path)
+
+    def to_bytes(self) -> bytes:
+        return bytes(_lib().serialize_index(self._index))
+
+    @classmethod
+    def _flags(cls, faiss: Any) -> int:
+        raise NotImplementedError
+
+    @classmethod
+    def load(cls, path: str, dims: int, params: Mapping[str, Any], mmap: bool) -> Any:
+        faiss = _lib()
+        index = faiss.read_index(path, cls._flags(faiss) if mmap else 0)
+        return cls._checked(index, dims, params)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, dims: int, params: Mapping[str, Any]) -> Any:
+        faiss = _lib()
+        return cls._checked(faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8)), dims, params)
+
+    @classmethod
+    def _checked(cls, index: Any, dims: int, params: Mapping[str, Any]) -> Any:
+        from finalfusion.errors import FormatError
+
+        faiss = _lib()
+        if index.d != dims or index.metric_type != faiss.METRIC_INNER_PRODUCT:
+            raise FormatError(
+                f"the {cls.name} index has another layout",
+                chunk="faiss index",
+                expected=f"{dims} dims, inner product",
+                found=f"{index.d} dims, metric {index.metric_type}",
+            )
+        return cls(index, params)
+
+
+@register_backend
+class FaissHNSWIndex(_FaissBase):
+    """``IndexIDMap(IndexHNSWFlat(d, M, METRIC_INNER_PRODUCT))``."""
+
+    name: ClassVar[str] = "faiss-hnsw"
+    params: ClassVar[Mapping[str, Param]] = hnsw_params()
+
+    @classmethod
+    def _flags(cls, faiss: Any) -> int:
+        return int(faiss.IO_FLAG_MMAP_IFC)
+
+    @classmethod
+    def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:
+        return check_params(cls, params)
+
+    @classmethod
+    def build(cls, rows: Rows, params: Mapping[str, Any], threads: int) -> FaissHNSWIndex:
+        faiss = _lib()
+        inner = faiss.IndexHNSWFlat(rows.dims, params["M"], faiss.METRIC_INNER_PRODUCT)
+        inner.hnsw.efConstruction = params["ef_construction"]
+        index = faiss.IndexIDMap(inner)
+        with _omp_threads(faiss, threads):
+            for ids, unit in rows.blocks():
+                index.add_with_ids(unit, ids)
+        return cls(index, params)
+
+    def _search_params(self, faiss: Any, k: int) -> Any:
+        return faiss.SearchParametersHNSW(efSearch=max(self._params["ef"], k))
+
+
+def _default_m(dims: int) -> int:
+    """Subquantizers of IVF-PQ by default: the divisor of ``dims`` nearest to ``dims / 4`` (75 bytes per 300-dim row)."""
+    return min((m for m in range(1, dims + 1) if dims % m == 0), key=lambda m: (abs(m - dims / 4), m))
+
+
+@register_backend
+class FaissIVFPQIndex(_FaissBase):
+    """``IndexIVFPQ(IndexFlatIP(d), d, nlist, m, nbits, METRIC_INNER_PRODUCT)``, trained on a sample of the rows."""
+
+    name: ClassVar[str] = "faiss-ivfpq"
+    params: ClassVar[Mapping[str, Param]] = {
+        "nlist": int_param(None, 1, 1 << 24, "coarse cells (default: 4 sqrt(rows), at most rows / 39)"),
+        "m": int_param(None, 1, 1 << 16, "subquantizers = code bytes per row at 8 bits; must divide dims (default: the divisor nearest dims / 4)"),
+        "nbits": int_param(8, 1, 16, "bits per subquantizer code"),
+        "nprobe": int_param(16, 1, 1 << 24, "cells searched per query: more is better recall and slower queries"),
+        "train_rows": int_param(None, 1, 1 << 40, f"rows sampled for training (default: all rows up to {DEFAULT_TRAIN_ROWS:,})"),
+        "seed": int_param(0, 0, (1 << 31) - 1, "random seed of the training sample"),
+    }
+
+    @classmethod
+    def _flags(cls, faiss: Any) -> int:
+        return int(faiss.IO_FLAG_MMAP)
+
+    @classmethod
+    def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:
+        """``params`` checked, with the defaults that depend on the rows worked out for ``n`` rows of ``dims``."""
+        out = check_params(cls, params)
+        count = n
+        if out["nlist"] is None:
+            out["nlist"] = max(1, min(round(4 * count**0.5), count // 39))
+        if out["m"] is None:
+            out["m"] = _default_m(dims)
+        if dims % out["m"]:
+            raise ValueError(f"{cls.name}: parameter m must divide the {dims} dimensions, not {out['m']}")
+        if out["train_rows"] is None:
+            out["train_rows"] = min(count, DEFAULT_TRAIN_ROWS)
+        need = max(out["nlist"], 1 << out["nbits"])
+        if min(out["train_rows"], count) < need:
+            raise ValueError(
+                f"{cls.name}: parameter train_rows: training needs at least {need} rows (nlist={out['nlist']}, 2**nbits={1 << out['nbits']}), "
+                f"and {min(out['train_rows'], count)} are available; lower nlist or nbits, or use an HNSW backend"
+            )
+        return out
+
+    @classmethod
+    def build(cls, rows: Rows, params: Mapping[str, Any], threads: int) -> FaissIVFPQIndex:
+        """Train on a random sample of ``train_rows`` unit rows, then add every row."""
+        faiss = _lib()
+        sample = rows.sample(params["train_rows"], params["seed"])
+        need = max(params["nlist"], 1 << params["nbits"])
+        if len(sample) < need:
+            raise ValueError(f"{cls.name}: parameter train_rows: training needs at least {need} usable rows, the sample has {len(sample)}")
+        coarse = faiss.IndexFlatIP(rows.dims)
+        index = faiss.IndexIVFPQ(coarse, rows.dims, params["nlist"], params["m"], params["nbits"], faiss.METRIC_INNER_PRODUCT)
+        index.own_fields = True
+        coarse.this.disown()
+        index.cp.seed = params["seed"]
+        index.pq.cp.seed = params["seed"]
+        with _omp_threads(faiss, threads):
+            index.train(np.ascontiguousarray(sample))
+            for ids, unit in rows.blocks():
+                index.add_with_ids(unit, ids)
+        return cls(index, params)
+
+    def _search_params(self, faiss: Any, k: int) -> Any:
+        return faiss.SearchParametersIVF(nprobe=self._params["nprobe"])

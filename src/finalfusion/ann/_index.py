@@ -1,0 +1,403 @@
+""":class:`AnnIndex`, the approximate-neighbour index of one embeddings' word rows, and :func:`build_index`."""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion._progress import ProgressArg, reporter
+from finalfusion._threads import threads_for
+from finalfusion.ann._backends import DEFAULT_BACKEND, BackendIndex, backend_class
+from finalfusion.ann._fingerprint import Fingerprint, SourceFile, fingerprint, source_file, words_digest
+from finalfusion.ann._persist import open_backend, read_header, save_index
+from finalfusion.ann._rows import RowSource
+from finalfusion.errors import StaleIndexError
+from finalfusion.similarity._protocol import Queryable
+from finalfusion.similarity._topk import F32, I64
+
+__all__ = ["AnnIndex", "build_index", "from_reference", "load_index"]
+
+#: What ``verify=`` accepts.
+VERIFY = ("full", "file")
+
+
+class AnnIndex:
+    """An approximate-nearest-neighbour index over the unit word rows of one :class:`~finalfusion.Embeddings`.
+
+    Built by :func:`finalfusion.ann.build_index` or opened by
+    :func:`finalfusion.ann.load_index`. Row ids are word ids (the order of
+    ``emb.vocab.words``); scores are inner products of unit rows, i.e.
+    cosine similarities (``faiss-ivfpq``: their product-quantized
+    estimates). Thread-safe for searches.
+
+    Attributes
+    ----------
+    backend : str
+        The backend's name (``"hnswlib"``, ``"faiss-hnsw"``, ...).
+    params : dict
+        Its parameters, defaults included.
+    n : int
+        Word rows of the embeddings it was built for (ids ``0 .. n - 1``).
+    dims : int
+        Dimensionality.
+    fingerprint : Fingerprint
+        What it was built over (see :meth:`check`).
+    path : str or None
+        Where it was saved to or loaded from (it then pickles by reference).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> from finalfusion.ann import build_index
+    >>> emb = Embeddings(NdArray(np.eye(3, dtype=np.float32)), SimpleVocab(["a", "b", "c"]))
+    >>> ix = build_index(emb, "hnswlib")
+    >>> ids, scores = ix.search(np.eye(3, dtype=np.float32)[:1], 1)
+    >>> ids.tolist(), scores.tolist()
+    ([[0]], [[1.0]])
+    """
+
+    def __init__(
+        self,
+        backend: str,
+        params: Mapping[str, Any],
+        impl: BackendIndex,
+        fingerprint: Fingerprint,
+        *,
+        source: SourceFile | None = None,
+        path: str | None = None,
+        mmap: bool = False,
+    ) -> None:
+        self.backend = backend
+        self.params = dict(params)
+        self.n = fingerprint.n
+        self.dims = fingerprint.dims
+        self.fingerprint = fingerprint
+        self.source = source
+        self.path = path
+        self.mmap = mmap
+        self._impl = impl
+        self._lock = threading.Lock()
+        self._checked: list[weakref.ref[Any]] = []
+
+    def __len__(self) -> int:
+        """Rows in the index (the word rows minus those left out: zero, NaN or infinite)."""
+        return self._impl.count
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        where = f", path={self.path!r}" if self.path is not None else ""
+        return f"AnnIndex(backend={self.backend!r}, {params}, n={self.n}, dims={self.dims}, indexed={len(self)}{where})"
+
+    def search(self, queries: npt.ArrayLike, k: int = 10, *, threads: int | None = None) -> tuple[I64, F32]:
+        """The ``k`` approximately nearest rows of each unit query row.
+
+        Parameters
+        ----------
+        queries
+            ``(Q, dims)`` float32 unit vectors (one vector of shape ``(dims,)`` is one query).
+        k
+            Neighbours per query.
+        threads
+            Threads of the backend's batch search (default: the library's setting).
+
+        Returns
+        -------
+        ids : numpy.ndarray
+            ``(Q, k)`` int64 word ids, best first; ``-1`` where fewer than ``k`` rows were found.
+        scores : numpy.ndarray
+            ``(Q, k)`` float32 inner products (cosines for unit queries); ``nan`` beside a ``-1``.
+
+        Raises
+        ------
+        ValueError
+            If ``k < 1``, or the queries do not have :attr:`dims` columns or are not finite.
+        """
+        given: object = k
+        if isinstance(given, bool) or not isinstance(given, int | np.integer) or given < 1:
+            raise ValueError(f"k must be a whole number >= 1, not {k!r}")
+        q = np.asarray(queries, dtype=np.float32)
+        if q.ndim == 1:
+            q = q[None, :]
+        if q.ndim != 2 or q.shape[1] != self.dims:
+            raise ValueError(f"queries must have shape (Q, {self.dims}), not {np.shape(queries)}")
+        if not np.isfinite(q).all():
+            raise ValueError("queries must be finite (a NaN or infinite component was found)")
+        q = np.ascontiguousarray(q)
+        k = int(k)
+        ids = np.full((len(q), k), -1, dtype=np.int64)
+        scores = np.full((len(q), k), np.nan, dtype=np.float32)
+        kk = min(k, len(self))
+        if len(q) and kk:
+            got_ids, got_scores = self._impl.search(q, kk, threads_for(threads))
+            ids[:, :kk] = got_ids
+            scores[:, :kk] = got_scores
+            scores[ids < 0] = np.nan
+            ids[np.isnan(scores)] = -1
+        return ids, scores
+
+    def check(self, emb: Queryable, *, verify: str = "full") -> None:
+        """Raise :class:`~finalfusion.errors.StaleIndexError` unless the index was built for ``emb``.
+
+        ``verify="full"`` (the default) compares a SHA-256 of the words and of
+        every byte of the word rows (about 0.4 s per GB of rows on two
+        cores; see :mod:`finalfusion.ann._fingerprint`); it is done once per
+        embeddings object and remembered (modify the storage in place
+        afterwards and the index is stale unnoticed: as for the query caches,
+        see :func:`finalfusion.similarity.clear_cache`). ``verify="file"`` is the
+        cheap, explicit opt-in: for embeddings memory-mapped from a file that
+        has the size, modification time and edge digest recorded when the
+        index was built, the words are compared and the rows are not hashed.
+
+        Raises
+        ------
+        StaleIndexError
+            Naming what differs: the number of words or dims, the words, the storage type, the rows.
+        ValueError
+            For another ``verify``.
+        """
+        if verify not in VERIFY:
+            raise ValueError(f"verify must be one of {', '.join(VERIFY)}, not {verify!r}")
+        with self._lock:
+            if any(r() is emb for r in self._checked):
+                return
+        self._compare(emb, verify)
+        with self._lock:
+            self._checked = [r for r in self._checked if r() is not None][-7:]
+            self._checked.append(weakref.ref(emb))
+
+    def _compare(self, emb: Queryable, verify: str) -> None:
+        words = emb.vocab.words
+        fp = self.fingerprint
+        shape = (len(words), emb.storage.shape[1])
+        if shape != (fp.n, fp.dims):
+            raise StaleIndexError(f"the index was built for other embeddings: {shape[0]} words x {shape[1]} dims instead of {fp.n} x {fp.dims}")
+        if verify == "file" and self.source is not None and source_file(emb) == self.source and words_digest(words) == fp.words:
+            return
+        problem = fp.difference(fingerprint(emb))
+        if problem is not None:
+            raise StaleIndexError(f"the index was built for other embeddings: {problem}")
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Save the index to the directory ``path`` atomically (see :func:`finalfusion.ann.load_index`).
+
+        Afterwards the index pickles as a reference to ``path``.
+
+        Raises
+        ------
+        FileExistsError
+            ``path`` is a file, or a directory that is not a saved index.
+        OSError
+            On any I/O error (nothing is left behind).
+        """
+        src = self.source
+        fields = {
+            "backend": self.backend,
+            "params": self.params,
+            "n": self.n,
+            "dims": self.dims,
+            "count": len(self),
+            "fingerprint": self.fingerprint.to_dict(),
+            "source": None if src is None else {"size": src.size, "mtime_ns": src.mtime_ns, "digest": src.digest},
+        }
+        self.path = save_index(self._impl, fields, path)
+
+    def __reduce__(self) -> tuple[Callable[..., AnnIndex], tuple[Any, ...]]:
+        if self.path is not None:
+            return (from_reference, (self.path, self.fingerprint.to_dict(), self.backend, self.params, self.mmap))
+        try:
+            data = self._impl.to_bytes()
+        except Exception as exc:
+            raise TypeError(f"this {self.backend} index cannot be pickled by value ({exc}); save it and pickle the loaded index (a reference)") from exc
+        return (_from_bytes, (self.backend, self.params, self.fingerprint.to_dict(), self.source, data))
+
+
+def _from_bytes(backend: str, params: dict[str, Any], fp: dict[str, Any], source: SourceFile | None, data: bytes) -> AnnIndex:
+    """Unpickle an index sent by value."""
+    cls = backend_class(backend)
+    fingerprint = Fingerprint(**fp)
+    return AnnIndex(backend, params, cls.from_bytes(data, fingerprint.dims, params), fingerprint, source=source)
+
+
+class _Counted:
+    """The row source, reporting ``("index", rows done, n)`` as blocks are handed out."""
+
+    def __init__(self, rows: RowSource, report: Callable[[str, int, Any], None] | None) -> None:
+        self._rows = rows
+        self._report = report
+        self.n = rows.n
+        self.dims = rows.dims
+
+    def blocks(self) -> Any:
+        report = self._report
+        done = 0
+        if report is not None:
+            report("index", 0, self.n)
+        for ids, unit in self._rows.blocks():
+            yield ids, unit
+            done = int(ids[-1]) + 1
+            if report is not None:
+                report("index", done, self.n)
+        if report is not None and done < self.n:
+            report("index", self.n, self.n)
+
+    def sample(self, count: int, seed: int) -> F32:
+        return self._rows.sample(count, seed)
+
+
+def build_index(emb: Queryable, backend: str | None = None, *, progress: ProgressArg = None, threads: int | None = None, **params: Any) -> AnnIndex:
+    """Build an approximate-nearest-neighbour index over the known words of ``emb``.
+
+    The index holds the unit-normalised word rows (``emb.vocab.words``
+    order; subword and bucket rows are never indexed) and searches them by
+    inner product, i.e. cosine similarity. Dense storage (memory-mapped
+    too) and quantized storage (reconstructed block by block) both work;
+    rows with NaN, infinity or norm zero are left out, so they are never
+    returned.
+
+    Parameters
+    ----------
+    emb
+        The embeddings.
+    backend
+        ``"hnswlib"`` (the default: :data:`finalfusion.ann.DEFAULT_BACKEND`),
+        ``"faiss-hnsw"``, ``"faiss-ivfpq"``, ``"usearch"`` or ``"voyager"``.
+    progress
+        ``True`` for a progress bar, or a callable ``progress(stage, done, total)``
+        (stage ``"index"``: word rows added).
+    threads
+        Threads of the build (default: the library's setting, :func:`finalfusion.set_threads`).
+    **params
+        The backend's parameters: HNSW backends ``M`` (16), ``ef_construction``
+        (100), ``ef`` (64, the search width); ``faiss-ivfpq`` ``nlist``, ``m``,
+        ``nbits`` (8), ``nprobe`` (16), ``train_rows``, ``seed`` (see docs/ann.md).
+
+    Returns
+    -------
+    AnnIndex
+
+    Raises
+    ------
+    ValueError
+        An unknown backend, or an unknown parameter or bad value (naming the backend and the parameter).
+    MissingExtraError
+        The backend's package is not installed (``pip install 'finalfusion-py[ann]'``).
+    TypeError
+        The storage is neither dense nor quantized.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> rows = np.random.default_rng(0).standard_normal((100, 8)).astype(np.float32)
+    >>> emb = Embeddings(NdArray(rows), SimpleVocab([f"w{i}" for i in range(100)]))
+    >>> ix = build_index(emb, "hnswlib", M=8)
+    >>> ix.search(emb["w7"] / np.linalg.norm(emb["w7"]), 1)[0].tolist()
+    [[7]]
+    """
+    name = DEFAULT_BACKEND if backend is None else backend
+    cls = backend_class(name)
+    rows = RowSource(emb)
+    resolved = cls.resolve(params, rows.n, rows.dims)
+    fp = fingerprint(emb, threads=threads)
+    with reporter(progress) as report:
+        impl = cls.build(_Counted(rows, report), resolved, threads_for(threads))
+    return AnnIndex(name, resolved, impl, fp, source=source_file(emb))
+
+
+def _opened(directory: str, header: dict[str, Any], mmap: bool) -> AnnIndex:
+    """The index in ``directory`` with its checked ``header``."""
+    cls = backend_class(header["backend"])
+    impl = open_backend(directory, header, mmap)
+    fp = header["fingerprint"]
+    return AnnIndex(header["backend"], header["params"], impl, fp, source=header["source"], path=directory, mmap=mmap and cls.can_mmap)
+
+
+class _NoIndex:
+    """A stand-in backend index while only the fingerprint is checked."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
+        raise NotImplementedError
+
+    def save(self, path: str) -> None:
+        raise NotImplementedError
+
+    def to_bytes(self) -> bytes:
+        raise NotImplementedError
+
+
+def load_index(path: str | os.PathLike[str], emb: Queryable, *, mmap: bool = True, verify: str = "full") -> AnnIndex:
+    """Open the index saved in the directory ``path`` for the embeddings ``emb``.
+
+    The header is checked first, then whether the index was built for
+    ``emb`` (see :meth:`AnnIndex.check`; ``verify="file"`` is the cheap
+    opt-in for memory-mapped embeddings), then the backend's file is opened:
+    memory-mapped where the backend can (``usearch``, ``faiss-hnsw``,
+    ``faiss-ivfpq``), read into memory where it cannot (``hnswlib``,
+    ``voyager``). The index pickles as a reference to ``path``.
+
+    Parameters
+    ----------
+    path
+        A directory written by :meth:`AnnIndex.save`.
+    emb
+        The embeddings the index is for.
+    mmap
+        Memory-map the backend's file where the backend allows it.
+    verify
+        ``"full"`` (hash the words and rows) or ``"file"`` (see :meth:`AnnIndex.check`).
+
+    Raises
+    ------
+    StaleIndexError
+        The index was built for other embeddings.
+    FormatError
+        The header or the backend's file is malformed (naming the format, expected, found and the field).
+    MissingExtraError
+        The backend's package is not installed.
+    OSError
+        ``path`` is not a directory with an index, or cannot be read.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> rows = np.random.default_rng(0).standard_normal((50, 4)).astype(np.float32)
+    >>> emb = Embeddings(NdArray(rows), SimpleVocab([f"w{i}" for i in range(50)]))
+    >>> path = os.path.join(tempfile.mkdtemp(), "emb.ann")
+    >>> build_index(emb, "hnswlib").save(path)
+    >>> load_index(path, emb)  # doctest: +ELLIPSIS
+    AnnIndex(backend='hnswlib', M=16, ef_construction=100, ef=64, n=50, dims=4, indexed=50, path=...)
+    """
+    directory = os.path.abspath(os.fspath(path))
+    header = read_header(directory)
+    probe = AnnIndex(header["backend"], header["params"], _NoIndex(header["count"]), header["fingerprint"], source=header["source"])
+    probe.check(emb, verify=verify)
+    ix = _opened(directory, header, mmap)
+    ix._checked = probe._checked
+    return ix
+
+
+def from_reference(path: str, fingerprint: dict[str, Any], backend: str, params: dict[str, Any], mmap: bool) -> AnnIndex:
+    """Unpickle an index sent by reference: open ``path`` again, refusing it if it is no longer the same index.
+
+    Raises
+    ------
+    StaleIndexError
+        The saved index was replaced by one for other embeddings, another backend or other parameters.
+    FormatError
+        Its files are malformed.
+    """
+    header = read_header(path)
+    if header["fingerprint"] != Fingerprint(**fingerprint) or header["backend"] != backend or header["params"] != params:
+        raise StaleIndexError(f"{path}: the saved index changed since it was pickled (other embeddings, backend or parameters)")
+    return _opened(path, header, mmap)

@@ -1,0 +1,277 @@
+"""Saving and loading indexes: a directory with the backend's own file and a small JSON header.
+
+Layout of a saved index ``OUT/``:
+
+==============  ==========================================================
+file            contents
+==============  ==========================================================
+``ann.json``    header: ``format`` ``"finalfusion-ann"``, ``version`` 1,
+                ``backend``, ``params``, ``n``, ``dims``, ``count`` (rows
+                indexed), ``fingerprint`` (of the embeddings: storage,
+                n, dims, words and rows digests), ``source`` (the mapped
+                embeddings file's size, mtime and edge digest, or null),
+                ``index_file`` (size and edge digest of the next file)
+``index.bin``   the backend's own index file (hnswlib, faiss, usearch or
+                voyager format)
+==============  ==========================================================
+
+The names are fixed: nothing in the header is ever used as a path. The
+header is untrusted input: every field is checked (type, range, the
+backend's parameter checks) and a bad one raises
+:class:`~finalfusion.errors.FormatError` naming the format, what was
+expected, what was found and the field. The backend's file is checked for
+its size and edge digest, then parsed by its library (whose own checks
+guard it: a file crafted against a native library is beyond what a header
+can catch -- load indexes you or your pipeline wrote).
+
+Saving is atomic: the new directory is written beside the target and
+swapped in with one ``renameat2(RENAME_EXCHANGE)`` (Linux), elsewhere with
+two renames; processes that memory-map the old files keep them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from finalfusion._atomic import atomic_output, temporary_name
+from finalfusion.ann._backends import BackendIndex, backend_class
+from finalfusion.ann._fingerprint import Fingerprint, SourceFile
+from finalfusion.errors import FormatError
+from finalfusion.limits import MAX_DIMS
+
+__all__ = ["FORMAT", "HEADER_NAME", "INDEX_NAME", "VERSION", "open_backend", "read_header", "save_index"]
+
+FORMAT: Final = "finalfusion-ann"
+VERSION: Final = 1
+HEADER_NAME: Final = "ann.json"
+INDEX_NAME: Final = "index.bin"
+#: Largest header accepted.
+MAX_HEADER_BYTES: Final = 1 << 16
+#: Bytes hashed at each end of the backend's file.
+_EDGE: Final = 1 << 16
+_HEX64: Final = frozenset("0123456789abcdef")
+
+
+def _edge_digest(path: str) -> tuple[int, str]:
+    """Size and BLAKE2b-128 of the first and last 64 KiB of ``path``."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f.read(min(size, _EDGE)))
+        if size > _EDGE:
+            f.seek(max(_EDGE, size - _EDGE))
+            h.update(f.read())
+    return size, h.hexdigest()
+
+
+# -- saving ----------------------------------------------------------------------------
+@functools.cache
+def _renameat2() -> Callable[..., int] | None:
+    if not hasattr(os, "O_DIRECTORY") or os.name != "posix":
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn: Callable[..., int] = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    return fn
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap the directories ``a`` and ``b`` in one step (Linux ``RENAME_EXCHANGE``); ``False`` where that is not available."""
+    fn = _renameat2()
+    if fn is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: the file system cannot
+        return False
+    raise OSError(err, os.strerror(err), b)
+
+
+def _is_index_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path) and os.path.isfile(os.path.join(path, HEADER_NAME))
+
+
+def save_index(impl: BackendIndex, fields: Mapping[str, Any], path: str | os.PathLike[str]) -> str:
+    """Write the index ``impl`` and the header ``fields`` (all but format, version and index_file) to the directory ``path`` atomically; its absolute path.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` exists and is not an index directory (a file, or a directory without ``ann.json``).
+    OSError
+        On any I/O error (nothing is left behind).
+    """
+    target = os.path.abspath(os.fspath(path))
+    if os.path.lexists(target) and not _is_index_dir(target):
+        raise FileExistsError(17, "exists and is not a saved index (a directory with ann.json); not replaced", target)
+    parent, base = os.path.split(target)
+    tmp = os.path.join(parent, temporary_name(parent, base))
+    os.mkdir(tmp)
+    try:
+        index_path = os.path.join(tmp, INDEX_NAME)
+        impl.save(index_path)
+        size, digest = _edge_digest(index_path)
+        header = {"format": FORMAT, "version": VERSION, **fields, "index_file": {"size": size, "digest": digest}}
+        with atomic_output(os.path.join(tmp, HEADER_NAME)) as f:
+            f.write((json.dumps(header, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+        if not os.path.lexists(target):
+            os.rename(tmp, target)
+        elif _exchange(tmp, target):
+            shutil.rmtree(tmp, ignore_errors=True)  # now the old index
+        else:
+            old = os.path.join(parent, temporary_name(parent, base))
+            os.rename(target, old)
+            os.rename(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+# -- the header, checked -----------------------------------------------------------------
+def _bad(message: str, where: str, expected: object, found: object) -> FormatError:
+    return FormatError(f"{message} (field {where})", chunk=f"{FORMAT} header", expected=expected, found=found)
+
+
+def _field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in obj:
+        raise _bad("missing field", where + key, f"a {_names(kind)}", "nothing")
+    value = obj[key]
+    if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
+        raise _bad("wrong type", where + key, f"a {_names(kind)}", repr(value)[:80])
+    return value
+
+
+def _names(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join({int: "whole number", str: "string", dict: "table", type(None): "null"}.get(k, k.__name__) for k in kinds)
+
+
+def _count(obj: Mapping[str, Any], key: str, where: str, low: int, high: int) -> int:
+    value: int = _field(obj, key, int, where)
+    if not low <= value <= high:
+        raise _bad("out of range", where + key, f"{low}..{high}", value)
+    return value
+
+
+def _hex(obj: Mapping[str, Any], key: str, where: str, length: int) -> str:
+    value: str = _field(obj, key, str, where)
+    if len(value) != length or not set(value) <= _HEX64:
+        raise _bad("not a digest", where + key, f"{length} lowercase hex digits", repr(value)[:80])
+    return value
+
+
+def read_header(directory: str) -> dict[str, Any]:
+    """The checked header of the index in ``directory``.
+
+    Raises
+    ------
+    FormatError
+        For a header that is not JSON, names another format or version, or has a missing or bad field.
+    OSError
+        If it cannot be read (``NotADirectoryError`` or ``FileNotFoundError`` for a path that is no index).
+    """
+    path = os.path.join(directory, HEADER_NAME)
+    with open(path, "rb") as f:
+        raw = f.read(MAX_HEADER_BYTES + 1)
+    if len(raw) > MAX_HEADER_BYTES:
+        raise FormatError("header too long", chunk=f"{FORMAT} header", expected=f"at most {MAX_HEADER_BYTES} bytes", found="more")
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise FormatError(f"not JSON: {exc}", chunk=f"{FORMAT} header", expected="a JSON object", found=repr(raw[:40])) from None
+    if not isinstance(header, dict):
+        raise _bad("not a table", "(top level)", "a JSON object", type(header).__name__)
+    fmt = _field(header, "format", str, "")
+    if fmt != FORMAT:
+        raise _bad("not a finalfusion ANN index", "format", FORMAT, repr(fmt)[:80])
+    version = _field(header, "version", int, "")
+    if version != VERSION:
+        raise _bad("unsupported version", "version", VERSION, version)
+    name = _field(header, "backend", str, "")
+    try:
+        cls = backend_class(name)
+    except ValueError as exc:
+        raise _bad(str(exc), "backend", "a known backend", repr(name)[:80]) from None
+    params = _field(header, "params", dict, "")
+    try:
+        checked = cls.resolve(params, 1 << 40, _count(header, "dims", "", 1, MAX_DIMS))
+    except ValueError as exc:
+        raise _bad(str(exc), "params", "valid parameters", repr(params)[:120]) from None
+    if any(checked[k] != v for k, v in params.items()) or set(checked) != set(params):
+        raise _bad("incomplete parameters", "params", sorted(cls.params), sorted(params))
+    n = _count(header, "n", "", 0, 1 << 40)
+    dims = _count(header, "dims", "", 1, MAX_DIMS)
+    count = _count(header, "count", "", 0, n)
+    fp = _field(header, "fingerprint", dict, "")
+    storage = _field(fp, "storage", str, "fingerprint.")
+    if storage not in ("NdArray", "QuantizedArray"):
+        raise _bad("unknown storage", "fingerprint.storage", "NdArray or QuantizedArray", repr(storage)[:80])
+    fingerprint = Fingerprint(
+        storage,
+        _count(fp, "n", "fingerprint.", n, n),
+        _count(fp, "dims", "fingerprint.", dims, dims),
+        _hex(fp, "words", "fingerprint.", 64),
+        _hex(fp, "rows", "fingerprint.", 64),
+    )
+    source = header.get("source")
+    src = None
+    if source is not None:
+        _field(header, "source", dict, "")
+        src = SourceFile(
+            _count(source, "size", "source.", 0, 1 << 62), _count(source, "mtime_ns", "source.", -(1 << 62), 1 << 62), _hex(source, "digest", "source.", 32)
+        )
+    index_file = _field(header, "index_file", dict, "")
+    return {
+        "backend": name,
+        "params": checked,
+        "n": n,
+        "dims": dims,
+        "count": count,
+        "fingerprint": fingerprint,
+        "source": src,
+        "index_size": _count(index_file, "size", "index_file.", 0, 1 << 62),
+        "index_digest": _hex(index_file, "digest", "index_file.", 32),
+    }
+
+
+def open_backend(directory: str, header: Mapping[str, Any], mmap: bool) -> BackendIndex:
+    """The backend's index in ``directory`` (checked against the ``header`` read from it).
+
+    Raises
+    ------
+    FormatError
+        The file differs from the one the header describes, or its library cannot read it.
+    """
+    index_path = os.path.join(directory, INDEX_NAME)
+    size, digest = _edge_digest(index_path)
+    if size != header["index_size"] or digest != header["index_digest"]:
+        raise FormatError(
+            f"{INDEX_NAME} is not the file the header describes",
+            chunk=FORMAT,
+            expected=f"{header['index_size']} bytes, edge digest {header['index_digest']}",
+            found=f"{size} bytes, edge digest {digest}",
+        )
+    cls = backend_class(header["backend"])
+    try:
+        impl = cls.load(index_path, header["dims"], header["params"], mmap)
+    except FormatError:
+        raise
+    except (RuntimeError, ValueError, OSError, MemoryError, TypeError) as exc:
+        raise FormatError(f"{header['backend']} cannot read {INDEX_NAME}: {exc}", chunk=FORMAT) from None
+    if impl.count != header["count"]:
+        raise FormatError(f"{INDEX_NAME} holds another number of rows", chunk=FORMAT, expected=header["count"], found=impl.count)
+    return impl

@@ -1,0 +1,92 @@
+"""The ``usearch`` backend: HNSW over float32 rows, metric ``ip``; its file can be memory-mapped (``view``).
+
+usearch's distance is ``1 - inner product``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from finalfusion.ann._backends import Param, Rows, check_params, register_backend
+from finalfusion.ann._hnswlib import hnsw_params
+from finalfusion.errors import FormatError, import_extra
+from finalfusion.similarity._topk import F32, I64
+
+__all__ = ["UsearchIndex"]
+
+
+def _lib() -> Any:
+    return import_extra("usearch.index", "a usearch approximate-neighbour index", extra="ann")
+
+
+@register_backend
+class UsearchIndex:
+    """A ``usearch.index.Index`` (``ip``, ``f32``) whose keys are the row ids."""
+
+    name: ClassVar[str] = "usearch"
+    module: ClassVar[str] = "usearch"
+    params: ClassVar[Mapping[str, Param]] = hnsw_params()
+    can_mmap: ClassVar[bool] = True
+
+    def __init__(self, index: Any, ef: int) -> None:
+        self._index = index
+        self.count = int(index.size)
+        index.expansion_search = ef
+        self._ef = ef
+
+    @classmethod
+    def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:
+        return check_params(cls, params)
+
+    @classmethod
+    def build(cls, rows: Rows, params: Mapping[str, Any], threads: int) -> UsearchIndex:
+        index = _lib().Index(
+            ndim=rows.dims, metric="ip", dtype="f32", connectivity=params["M"], expansion_add=params["ef_construction"], expansion_search=params["ef"]
+        )
+        for ids, unit in rows.blocks():
+            index.add(ids.astype(np.uint64), unit, threads=threads)
+        return cls(index, params["ef"])
+
+    @classmethod
+    def _restored(cls, source: Any, dims: int, params: Mapping[str, Any], view: bool) -> UsearchIndex:
+        lib = _lib()
+        index = lib.Index.restore(source, view=view)
+        if index is None:
+            raise FormatError("not a usearch index file", chunk="usearch index")
+        if index.ndim != dims or str(index.dtype).lower().rsplit(".", 1)[-1] != "f32" or "IP" not in str(index.metric):
+            raise FormatError(
+                "the usearch index has another layout",
+                chunk="usearch index",
+                expected=f"{dims} dims, f32, ip",
+                found=f"{index.ndim} dims, {index.dtype}, {index.metric}",
+            )
+        return cls(index, params["ef"])
+
+    @classmethod
+    def load(cls, path: str, dims: int, params: Mapping[str, Any], mmap: bool) -> UsearchIndex:
+        return cls._restored(path, dims, params, mmap)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, dims: int, params: Mapping[str, Any]) -> UsearchIndex:
+        return cls._restored(bytearray(data), dims, params, False)
+
+    def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
+        m = self._index.search(queries, k, threads=threads)  # usearch widens its search to k itself
+        keys = np.asarray(m.keys, dtype=np.int64).reshape(len(queries), k)
+        dist = np.asarray(m.distances, dtype=np.float32).reshape(len(queries), k)
+        counts = np.asarray(m.counts).reshape(len(queries))
+        missing = np.arange(k)[None, :] >= counts[:, None]
+        keys[missing] = -1
+        with np.errstate(invalid="ignore", over="ignore"):  # the slots past a query's count hold garbage
+            scores = 1.0 - dist
+        scores[missing] = np.nan
+        return keys, scores
+
+    def save(self, path: str) -> None:
+        self._index.save(path)
+
+    def to_bytes(self) -> bytes:
+        return bytes(self._index.save())

@@ -1,0 +1,88 @@
+"""The ``voyager`` backend (Spotify's HNSW): inner-product space, float32 storage.
+
+voyager reads its file into memory (it cannot memory-map); its distance is
+``1 - inner product``.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from finalfusion.ann._backends import Param, Rows, check_params, register_backend
+from finalfusion.ann._hnswlib import hnsw_params
+from finalfusion.errors import import_extra
+from finalfusion.similarity._topk import F32, I64
+
+__all__ = ["VoyagerIndex"]
+
+
+def _lib() -> Any:
+    return import_extra("voyager", "a voyager approximate-neighbour index", extra="ann")
+
+
+@register_backend
+class VoyagerIndex:
+    """A ``voyager.Index`` (``Space.InnerProduct``, ``Float32``) whose ids are the row ids."""
+
+    name: ClassVar[str] = "voyager"
+    module: ClassVar[str] = "voyager"
+    params: ClassVar[Mapping[str, Param]] = hnsw_params()
+    can_mmap: ClassVar[bool] = False
+
+    def __init__(self, index: Any, ef: int) -> None:
+        self._index = index
+        self.count = int(index.num_elements)
+        self._ef = ef
+
+    @classmethod
+    def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:
+        return check_params(cls, params)
+
+    @classmethod
+    def build(cls, rows: Rows, params: Mapping[str, Any], threads: int) -> VoyagerIndex:
+        lib = _lib()
+        index = lib.Index(
+            lib.Space.InnerProduct,
+            num_dimensions=rows.dims,
+            M=params["M"],
+            ef_construction=params["ef_construction"],
+            random_seed=1,
+            max_elements=max(1, rows.n),
+            storage_data_type=lib.StorageDataType.Float32,
+        )
+        for ids, unit in rows.blocks():
+            index.add_items(unit, ids.tolist(), num_threads=threads)
+        return cls(index, params["ef"])
+
+    @classmethod
+    def load(cls, path: str, dims: int, params: Mapping[str, Any], mmap: bool) -> VoyagerIndex:
+        lib = _lib()
+        return cls(lib.Index.load(path), params["ef"])
+
+    @classmethod
+    def from_bytes(cls, data: bytes, dims: int, params: Mapping[str, Any]) -> VoyagerIndex:
+        return cls(_lib().Index.load(io.BytesIO(data)), params["ef"])
+
+    def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
+        recall_error = _lib().RecallError
+        ef = max(self._ef, k)
+        while True:
+            try:
+                ids, dist = self._index.query(queries, k=k, num_threads=threads, query_ef=ef)
+                break
+            except recall_error:  # fewer than k found: search wider, at most every row
+                if ef >= self.count:
+                    raise
+                ef = min(self.count, 4 * ef)
+        return np.asarray(ids, dtype=np.int64).reshape(len(queries), k), (1.0 - np.asarray(dist, dtype=np.float32)).reshape(len(queries), k)
+
+    def save(self, path: str) -> None:
+        self._index.save(path)
+
+    def to_bytes(self) -> bytes:
+        data: bytes = self._index.as_bytes()
+        return data

@@ -1,0 +1,73 @@
+"""``finalfusion index build``: an approximate-neighbour index of embeddings (:mod:`finalfusion.ann`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from finalfusion.cli._common import CliError, bars, one_line, subparser
+from finalfusion.cli._convert import add_input_options, load_input
+
+__all__ = ["register"]
+
+
+def _param(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE``; VALUE read as a whole number where it is one (every backend parameter is)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    value = value.strip()
+    try:
+        return name.strip(), int(value)
+    except ValueError:
+        return name.strip(), value
+
+
+def register(subparsers: Any) -> None:
+    """Add ``index`` (with ``index build``)."""
+    from finalfusion.ann import DEFAULT_BACKEND, backend_names
+
+    p = subparser(
+        subparsers,
+        "index",
+        "build approximate-nearest-neighbour indexes",
+        """
+        finalfusion index build vectors.fifu vectors.ann
+        finalfusion similar --index vectors.ann vectors.fifu berlin""",
+    )
+    sub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
+    b = subparser(
+        sub,
+        "build",
+        "build an approximate-nearest-neighbour index of the known words",
+        """
+        finalfusion index build --backend hnswlib --param M=32 --param ef=128 vectors.fifu vectors.ann""",
+        "parameters (--param NAME=VALUE, see docs/ann.md):\n"
+        "  hnswlib, faiss-hnsw, usearch, voyager: M (16), ef_construction (100), ef (64)\n"
+        "  faiss-ivfpq: nlist, m, nbits (8), nprobe (16), train_rows, seed (0)",
+    )
+    b.add_argument("input", metavar="EMB", help="embeddings (any format)")
+    b.add_argument("output", metavar="OUT", help="index directory to write (atomically replaced)")
+    b.add_argument("--backend", choices=backend_names(), default=DEFAULT_BACKEND, help=f"index library (default: {DEFAULT_BACKEND})")
+    b.add_argument("--param", type=_param, action="append", default=[], metavar="NAME=VALUE", help="a backend parameter (repeatable)")
+    add_input_options(b)
+    b.add_argument("--quiet", action="store_true", help="no progress bars")
+    b.set_defaults(func=run_build)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """Build the index of ``args.input`` with ``args.backend`` and save it to ``args.output``."""
+    from finalfusion.ann import build_index
+
+    params = dict(args.param)
+    with bars(args) as progress:
+        emb = load_input(args, args.input, progress)
+        try:
+            ix = build_index(emb, args.backend, progress=progress, **params)
+        except (ValueError, TypeError) as exc:
+            raise CliError(f"{args.input}: cannot build the index: {one_line(exc)}") from None
+    try:
+        ix.save(args.output)
+    except OSError as exc:
+        raise CliError(f"{args.output}: cannot write the index: {one_line(exc)}") from None
+    return 0

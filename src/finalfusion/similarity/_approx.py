@@ -1,0 +1,144 @@
+"""Queries through an approximate-nearest-neighbour index (``index=``): candidates from the index, scores from the scan.
+
+An index (:mod:`finalfusion.ann`, or any object with the same ``search`` /
+``check`` methods) only proposes candidate rows. Each query asks it for
+``max(k, rerank)`` candidates plus one for every row the query may not
+return (its skipped words and the rows the exact scan never returns, those
+with NaN or infinity), drops those rows, and scores the rest with
+:meth:`QueryIndex.scores_at`: the very values the exact single-query scan
+computes for them. The top ``k`` is then selected as the scan selects it
+(:mod:`finalfusion.similarity._topk`: descending score, ties in word
+order), so an answer differs from the exact one only in the neighbours the
+index missed. On quantized storage, ``rerank`` re-scores as the scan does:
+the best ``max(k, rerank)`` candidates by ADC are scored again in float64
+from their reconstructed rows.
+
+A zero query (every row scores 0, the answer is the first words in word
+order) and queries restricted to the first rows (gensim's
+``restrict_vocab``) are answered by the exact scan.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from finalfusion.similarity._base import QueryIndex
+from finalfusion.similarity._topk import F32, I64, NEG_INF, top_k
+
+__all__ = ["AnnSearch", "approx_search", "approx_search_batch", "as_ann", "is_ann"]
+
+
+@runtime_checkable
+class AnnSearch(Protocol):
+    """What a query needs of an index (:class:`finalfusion.ann.AnnIndex` has it)."""
+
+    def search(self, queries: Any, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Row ids ``(Q, k)`` (padded with ``-1``) and scores of the approximate neighbours of unit query rows."""
+        ...
+
+    def check(self, emb: Any) -> None:
+        """Raise :class:`~finalfusion.errors.StaleIndexError` unless the index was built for ``emb``."""
+        ...
+
+
+def is_ann(obj: object) -> bool:
+    """Whether ``obj`` is an index these queries can use (``search`` and ``check`` methods).
+
+    Examples
+    --------
+    >>> is_ann(object())
+    False
+    """
+    return callable(getattr(obj, "search", None)) and callable(getattr(obj, "check", None))
+
+
+def as_ann(obj: object) -> AnnSearch:
+    """``obj`` as an index, or ``TypeError`` naming what is expected.
+
+    Examples
+    --------
+    >>> as_ann("hnsw")
+    Traceback (most recent call last):
+    ...
+    TypeError: index= takes an index from finalfusion.ann.build_index or load_index (or None, or False), not str
+    """
+    if not is_ann(obj):
+        raise TypeError(f"index= takes an index from finalfusion.ann.build_index or load_index (or None, or False), not {type(obj).__name__}")
+    return obj  # type: ignore[return-value]
+
+
+def _candidates(index: QueryIndex, found: npt.NDArray[np.int64], exclude: I64) -> I64:
+    """The proposed row ids that the query may return (valid, not excluded, not a bad row)."""
+    ids = found[(found >= 0) & (found < index.n)].astype(np.int64, copy=False)
+    ids = np.unique(ids)  # a backend may repeat a row; the order is restored by the selection
+    drop = np.concatenate([exclude, index.bad])
+    return ids[~np.isin(ids, drop)] if len(drop) else ids
+
+
+def _select(index: QueryIndex, q: F32, ids: I64, k: int, rerank: int | None) -> tuple[F32, I64]:
+    """The top ``k`` of the candidates ``ids`` as the exact scan ranks them (``rerank`` on quantized storage: float64 re-scoring)."""
+    want = k if rerank is None or not index.approximate else max(k, rerank)
+    best_s, best_i = top_k(index.scores_at(q, ids), ids, want, index)
+    if want != k and len(best_i):
+        exact = index.exact_scores(q, best_i).astype(np.float32)
+        best_s, best_i = top_k(exact, best_i, k, index)
+    return best_s, best_i
+
+
+def _pool(index: QueryIndex, k: int, rerank: int | None, skipped: int) -> int:
+    """Candidates to ask for: ``max(k, rerank)`` plus one per row a query may not return."""
+    want = k if rerank is None else max(k, rerank)
+    return min(index.n, want + skipped + len(index.bad))
+
+
+def approx_search(index: QueryIndex, ann: AnnSearch, q: F32, k: int, exclude: I64, rerank: int | None = None) -> tuple[F32, I64] | None:
+    """Top ``k`` rows for one unit query from the candidates of ``ann``; ``None`` when the exact scan must answer (zero query)."""
+    if k == 0 or index.n == 0:
+        return np.zeros(0, np.float32), np.zeros(0, np.int64)
+    if not q.any():
+        return None
+    exclude = np.unique(exclude)
+    found, _ = ann.search(q[None, :], _pool(index, k, rerank, len(exclude)))
+    return _select(index, q, _candidates(index, np.asarray(found)[0], exclude), k, rerank)
+
+
+def approx_search_batch(
+    index: QueryIndex,
+    ann: AnnSearch,
+    qm: F32,
+    k: int,
+    exclude: tuple[I64, I64],
+    rerank: int | None = None,
+    active: npt.NDArray[np.bool_] | None = None,
+) -> tuple[F32, I64, npt.NDArray[np.bool_]]:
+    """Top ``k`` rows of every unit query row of ``qm``, like :func:`~finalfusion.similarity._scan.search_batch`.
+
+    Returns ``(scores, ids, answered)`` of shape ``(Q, min(k, n))`` padded
+    with ``-inf`` / ``-1``; ``answered`` is ``False`` for the zero queries,
+    which the caller answers with the exact scan. Rows not ``active`` are
+    left as padding (and count as answered).
+    """
+    nq = len(qm)
+    width = min(k, index.n)
+    best_s = np.full((nq, width), NEG_INF, dtype=np.float32)
+    best_i = np.full((nq, width), -1, dtype=np.int64)
+    wanted = np.ones(nq, dtype=bool) if active is None else np.asarray(active, dtype=bool)
+    nonzero = qm.any(axis=1)
+    answered = ~wanted | nonzero | (width == 0)
+    rows = np.flatnonzero(wanted & nonzero)
+    if width == 0 or not len(rows):
+        return best_s, best_i, answered
+    order = np.argsort(exclude[0], kind="stable")
+    ex_q, ex_r = exclude[0][order], exclude[1][order]
+    bounds = np.searchsorted(ex_q, np.arange(nq + 1))
+    most = int(np.diff(bounds).max()) if nq else 0
+    found, _ = ann.search(np.ascontiguousarray(qm[rows]), _pool(index, k, rerank, most))
+    found = np.asarray(found)
+    for j, r in enumerate(rows.tolist()):
+        ex = np.unique(ex_r[bounds[r] : bounds[r + 1]])
+        s, i = _select(index, qm[r], _candidates(index, found[j], ex), width, rerank)
+        best_s[r, : len(s)], best_i[r, : len(i)] = s, i
+    return best_s, best_i, answered
