@@ -25,7 +25,7 @@ Examples
 >>> from finalfusion.ann import build_index
 >>> rows = np.random.default_rng(0).standard_normal((200, 16)).astype(np.float32)
 >>> emb = Embeddings(NdArray(rows), SimpleVocab([f"w{i}" for i in range(200)]))
->>> ix = build_index(emb)  # hnswlib, M=16, ef_construction=100, ef=64
+>>> ix = build_index(emb)  # DEFAULT_BACKEND (hnswlib) with DEFAULT_M, DEFAULT_EF_CONSTRUCTION, DEFAULT_EF
 >>> q = emb["w7"] / np.linalg.norm(emb["w7"])
 >>> ids, scores = ix.search(q, k=3)
 >>> int(ids[0, 0]), round(float(scores[0, 0]), 4)
@@ -35,10 +35,10 @@ Examples
 from __future__ import annotations
 
 from finalfusion.ann import _faiss, _hnswlib, _usearch, _voyager  # register the backends
-from finalfusion.ann._backends import DEFAULT_BACKEND, backend_names
+from finalfusion.ann._backends import DEFAULT_BACKEND, DEFAULT_EF, DEFAULT_EF_CONSTRUCTION, DEFAULT_M, backend_names
 from finalfusion.ann._fingerprint import Fingerprint
 from finalfusion.ann._index import AnnIndex, build_index, load_index
 
-__all__ = ["DEFAULT_BACKEND", "AnnIndex", "Fingerprint", "backend_names", "build_index", "load_index"]
+__all__ = ["DEFAULT_BACKEND", "DEFAULT_EF", "DEFAULT_EF_CONSTRUCTION", "DEFAULT_M", "AnnIndex", "Fingerprint", "backend_names", "build_index", "load_index"]
 
 del _faiss, _hnswlib, _usearch, _voyager

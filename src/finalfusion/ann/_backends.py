@@ -16,15 +16,20 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Protocol
 
 from finalfusion.similarity._topk import F32, I64
+from finalfusion.storage.quantized import QuantizedArray
 
 __all__ = [
     "DEFAULT_BACKEND",
+    "DEFAULT_EF",
+    "DEFAULT_EF_CONSTRUCTION",
+    "DEFAULT_M",
     "Backend",
     "BackendIndex",
     "Param",
     "Rows",
     "backend_class",
     "backend_names",
+    "bool_param",
     "check_params",
     "int_param",
     "register_backend",
@@ -32,6 +37,10 @@ __all__ = [
 
 #: The backend :func:`finalfusion.ann.build_index` uses when none is named (change it here only).
 DEFAULT_BACKEND: Final = "hnswlib"
+#: The HNSW backends' defaults (hnswlib, faiss-hnsw, usearch, voyager): links per row, build width, search width.
+DEFAULT_M: Final = 16
+DEFAULT_EF_CONSTRUCTION: Final = 100
+DEFAULT_EF: Final = 64
 
 
 class Rows(Protocol):
@@ -40,6 +49,8 @@ class Rows(Protocol):
     #: Row ids are ``0 .. n - 1`` (some may be left out).
     n: int
     dims: int
+    #: The quantized storage the rows are reconstructed from, or ``None`` for dense storage.
+    quantized: QuantizedArray | None
 
     def blocks(self) -> Iterable[tuple[I64, F32]]:
         """``(row ids, unit float32 rows)`` blocks, in row order."""
@@ -55,6 +66,17 @@ class Param:
     default: Any
     check: Callable[[str, str, Any], Any]
     doc: str
+
+
+def bool_param(default: bool, doc: str) -> Param:
+    """A yes/no parameter (``True``/``False``, or ``1``/``0`` as the command line gives it)."""
+
+    def check(backend: str, name: str, value: Any) -> Any:
+        if value in (0, 1) and type(value) in (bool, int):
+            return bool(value)
+        raise ValueError(f"{backend}: parameter {name} must be true or false (1 or 0), not {value!r}")
+
+    return Param(default, check, doc)
 
 
 def int_param(default: int | None, low: int, high: int, doc: str) -> Param:

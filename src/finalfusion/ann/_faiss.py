@@ -4,11 +4,11 @@ Both are wrapped so that faiss's ids are the row ids (``IndexIDMap`` for
 HNSW, ``add_with_ids`` for IVF-PQ). Both load memory-mapped:
 ``IO_FLAG_MMAP_IFC`` maps the flat vectors of HNSW, ``IO_FLAG_MMAP`` the
 inverted lists of IVF-PQ. IVF-PQ trains its own coarse quantizer and
-product quantizer on a random sample of the unit rows (the embeddings' own
-product quantizer is not reused: it encodes raw rows, whose norms the
-cosine divides out, and faiss encodes residuals of the coarse centroids);
-its scores are the PQ estimates, not the exact cosines (``rerank=`` in the
-queries re-scores them). faiss's thread count is a process-wide setting:
+product quantizer on a random sample of the unit rows, or with
+``reuse_pq=True`` (quantized storage, 8-bit codes) takes the embeddings' own
+quantizer and codes and trains only the coarse cells (see
+:meth:`FaissIVFPQIndex._build_reusing`); its scores are the PQ estimates,
+not the exact cosines (``rerank=`` in the queries re-scores them). faiss's thread count is a process-wide setting:
 a build sets it for its duration and restores it.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 
-from finalfusion.ann._backends import Param, Rows, check_params, int_param, register_backend
+from finalfusion.ann._backends import Param, Rows, bool_param, check_params, int_param, register_backend
 from finalfusion.ann._hnswlib import hnsw_params
 from finalfusion.errors import import_extra
 from finalfusion.similarity._topk import F32, I64
@@ -56,6 +56,8 @@ class _FaissBase:
         self._index = index
         self.count = int(index.ntotal)
         self._params = dict(params)
+        #: The parameters the index was built with (IVF-PQ reusing a quantizer: its ``m`` and ``nbits``).
+        self.resolved_params = self._params
 
     def _search_params(self, faiss: Any, k: int) -> Any:
         raise NotImplementedError
@@ -151,6 +153,7 @@ class FaissIVFPQIndex(_FaissBase):
         "nprobe": int_param(16, 1, 1 << 24, "cells searched per query: more is better recall and slower queries"),
         "train_rows": int_param(None, 1, 1 << 40, f"rows sampled for training (default: all rows up to {DEFAULT_TRAIN_ROWS:,})"),
         "seed": int_param(0, 0, (1 << 31) - 1, "random seed of the training sample"),
+        "reuse_pq": bool_param(False, "quantized storage: use its product quantizer and codes (8 bits) instead of training faiss's"),
     }
 
     @classmethod
@@ -181,6 +184,8 @@ class FaissIVFPQIndex(_FaissBase):
     @classmethod
     def build(cls, rows: Rows, params: Mapping[str, Any], threads: int) -> FaissIVFPQIndex:
         """Train on a random sample of ``train_rows`` unit rows, then add every row."""
+        if params["reuse_pq"]:
+            return cls._build_reusing(rows, params, threads)
         faiss = _lib()
         sample = rows.sample(params["train_rows"], params["seed"])
         need = max(params["nlist"], 1 << params["nbits"])
@@ -196,6 +201,70 @@ class FaissIVFPQIndex(_FaissBase):
             index.train(np.ascontiguousarray(sample))
             for ids, unit in rows.blocks():
                 index.add_with_ids(unit, ids)
+        return cls(index, params)
+
+    @classmethod
+    def _build_reusing(cls, rows: Rows, params: Mapping[str, Any], threads: int) -> FaissIVFPQIndex:
+        """IVF over the embeddings' own product quantizer: the codes are copied, only the coarse cells are trained.
+
+        Cells and codes live in the quantizer's space (before the projection):
+        a query ``q`` is projected to ``q @ P`` (an ``IndexPreTransform``), so the
+        PQ estimate is the dot product of ``q`` with the reconstructed row
+        before its norm; for rows quantized as unit rows (the default) that is
+        the cosine up to the quantization error of the row's length.
+        """
+        faiss = _lib()
+        qa = rows.quantized
+        name = f"{cls.name}: parameter reuse_pq"
+        if qa is None:
+            raise ValueError(f"{name} needs quantized storage (these embeddings are dense)")
+        pq = qa.quantizer
+        m, k, ds = pq.quantizers.shape
+        if k != 256:
+            raise ValueError(f"{name} needs 8-bit codes (256 centroids per subquantizer), the storage has {k}")
+        if qa.norms is not None and (np.asarray(qa.norms[: rows.n]) < 0).any():
+            raise ValueError(f"{name}: rows with negative norms cannot be searched by their codes")
+        d = m * ds
+        proj = None if pq.projection is None else np.asarray(pq.projection, dtype=np.float32)
+        sample = rows.sample(params["train_rows"], params["seed"])
+        if len(sample) < params["nlist"]:
+            raise ValueError(f"{cls.name}: parameter train_rows: the coarse cells need at least {params['nlist']} usable rows, the sample has {len(sample)}")
+        raw = sample if proj is None else (sample @ proj).astype(np.float32)
+        coarse = faiss.IndexFlatIP(d)
+        ivf = faiss.IndexIVFPQ(coarse, d, params["nlist"], m, 8, faiss.METRIC_INNER_PRODUCT)
+        ivf.own_fields = True
+        coarse.this.disown()
+        ivf.by_residual = False
+        with _omp_threads(faiss, threads):
+            kmeans = faiss.Kmeans(d, params["nlist"], niter=20, seed=params["seed"], spherical=True)
+            kmeans.train(np.ascontiguousarray(raw))
+            coarse.add(kmeans.centroids)
+            faiss.copy_array_to_vector(np.ascontiguousarray(pq.quantizers, dtype=np.float32).ravel(), ivf.pq.centroids)
+            ivf.is_trained = True
+            codes = qa.quantized_embeddings
+            for ids, unit in rows.blocks():
+                space = unit if proj is None else (unit @ proj).astype(np.float32)
+                _, cells = coarse.search(np.ascontiguousarray(space), 1)
+                block_codes = np.ascontiguousarray(codes[ids], dtype=np.uint8)
+                cells = cells.ravel()
+                order = np.argsort(cells, kind="stable")
+                cells, ids, block_codes = cells[order], ids[order], block_codes[order]
+                starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
+                for a, b in zip(starts, [*starts[1:], len(cells)], strict=True):
+                    part_ids = np.ascontiguousarray(ids[a:b], dtype=np.int64)
+                    part_codes = np.ascontiguousarray(block_codes[a:b])
+                    ivf.invlists.add_entries(int(cells[a]), int(b - a), faiss.swig_ptr(part_ids), faiss.swig_ptr(part_codes))
+                ivf.ntotal += len(ids)
+        params = {**params, "m": m, "nbits": 8}  # the storage's, whatever was asked
+        if proj is None:
+            return cls(ivf, params)
+        transform = faiss.LinearTransform(d, d, False)
+        faiss.copy_array_to_vector(np.ascontiguousarray(proj.T).ravel(), transform.A)  # y = A q = P^T q, i.e. q @ P
+        transform.is_trained = True
+        index = faiss.IndexPreTransform(transform, ivf)
+        index.own_fields = True
+        transform.this.disown()
+        ivf.this.disown()
         return cls(index, params)
 
     def _search_params(self, faiss: Any, k: int) -> Any:

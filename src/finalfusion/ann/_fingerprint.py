@@ -123,16 +123,22 @@ def words_digest(words: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def _pieces(arrays: Sequence[npt.NDArray[Any]]) -> list[memoryview]:
-    """The bytes of ``arrays`` (little-endian, C order) in pieces of at most :data:`PIECE_BYTES`."""
-    out: list[memoryview] = []
+def _pieces(arrays: Sequence[npt.NDArray[Any]]) -> list[npt.NDArray[Any]]:
+    """``arrays`` cut along their first axis into pieces of at most about :data:`PIECE_BYTES` (views: nothing is copied here)."""
+    out: list[npt.NDArray[Any]] = []
     for a in arrays:
-        c = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-        view = memoryview(c.reshape(-1)).cast("B")  # type: ignore[arg-type]
-        out.extend(view[i : i + PIECE_BYTES] for i in range(0, len(view), PIECE_BYTES))
-        if not len(view):
-            out.append(view)
+        row_bytes = max(1, a.dtype.itemsize * int(np.prod(a.shape[1:], dtype=np.int64)))
+        step = max(1, PIECE_BYTES // row_bytes)
+        out.extend(a[i : i + step] for i in range(0, len(a), step))
+        if not len(a):
+            out.append(a)
     return out
+
+
+def _piece_digest(piece: npt.NDArray[Any]) -> bytes:
+    """SHA-256 of a piece's bytes, little-endian and in C order (a copy only for a piece that is not already so)."""
+    c = np.ascontiguousarray(piece, dtype=piece.dtype.newbyteorder("<"))
+    return hashlib.sha256(memoryview(c.reshape(-1)).cast("B")).digest()  # type: ignore[arg-type]
 
 
 def _row_arrays(emb: Queryable, n: int) -> tuple[str, list[npt.NDArray[Any]]]:
@@ -163,7 +169,7 @@ def fingerprint(emb: Queryable, *, threads: int | None = None) -> Fingerprint:
     digests: list[bytes] = [b""] * len(pieces)
 
     def task(i: int) -> None:
-        digests[i] = hashlib.sha256(pieces[i]).digest()
+        digests[i] = _piece_digest(pieces[i])
 
     run_tasks((functools.partial(task, i) for i in range(len(pieces))), threads_for(threads))
     top = hashlib.sha256(kind.encode())

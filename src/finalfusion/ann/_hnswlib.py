@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 
-from finalfusion.ann._backends import Param, Rows, check_params, int_param, register_backend
+from finalfusion.ann._backends import DEFAULT_EF, DEFAULT_EF_CONSTRUCTION, DEFAULT_M, Param, Rows, check_params, int_param, register_backend
 from finalfusion.errors import import_extra
 from finalfusion.similarity._topk import F32, I64
 
@@ -27,9 +27,9 @@ _BIG: Final = 1 << 16
 def hnsw_params() -> dict[str, Param]:
     """The HNSW parameters shared by the graph backends (same names, same defaults)."""
     return {
-        "M": int_param(16, 2, 2048, "links per node: more is better recall, more memory and a slower build"),
-        "ef_construction": int_param(100, 1, _BIG, "candidates kept while building: more is a better graph and a slower build"),
-        "ef": int_param(64, 1, _BIG, "candidates kept while searching (at least k): more is better recall and slower queries"),
+        "M": int_param(DEFAULT_M, 2, 2048, "links per node: more is better recall, more memory and a slower build"),
+        "ef_construction": int_param(DEFAULT_EF_CONSTRUCTION, 1, _BIG, "candidates kept while building: more is a better graph and a slower build"),
+        "ef": int_param(DEFAULT_EF, 1, _BIG, "candidates kept while searching (at least k): more is better recall and slower queries"),
     }
 
 

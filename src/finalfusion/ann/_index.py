@@ -135,7 +135,8 @@ class AnnIndex:
         scores = np.full((len(q), k), np.nan, dtype=np.float32)
         kk = min(k, len(self))
         if len(q) and kk:
-            got_ids, got_scores = self._impl.search(q, kk, threads_for(threads))
+            # one query runs on the calling thread (some libraries start threads per call)
+            got_ids, got_scores = self._impl.search(q, kk, 1 if len(q) == 1 else threads_for(threads))
             ids[:, :kk] = got_ids
             scores[:, :kk] = got_scores
             scores[ids < 0] = np.nan
@@ -233,6 +234,7 @@ class _Counted:
         self._report = report
         self.n = rows.n
         self.dims = rows.dims
+        self.quantized = rows.quantized
 
     def blocks(self) -> Any:
         report = self._report
@@ -276,7 +278,7 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
     **params
         The backend's parameters: HNSW backends ``M`` (16), ``ef_construction``
         (100), ``ef`` (64, the search width); ``faiss-ivfpq`` ``nlist``, ``m``,
-        ``nbits`` (8), ``nprobe`` (16), ``train_rows``, ``seed`` (see docs/ann.md).
+        ``nbits`` (8), ``nprobe`` (16), ``train_rows``, ``seed``, ``reuse_pq`` (see docs/ann.md).
 
     Returns
     -------
@@ -308,7 +310,7 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
     fp = fingerprint(emb, threads=threads)
     with reporter(progress) as report:
         impl = cls.build(_Counted(rows, report), resolved, threads_for(threads))
-    return AnnIndex(name, resolved, impl, fp, source=source_file(emb))
+    return AnnIndex(name, getattr(impl, "resolved_params", resolved), impl, fp, source=source_file(emb))
 
 
 def _opened(directory: str, header: dict[str, Any], mmap: bool) -> AnnIndex:
@@ -376,7 +378,7 @@ def load_index(path: str | os.PathLike[str], emb: Queryable, *, mmap: bool = Tru
     >>> path = os.path.join(tempfile.mkdtemp(), "emb.ann")
     >>> build_index(emb, "hnswlib").save(path)
     >>> load_index(path, emb)  # doctest: +ELLIPSIS
-    AnnIndex(backend='hnswlib', M=16, ef_construction=100, ef=64, n=50, dims=4, indexed=50, path=...)
+    AnnIndex(backend='hnswlib', M=..., n=50, dims=4, indexed=50, path=...)
     """
     directory = os.path.abspath(os.fspath(path))
     header = read_header(directory)

@@ -45,6 +45,8 @@ class RowSource:
         self.n = self._index.n
         self.dims = self._index.dims
         storage = emb.storage
+        #: The quantized storage, or ``None`` for dense storage.
+        self.quantized = storage if isinstance(storage, QuantizedArray) else None
         self._norms = storage.norms if isinstance(storage, QuantizedArray) else None
         self.block_rows = block_rows if block_rows is not None else max(1, BLOCK_BYTES // max(1, 8 * self.dims))
 

@@ -75,14 +75,20 @@ class UsearchIndex:
 
     def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
         m = self._index.search(queries, k, threads=threads)  # usearch widens its search to k itself
-        keys = np.asarray(m.keys, dtype=np.int64).reshape(len(queries), k)
-        dist = np.asarray(m.distances, dtype=np.float32).reshape(len(queries), k)
-        counts = np.asarray(m.counts).reshape(len(queries))
-        missing = np.arange(k)[None, :] >= counts[:, None]
-        keys[missing] = -1
-        with np.errstate(invalid="ignore", over="ignore"):  # the slots past a query's count hold garbage
-            scores = 1.0 - dist
-        scores[missing] = np.nan
+        q = len(queries)
+        keys = np.full((q, k), -1, dtype=np.int64)
+        dist = np.full((q, k), np.nan, dtype=np.float32)
+        counts = getattr(m, "counts", None)
+        if counts is None:  # one query row: a ``Matches``, its arrays cut to the rows found
+            found = min(k, len(m.keys))
+            keys[0, :found] = np.asarray(m.keys[:found], dtype=np.int64)
+            dist[0, :found] = np.asarray(m.distances[:found], dtype=np.float32)
+        else:  # a ``BatchMatches``: (Q, k) arrays, valid up to each query's count
+            got = np.asarray(counts).reshape(q)
+            valid = np.arange(k)[None, :] < got[:, None]
+            keys[valid] = np.asarray(m.keys, dtype=np.int64).reshape(q, k)[valid]
+            dist[valid] = np.asarray(m.distances, dtype=np.float32).reshape(q, k)[valid]
+        scores = 1.0 - dist
         return keys, scores
 
     def save(self, path: str) -> None:

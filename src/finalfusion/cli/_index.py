@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from finalfusion.cli._common import CliError, bars, one_line, subparser
@@ -21,6 +22,15 @@ def _param(text: str) -> tuple[str, Any]:
         return name.strip(), int(value)
     except ValueError:
         return name.strip(), value
+
+
+def _check_output(path: str) -> None:
+    """Refuse an OUT that cannot be written before any work is done: a missing directory, a file or a directory that is not an index."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise CliError(f"{path}: cannot write: the directory {parent!r} does not exist")
+    if os.path.lexists(path) and not os.path.isfile(os.path.join(path, "ann.json")):
+        raise CliError(f"{path}: exists and is not a saved index (a directory with ann.json); not replaced")
 
 
 def register(subparsers: Any) -> None:
@@ -44,7 +54,7 @@ def register(subparsers: Any) -> None:
         finalfusion index build --backend hnswlib --param M=32 --param ef=128 vectors.fifu vectors.ann""",
         "parameters (--param NAME=VALUE, see docs/ann.md):\n"
         "  hnswlib, faiss-hnsw, usearch, voyager: M (16), ef_construction (100), ef (64)\n"
-        "  faiss-ivfpq: nlist, m, nbits (8), nprobe (16), train_rows, seed (0)",
+        "  faiss-ivfpq: nlist, m, nbits (8), nprobe (16), train_rows, seed (0), reuse_pq (0)",
     )
     b.add_argument("input", metavar="EMB", help="embeddings (any format)")
     b.add_argument("output", metavar="OUT", help="index directory to write (atomically replaced)")
@@ -60,6 +70,7 @@ def run_build(args: argparse.Namespace) -> int:
     from finalfusion.ann import build_index
 
     params = dict(args.param)
+    _check_output(args.output)
     with bars(args) as progress:
         emb = load_input(args, args.input, progress)
         try:

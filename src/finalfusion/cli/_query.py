@@ -105,6 +105,12 @@ def _query_options(p: argparse.ArgumentParser, words_help: str) -> None:
         help="similarity printed: cosine, or angular = 1 - acos(cosine)/pi (default: cosine; the ranking is the same)",
     )
     p.add_argument("-w", "--words", nargs="+", action="extend", metavar="WORD", help=words_help)
+    p.add_argument(
+        "--index",
+        metavar="DIR",
+        help="take the candidates from the approximate-neighbour index saved in DIR (finalfusion index build), scored exactly; "
+        "refused if it was built for other embeddings (addition)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per query: {'query': ..., 'results': [{'word': ..., 'similarity': ...}]} (addition)")
     p.add_argument("--quiet", action="store_true", help="no progress bar while loading")
     add_input_options(p)
@@ -149,13 +155,23 @@ def _source(args: argparse.Namespace) -> str | None:
     return source
 
 
+def _open_index(args: argparse.Namespace, emb: Embeddings) -> Any:
+    """The index of ``--index`` for ``emb`` (checked against it), or ``False``: the exact scan."""
+    if args.index is None:
+        return False
+    from finalfusion.ann import load_index
+
+    return load_index(args.index, emb)
+
+
 def run_similar(args: argparse.Namespace) -> int:
     """Nearest neighbours of each query word (finalfusion-utils src/similar.rs lines 92-119)."""
     source = _source(args)
     emb = load_with_bars(args, args.embeddings)
+    index = _open_index(args, emb)
     queries: Iterator[str] = iter(args.words) if args.words else read_lines(source)
     for word in queries:
-        results = emb.word_similarity(word, k=args.k)
+        results = emb.word_similarity(word, k=args.k, index=index)
         if results is None:
             print(f"Could not compute embedding for: {word}", file=sys.stderr)
         _print_results([word], results, args)
@@ -182,8 +198,9 @@ def run_analogy(args: argparse.Namespace) -> int:
     source = _source(args)
     emb = load_with_bars(args, args.embeddings)
     mask = tuple(part not in args.include for part in "abc")
+    index = _open_index(args, emb)
     for a, b, c in _triples(args, source):
-        results = emb.analogy(a, b, c, k=args.k, mask=mask)
+        results = emb.analogy(a, b, c, k=args.k, mask=mask, index=index)
         if results is None:
             missing = [w for w in (a, b, c) if emb.embedding(w) is None]
             print(f"Could not compute embedding(s) for: {', '.join(missing)}", file=sys.stderr)

@@ -38,7 +38,8 @@ public; the machinery is private: ``_topk`` (selection, ties by word),
 ``_vectors`` (query normalisation, 3CosAdd), ``_base`` / ``_dense`` /
 ``_quantized`` (the index types: row facts, BLAS and ADC scoring),
 ``_index`` (which index a storage gets, and the cache on the embeddings),
-``_scan`` (block scans), ``_queries`` (the functions behind the query
+``_scan`` (block scans), ``_approx`` (candidates from an approximate
+index, scored as the scans score them), ``_queries`` (the functions behind the query
 methods) and ``_protocol`` (``Queryable``: what the queries need of
 embeddings, so that nothing here imports the facade).
 """

@@ -71,11 +71,19 @@ def as_ann(obj: object) -> AnnSearch:
 
 
 def _candidates(index: QueryIndex, found: npt.NDArray[np.int64], exclude: I64) -> I64:
-    """The proposed row ids that the query may return (valid, not excluded, not a bad row)."""
+    """The proposed row ids that the query may return (valid, not excluded, not a bad row), each once."""
     ids = found[(found >= 0) & (found < index.n)].astype(np.int64, copy=False)
-    ids = np.unique(ids)  # a backend may repeat a row; the order is restored by the selection
-    drop = np.concatenate([exclude, index.bad])
-    return ids[~np.isin(ids, drop)] if len(drop) else ids
+    if len(ids) > 1 and len(np.unique(ids)) < len(ids):  # a backend may repeat a row
+        ids = np.unique(ids)
+    bad = index.bad
+    drop = np.concatenate([exclude, bad]) if len(bad) else exclude
+    if not len(drop) or not len(ids):
+        return ids
+    if len(ids) * len(drop) <= 1 << 16:  # few: one comparison matrix beats np.isin's set-up
+        kept: I64 = ids[~(ids[:, None] == drop[None, :]).any(axis=1)]
+    else:
+        kept = ids[~np.isin(ids, drop)]
+    return kept
 
 
 def _select(index: QueryIndex, q: F32, ids: I64, k: int, rerank: int | None) -> tuple[F32, I64]:
@@ -100,7 +108,6 @@ def approx_search(index: QueryIndex, ann: AnnSearch, q: F32, k: int, exclude: I6
         return np.zeros(0, np.float32), np.zeros(0, np.int64)
     if not q.any():
         return None
-    exclude = np.unique(exclude)
     found, _ = ann.search(q[None, :], _pool(index, k, rerank, len(exclude)))
     return _select(index, q, _candidates(index, np.asarray(found)[0], exclude), k, rerank)
 
@@ -138,7 +145,7 @@ def approx_search_batch(
     found, _ = ann.search(np.ascontiguousarray(qm[rows]), _pool(index, k, rerank, most))
     found = np.asarray(found)
     for j, r in enumerate(rows.tolist()):
-        ex = np.unique(ex_r[bounds[r] : bounds[r + 1]])
+        ex = ex_r[bounds[r] : bounds[r + 1]]
         s, i = _select(index, qm[r], _candidates(index, found[j], ex), width, rerank)
         best_s[r, : len(s)], best_i[r, : len(i)] = s, i
     return best_s, best_i, answered

@@ -15,9 +15,13 @@ from finalfusion.storage.ndarray import NdArray
 __all__ = ["ROW_GROUP", "DenseIndex"]
 
 #: Rows gathered around a candidate by :meth:`DenseIndex.dots_at`: BLAS kernels treat a row by
-#: its position modulo a small unroll width, so a candidate is scored inside the aligned group of
-#: rows it belongs to in the scan (the scan's thread ranges are multiples of 1024 rows).
-ROW_GROUP: Final = 32
+#: its position modulo a small unroll width (4 rows in OpenBLAS's sgemv), and the last rows of a
+#: product take a tail path, so a candidate is scored inside the aligned group of rows it belongs
+#: to in the scan (the scan's blocks and thread ranges start at multiples of 1024 rows). A BLAS
+#: that splits one product over its own threads gives the rows at the edges of its ranges (a
+#: handful) a tail path we cannot see: their scores can differ in the last bit.
+ROW_GROUP: Final = 8
+_GROUP = np.arange(ROW_GROUP, dtype=np.int64)
 
 
 class DenseIndex(QueryIndex):
@@ -48,35 +52,34 @@ class DenseIndex(QueryIndex):
         the call (kernels unroll over rows, the last rows of a call take a
         tail path), so ``matrix[ids] @ q`` can differ in the last bit from
         the scan. Each candidate's group of :data:`ROW_GROUP` rows, counted
-        from the start of its scan block (and cut at the block's end), is
-        scored instead: full groups in one call, cut groups alone.
+        from the start of its scan block, is scored instead: the full groups
+        gathered into one product (each at a multiple of :data:`ROW_GROUP`),
+        a group cut by the end of its block at the end of a product of its
+        own (after a few whole groups: a product of one row is a dot product).
+        With more candidates than one in :data:`ROW_GROUP` rows, the scan's
+        own products of the blocks that hold them are cheaper.
         """
-        out: F32 = np.empty(len(ids), dtype=np.float32)
         if not len(ids):
-            return out
+            return np.zeros(0, dtype=np.float32)
         step = self.block_rows(1)
+        if len(ids) * ROW_GROUP >= self.n:
+            whole: F32 = np.empty(len(ids), dtype=np.float32)
+            for lo in np.unique(ids // step * step).tolist():
+                sel = np.flatnonzero((ids >= lo) & (ids < lo + step))
+                whole[sel] = self.dots(q, lo, min(self.n, lo + step))[ids[sel] - lo]
+            return whole
         block = ids // step * step
         start = block + (ids - block) // ROW_GROUP * ROW_GROUP
-        stop = np.minimum(np.minimum(start + ROW_GROUP, block + step), self.n)
-        groups, first = np.unique(start, return_index=True)
-        ends = stop[first]
-        full = ends - groups == ROW_GROUP
-        at = np.empty(len(groups), dtype=np.int64)  # position of each group's first row in its product
-        fg = groups[full]
-        if len(fg):
-            rows = (fg[:, None] + np.arange(ROW_GROUP)).reshape(-1)
-            s_full = self.matrix[rows] @ q
-            at[full] = np.arange(len(fg)) * ROW_GROUP
-        cut = np.flatnonzero(~full)
-        s_cut = [self.matrix[groups[g] : ends[g]] @ q for g in cut.tolist()]
-        which = np.searchsorted(groups, start)
-        offset = ids - start
-        is_full = full[which]
-        if len(fg):
-            out[is_full] = s_full[at[which[is_full]] + offset[is_full]]
-        for j, g in enumerate(cut.tolist()):
-            sel = np.flatnonzero(which == g)
-            out[sel] = s_cut[j][offset[sel]]
+        stop = np.minimum(block + step, self.n)
+        cut = np.flatnonzero(start + ROW_GROUP > stop)
+        if len(cut):
+            start[cut] = np.maximum(0, stop[cut] - ROW_GROUP)  # any in-range rows will do: these are patched below
+        rows = (start[:, None] + _GROUP).reshape(-1)
+        out: F32 = (self.matrix[rows] @ q)[np.arange(0, ROW_GROUP * len(ids), ROW_GROUP) + (ids - start)]
+        for i in cut.tolist():  # the end of a block: a product of a few whole groups and the cut one, ending where the scan's ends
+            b = int(block[i])
+            lo = max(b, b + (int(ids[i]) - b) // ROW_GROUP * ROW_GROUP - 4 * ROW_GROUP)
+            out[i] = (self.matrix[lo : int(stop[i])] @ q)[int(ids[i]) - lo]
         return out
 
     def batch_dots(self, qm: F32, lo: int, hi: int) -> F32:
