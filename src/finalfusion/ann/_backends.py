@@ -40,7 +40,7 @@ DEFAULT_BACKEND: Final = "hnswlib"
 #: The HNSW backends' defaults (hnswlib, faiss-hnsw, usearch, voyager): links per row, build width, search width.
 DEFAULT_M: Final = 16
 DEFAULT_EF_CONSTRUCTION: Final = 100
-DEFAULT_EF: Final = 64
+DEFAULT_EF: Final = 256
 
 
 class Rows(Protocol):

@@ -277,7 +277,7 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
         Threads of the build (default: the library's setting, :func:`finalfusion.set_threads`).
     **params
         The backend's parameters: HNSW backends ``M`` (16), ``ef_construction``
-        (100), ``ef`` (64, the search width); ``faiss-ivfpq`` ``nlist``, ``m``,
+        (100), ``ef`` (256, the search width); ``faiss-ivfpq`` ``nlist``, ``m``,
         ``nbits`` (8), ``nprobe`` (16), ``train_rows``, ``seed``, ``reuse_pq`` (see docs/ann.md).
 
     Returns
