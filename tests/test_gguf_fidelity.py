@@ -3,7 +3,7 @@ llama/t5 SentencePiece model is serialised lazily, byte for byte as protobuf wri
 
 Source files are written by gguf-py's GGUFWriter from tokenizers trained here with sentencepiece and tokenizers;
 llama.cpp's own ``models/ggml-vocab-*.gguf`` files are checked too when a directory of them is given in
-``FINALFUSION_LLAMACPP_VOCAB`` (they ship in the llama-cpp-python sdist, ``vendor/llama.cpp/models``).
+``FINALFUSION_LLAMACPP_VOCABS`` (they ship in the llama-cpp-python sdist, ``vendor/llama.cpp/models``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from finalfusion.vocab import SentencePieceTokenizer, TokenizerVocab
 
 WORDS = random_words(200, seed=25)
 #: llama.cpp's vocabularies (opt-in: the gpt2 ones take minutes each through gguf-py's reader on a loaded machine).
-VOCAB_DIR = Path(os.environ.get("FINALFUSION_LLAMACPP_VOCAB", "/nonexistent"))
+VOCAB_DIR = Path(os.environ.get("FINALFUSION_LLAMACPP_VOCABS", "/nonexistent"))
 
 
 def _types(sp: Any) -> list[int]:
@@ -180,11 +180,11 @@ def _with_table(src: Path, dst: Path) -> None:
     writer.close()
 
 
-@pytest.mark.parametrize("name", [p.name for p in _vocab_files()] or ["(no FINALFUSION_LLAMACPP_VOCAB directory)"])
+@pytest.mark.parametrize("name", [p.name for p in _vocab_files()] or ["(no FINALFUSION_LLAMACPP_VOCABS directory)"])
 def test_llama_cpp_vocabularies_keep_their_tokenizer_keys(tmp_path: Path, name: str) -> None:
     src = VOCAB_DIR / name
     if not src.is_file():
-        pytest.skip("llama.cpp's vocabularies not given (FINALFUSION_LLAMACPP_VOCAB)")
+        pytest.skip("llama.cpp's vocabularies not given (FINALFUSION_LLAMACPP_VOCABS)")
     source = tmp_path / name
     _with_table(src, source)
     emb = load_gguf(source, normalize=False)
