@@ -34,7 +34,7 @@ LOWER_LAYERS = {
     "finalfusion._llamacpp_pre": set(),
     "finalfusion._tokenizers": {"finalfusion._llamacpp_pre", "finalfusion.errors", "finalfusion.limits"},
     "finalfusion._binary": {"finalfusion.errors", "finalfusion.limits"},
-    "finalfusion._source": {"finalfusion._binary", "finalfusion._progress", "finalfusion.errors"},
+    "finalfusion._source": {"finalfusion._binary", "finalfusion._progress", "finalfusion.errors", "finalfusion.limits"},
     "finalfusion._atomic": {"finalfusion._threads"},
     "finalfusion._fileref": {"finalfusion._binary", "finalfusion._progress", "finalfusion._source", "finalfusion.errors"},
     "finalfusion.chunks": {"finalfusion._binary", "finalfusion.errors"},
