@@ -3,7 +3,7 @@ llama/t5 SentencePiece model is serialised lazily, byte for byte as protobuf wri
 
 Source files are written by gguf-py's GGUFWriter from tokenizers trained here with sentencepiece and tokenizers;
 llama.cpp's own ``models/ggml-vocab-*.gguf`` files are checked too when a directory of them is given in
-``FINALFUSION_LLAMACPP_VOCABS`` (they ship in the llama-cpp-python sdist, ``vendor/llama.cpp/models``).
+``FINALFUSION_LLAMACPP_KEYS`` (they ship in the llama-cpp-python sdist, ``vendor/llama.cpp/models``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,18 @@ from finalfusion.compat._spmodel import LazySentencePieceTokenizer, SentencePiec
 from finalfusion.vocab import SentencePieceTokenizer, TokenizerVocab
 
 WORDS = random_words(200, seed=25)
-#: llama.cpp's vocabularies (opt-in: the gpt2 ones take minutes each through gguf-py's reader on a loaded machine).
-VOCAB_DIR = Path(os.environ.get("FINALFUSION_LLAMACPP_VOCABS", "/nonexistent"))
+#: llama.cpp's vocabularies, for the kept-keys check on real files: a separate opt-in from test_llamacpp_vocabs.py's
+#: FINALFUSION_LLAMACPP_VOCABS, because copying and comparing every key through gguf-py's reader takes about 80 s per
+#: vocabulary here (25 minutes for the 19), too long for CI: FINALFUSION_LLAMACPP_KEYS=DIR.
+VOCAB_DIR = Path(os.environ.get("FINALFUSION_LLAMACPP_KEYS", "/nonexistent"))
+#: Vocabularies whose tokenizer keys write_gguf does not yet write back as the source had them (issue 25, open): bert and
+#: gemma4 tokenizers are written as tokenizer.huggingface.json, not as their own tokenizer.ggml.model; Phi-3's padding
+#: tokens typed UNKNOWN are UNUSED in the tokenizer (sentencepiece allows one unknown token), and token_type is rebuilt.
+KEYS_NOT_KEPT: dict[str, str] = {
+    "ggml-vocab-bert-bge.gguf": "bert tokenizers are written as tokenizer.huggingface.json",
+    "ggml-vocab-gemma-4.gguf": "gemma4 tokenizers are written as tokenizer.huggingface.json",
+    "ggml-vocab-phi-3.gguf": "padding tokens typed UNKNOWN are written back as UNUSED",
+}
 
 
 def _types(sp: Any) -> list[int]:
@@ -180,11 +190,15 @@ def _with_table(src: Path, dst: Path) -> None:
     writer.close()
 
 
-@pytest.mark.parametrize("name", [p.name for p in _vocab_files()] or ["(no FINALFUSION_LLAMACPP_VOCABS directory)"])
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(p.name, marks=pytest.mark.xfail(strict=True, reason=KEYS_NOT_KEPT[p.name])) if p.name in KEYS_NOT_KEPT else p.name for p in _vocab_files()]
+    or ["(no FINALFUSION_LLAMACPP_KEYS directory)"],
+)
 def test_llama_cpp_vocabularies_keep_their_tokenizer_keys(tmp_path: Path, name: str) -> None:
     src = VOCAB_DIR / name
     if not src.is_file():
-        pytest.skip("llama.cpp's vocabularies not given (FINALFUSION_LLAMACPP_VOCABS)")
+        pytest.skip("llama.cpp's vocabularies not given (FINALFUSION_LLAMACPP_KEYS, a slow opt-in)")
     source = tmp_path / name
     _with_table(src, source)
     emb = load_gguf(source, normalize=False)
