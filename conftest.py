@@ -10,6 +10,10 @@ collect_ignore = [] if importlib.util.find_spec("matplotlib") else ["src/finalfu
 if not importlib.util.find_spec("hnswlib"):
     collect_ignore += ["src/finalfusion/ann/__init__.py", "src/finalfusion/ann/_index.py", "src/finalfusion/ann/_persist.py"]
 
+# load_sentencepiece's example looks a word up, which goes through sentencepiece (the `interop` extra).
+if not importlib.util.find_spec("sentencepiece"):
+    collect_ignore += ["src/finalfusion/compat/sentencepiece.py"]
+
 # The scripts that made the committed fixtures need the libraries they drive (gguf, safetensors, h5py ...)
 # and are run by hand, never collected (--doctest-modules would import them).
 collect_ignore_glob = ["tests/data/*"]
