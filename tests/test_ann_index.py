@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import finalfusion
+from _terminal import stderr_on_a_terminal
 from finalfusion import Embeddings, FormatError, NdArray, SimpleVocab, StaleIndexError, load_finalfusion
 
 ann = pytest.importorskip("finalfusion.ann")
@@ -556,23 +557,11 @@ def test_cli_index_build_errors(tmp_path: Path) -> None:
 
 def test_cli_index_build_draws_a_bar_on_a_terminal(tmp_path: Path) -> None:
     pytest.importorskip("tqdm", reason="tqdm (the cli extra) is not installed")
-    pty = pytest.importorskip("pty", reason="needs pseudo-terminals")
+    pytest.importorskip("pty", reason="needs pseudo-terminals")
     env = dict(os.environ, PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    master, slave = pty.openpty()
     cmd = [sys.executable, "-m", "finalfusion", "index", "build", str(TUTORIAL), str(tmp_path / "t.ann"), "--param", "M=8"]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env)
-    os.close(slave)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(master)
-    assert proc.wait(timeout=300) == 0
+    proc, seen = stderr_on_a_terminal(cmd, env, timeout=300)
+    assert proc.returncode == 0
     assert b"indexing" in seen
     assert b"5338/5338" in seen
     assert (tmp_path / "t.ann" / "ann.json").is_file()

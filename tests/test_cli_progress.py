@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import finalfusion
+from _terminal import stderr_on_a_terminal
 from finalfusion import Embeddings, FastTextVocab, NdArray, SimpleVocab, _progress
 from finalfusion._progress import TqdmBars, counting, progress_callback, reporter
 from finalfusion.cli import progress as cli_progress
@@ -149,24 +150,12 @@ def _text_file(tmp_path: Path, rows: int) -> Path:
 
 def test_bar_on_a_terminal_not_in_a_pipe(tmp_path: Path) -> None:
     pytest.importorskip("tqdm", reason="tqdm (the cli extra) is not installed")
-    pty = pytest.importorskip("pty", reason="needs pseudo-terminals")
+    pytest.importorskip("pty", reason="needs pseudo-terminals")
     src = _text_file(tmp_path, 2000)
     cmd = [sys.executable, "-m", "finalfusion", "convert", str(src), str(tmp_path / "out.fifu")]
     # stderr on a pseudo-terminal: a bar.
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env())
-    os.close(slave)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(master)
-    assert proc.wait(timeout=120) == 0
+    proc, seen = stderr_on_a_terminal(cmd, env(), timeout=120)
+    assert proc.returncode == 0
     assert proc.stdout is not None
     assert proc.stdout.read() == b""
     assert b"reading" in seen
