@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -255,6 +256,16 @@ def spread(xs: list[float]) -> dict:
     return {"median": float(np.median(xs)), "p10": float(np.percentile(xs, 10)), "p90": float(np.percentile(xs, 90))}
 
 
+def timed_reps(reps: int, call: Any) -> tuple[list[float], Any]:
+    """Wall seconds of ``reps`` calls of ``call()`` and the last result."""
+    times, out = [], None
+    for _ in range(reps):
+        t = time.perf_counter()
+        out = call()
+        times.append(time.perf_counter() - t)
+    return times, out
+
+
 def worker_backend(a: argparse.Namespace) -> dict:
     import numpy as np
     from _peak import peak_since_reset, reset_peak
@@ -272,11 +283,7 @@ def worker_backend(a: argparse.Namespace) -> dict:
     for value in BACKENDS[a.backend]["settings"]:
         b.set(value)
         row: dict = {}
-        batch = []
-        for _ in range(a.reps):
-            t = time.perf_counter()
-            found = b.search(qm, K + 1, a.search_threads)
-            batch.append(time.perf_counter() - t)
+        batch, found = timed_reps(a.reps, lambda: b.search(qm, K + 1, a.search_threads))
         row["batch_s"] = batch
         row["recall"] = recall(found, queries, true_ids)
         row["single_s"] = spread(single_latencies(lambda q: b.search(q, K + 1, 1), m, queries))
@@ -304,11 +311,7 @@ def worker_exact(a: argparse.Namespace) -> dict:
         t = time.perf_counter()
         single(q)
         lat.append(time.perf_counter() - t)
-    batch = []
-    for _ in range(a.reps):
-        t = time.perf_counter()
-        exact_topk(m, queries, K)
-        batch.append(time.perf_counter() - t)
+    batch, _ = timed_reps(a.reps, lambda: exact_topk(m, queries, K))
     return {"single_s": spread(lat), "batch_s": batch}
 
 
@@ -346,11 +349,7 @@ def worker_ff(a: argparse.Namespace) -> dict:
             lat.append(time.perf_counter() - t)
         res["single_s"] = spread(lat)
         finalfusion.set_threads(a.search_threads)
-        batch = []
-        for _ in range(a.reps):
-            t = time.perf_counter()
-            found = emb.embedding_similarity_batch(qm, k=K + 1)[0]
-            batch.append(time.perf_counter() - t)
+        batch, found = timed_reps(a.reps, lambda: emb.embedding_similarity_batch(qm, k=K + 1)[0])
         res["batch_s"] = batch
         res["recall"] = recall(found, queries, true_ids)
         return res
@@ -378,11 +377,7 @@ def worker_ff(a: argparse.Namespace) -> dict:
     row["single_s"] = spread(lat)
     row["single_recall"] = recall(singles, queries, true_ids)
     finalfusion.set_threads(a.search_threads)
-    batch = []
-    for _ in range(a.reps):
-        t = time.perf_counter()
-        found = emb.embedding_similarity_batch(qm, k=K + 1)[0]
-        batch.append(time.perf_counter() - t)
+    batch, found = timed_reps(a.reps, lambda: emb.embedding_similarity_batch(qm, k=K + 1)[0])
     row["batch_s"] = batch
     row["recall"] = recall(found, queries, true_ids)
     res["settings"] = {str(ix.params.get(a.search_param, "-")): row}
