@@ -53,8 +53,9 @@ def load_gguf(file: Source, *, tensor: str = "token_embd.weight", normalize: boo
     -------
     Embeddings
         With a :class:`~finalfusion.vocab.TokenizerVocab` when the file
-        describes a ``llama`` or ``gpt2`` tokenizer (or has
-        ``tokenizer.huggingface.json``), else a ``SimpleVocab``; the
+        describes a ``llama``, ``t5``, ``gpt2``, ``bert`` or ``gemma4``
+        tokenizer (or has ``tokenizer.huggingface.json``), else a
+        ``SimpleVocab``; the
         metadata's ``[gguf]`` table records where the table came from and,
         in ``tokenizer_keys`` and ``tokenizer_kv``, the file's ``tokenizer.*``
         keys that :func:`~finalfusion.compat.gguf.write_gguf` writes back.
