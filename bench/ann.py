@@ -136,6 +136,7 @@ HNSW_M, HNSW_EFC = 16, 100
 EFS = (32, 64, 128, 256)
 BACKENDS: dict[str, dict] = {
     "faiss-hnsw": {"param": "ef", "settings": EFS},
+    "faiss-ivf": {"param": "nprobe", "settings": (4, 6, 8, 16)},
     "faiss-ivfpq": {"param": "nprobe", "settings": (16, 32, 64)},
     "hnswlib": {"param": "ef", "settings": EFS},
     "usearch-f32": {"param": "ef", "settings": EFS},
@@ -167,6 +168,14 @@ class Backend:
                 ix = faiss.IndexHNSWFlat(d, HNSW_M, faiss.METRIC_INNER_PRODUCT)
                 ix.hnsw.efConstruction = HNSW_EFC
                 ix.add(m)
+            elif name == "faiss-ivf":  # IndexIVFFlat: every row kept exactly in its cell's list
+                nlist = self.a.nlist or max(16, int(4 * np.sqrt(n)))
+                coarse = faiss.IndexFlatIP(d)
+                ix = faiss.IndexIVFFlat(coarse, d, nlist, faiss.METRIC_INNER_PRODUCT)
+                rng = np.random.default_rng(1)
+                ix.train(m[np.sort(rng.choice(n, size=min(n, 50 * nlist), replace=False))])
+                for lo in range(0, n, 200_000):
+                    ix.add(m[lo : lo + 200_000])
             else:
                 nlist = self.a.nlist or max(16, int(4 * np.sqrt(n)))
                 quant = faiss.IndexFlatIP(d)
@@ -203,7 +212,7 @@ class Backend:
         self.value = value
         if self.name == "faiss-hnsw":
             self.ix.hnsw.efSearch = value
-        elif self.name == "faiss-ivfpq":
+        elif self.name.startswith("faiss-ivf"):
             self.ix.nprobe = value
         elif self.name == "hnswlib":
             self.ix.set_ef(value)
@@ -216,7 +225,7 @@ class Backend:
         name = self.name
         if name.startswith("faiss"):
             self.faiss.omp_set_num_threads(threads)
-            if name == "faiss-hnsw":
+            if name in ("faiss-hnsw", "faiss-ivf"):
                 return self.ix.search(q, k)[1]
             cand = self.ix.search(q, max(k, IVF_RERANK))[1]
             out = np.empty((len(q), k), dtype=np.int64)

@@ -33,7 +33,7 @@ def small() -> Embeddings:
 
 
 @pytest.mark.usefixtures("no_libraries")
-@pytest.mark.parametrize("backend", ["hnswlib", "faiss-hnsw", "faiss-ivfpq", "usearch", "voyager"])
+@pytest.mark.parametrize("backend", ["hnswlib", "faiss-hnsw", "faiss-ivf", "faiss-ivfpq", "usearch", "voyager"])
 def test_build_names_the_extra(backend: str) -> None:
     with pytest.raises(MissingExtraError) as err:
         ann.build_index(small(), backend, **({"nlist": 4, "nbits": 4} if backend == "faiss-ivfpq" else {}))
@@ -68,4 +68,4 @@ def test_load_names_the_extra(tmp_path: Path) -> None:
 
 def test_the_default_backend_is_registered() -> None:
     assert ann.DEFAULT_BACKEND in ann.backend_names()
-    assert ann.backend_names() == ["faiss-hnsw", "faiss-ivfpq", "hnswlib", "usearch", "voyager"]
+    assert ann.backend_names() == ["faiss-hnsw", "faiss-ivf", "faiss-ivfpq", "hnswlib", "usearch", "voyager"]

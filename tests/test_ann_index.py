@@ -41,10 +41,11 @@ BACKENDS: dict[str, tuple[str, dict[str, Any]]] = {
     "usearch": ("usearch", FAST),
     "voyager": ("voyager", FAST),
     "faiss-ivfpq": ("faiss", {"nlist": 32, "m": 16, "nbits": 6, "nprobe": 32, "train_rows": 4000}),
+    "faiss-ivf": ("faiss", {"nlist": 32, "nprobe": 8}),
 }
 #: Recall@10 against the exact answer at least (clustered rows, the parameters above): the HNSW graphs are near exact
 #: at these sizes; IVF-PQ ranks by 6-bit product-quantized estimates (``rerank=`` in the queries recovers the rest).
-MIN_RECALL = {"hnswlib": 0.95, "faiss-hnsw": 0.95, "usearch": 0.95, "voyager": 0.95, "faiss-ivfpq": 0.6}
+MIN_RECALL = {"hnswlib": 0.95, "faiss-hnsw": 0.95, "usearch": 0.95, "voyager": 0.95, "faiss-ivfpq": 0.6, "faiss-ivf": 0.95}
 
 
 def needs(backend: str) -> None:
@@ -281,6 +282,27 @@ def test_fasttext_model_converted(tmp_path: Path) -> None:
 
 
 # -- parameters and errors ------------------------------------------------------------------
+def test_faiss_ivf_lists_hold_every_row_once(monkeypatch: pytest.MonkeyPatch, synthetic: Embeddings, queries: np.ndarray) -> None:
+    """The lists are sized from the counted assignments and filled block by block: every row once, in its cell."""
+    needs("faiss-ivf")
+    import faiss
+
+    from finalfusion.ann import _rows
+
+    monkeypatch.setattr(_rows, "BLOCK_BYTES", 8 * 16 * 3_000)  # about 3,000 rows a block: seven blocks
+    ix = ann.build_index(synthetic, "faiss-ivf", threads=1, nlist=16, nprobe=16)
+    lists = ix._impl._index.invlists
+    sizes = [lists.list_size(c) for c in range(16)]
+    held = np.concatenate([faiss.rev_swig_ptr(lists.get_ids(c), sizes[c]).copy() for c in range(16) if sizes[c]])
+    assert sorted(held.tolist()) == list(range(len(synthetic.vocab)))
+    # every cell searched (nprobe = nlist): the exact top 10, with the exact inner products
+    rows = unit(np.asarray(synthetic.storage.matrix))
+    want = np.argsort(-(queries @ rows.T), axis=1, kind="stable")[:, :10]
+    ids, scores = ix.search(queries, 10)
+    assert [set(r) for r in ids.tolist()] == [set(r) for r in want.tolist()]
+    np.testing.assert_allclose(scores, np.take_along_axis(queries @ rows.T, ids, 1), rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     ("backend", "params", "message"),
     [
@@ -290,6 +312,8 @@ def test_fasttext_model_converted(tmp_path: Path) -> None:
         ("voyager", {"ef_construction": True}, "voyager: parameter ef_construction must be a whole number"),
         ("faiss-ivfpq", {"m": 5}, "faiss-ivfpq: parameter m must divide the 16 dimensions"),
         ("faiss-ivfpq", {"nlist": 100000}, "faiss-ivfpq: parameter train_rows: training needs at least"),
+        ("faiss-ivf", {"nlist": 100000}, "faiss-ivf: parameter train_rows: training needs at least"),
+        ("faiss-ivf", {"nprobe": 0}, r"faiss-ivf: parameter nprobe must be in \[1, "),
         ("faiss-hnsw", {"nprobe": 3}, "faiss-hnsw: unknown parameter 'nprobe'"),
     ],
 )
@@ -323,6 +347,19 @@ def test_progress(synthetic: Embeddings) -> None:
     assert all(stage == "index" for stage, _, _ in seen)
 
 
+def test_progress_of_faiss_ivf_names_its_three_stages(synthetic: Embeddings) -> None:
+    needs("faiss-ivf")
+    seen: list[tuple[str, int, Any]] = []
+    ann.build_index(synthetic, "faiss-ivf", threads=1, nlist=16, progress=lambda *a: seen.append(a))
+    assert seen[:2] == [("train", 0, 1), ("train", 1, 1)]
+    stages = [stage for stage, _, _ in seen[2:]]
+    assert stages == sorted(stages)  # "assign" then "index", each a full pass over the rows
+    for stage in ("assign", "index"):
+        mine = [(done, total) for st, done, total in seen if st == stage]
+        assert mine[0] == (0, 20000)
+        assert mine[-1] == (20000, 20000)
+
+
 # -- persistence -----------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_save_load_round_trip(backend: str, synthetic: Embeddings, queries: np.ndarray, built: dict[str, Any], tmp_path: Path) -> None:
@@ -334,7 +371,7 @@ def test_save_load_round_trip(backend: str, synthetic: Embeddings, queries: np.n
     assert sorted(os.listdir(tmp_path)) == ["x.ann"]  # no temporary left behind
     for mmap in (True, False):
         loaded = ann.load_index(out, synthetic, mmap=mmap)
-        assert loaded.mmap == (mmap and backend in ("usearch", "faiss-hnsw", "faiss-ivfpq"))
+        assert loaded.mmap == (mmap and backend in ("usearch", "faiss-hnsw", "faiss-ivfpq", "faiss-ivf"))
         assert (loaded.backend, loaded.params, len(loaded)) == (ix.backend, ix.params, len(ix))
         if sys.platform.startswith("linux"):  # the backend's file is mapped (only) when the backend can map it
             maps = Path("/proc/self/maps").read_text()

@@ -123,11 +123,16 @@ class counted:
         self.ix.check(emb)
 
 
-def test_batches_equal_the_single_query_answers_and_the_exact_batch(small: tuple[Embeddings, Any]) -> None:
+@pytest.mark.parametrize("threads", [1, 3])
+def test_batches_equal_the_single_query_answers_and_the_exact_batch(small: tuple[Embeddings, Any], threads: int) -> None:
     emb, ix = small
     words = emb.vocab.words
-    queries = [*words[:60], "not a word", words[5]]
-    ids, scores = emb.word_similarity_batch(queries, k=10, index=ix)
+    queries = [*words[:300], "not a word", words[5]]  # more than RESCORE_CHUNK queries a thread: re-scored on three threads
+    finalfusion.set_threads(threads)
+    try:
+        ids, scores = emb.word_similarity_batch(queries, k=10, index=ix)
+    finally:
+        finalfusion.set_threads(None)
     for q, row_ids, row_scores in zip(queries, ids, scores, strict=True):
         single = emb.word_similarity(q, k=10, index=False)
         if single is None:

@@ -44,7 +44,15 @@ ProgressArg = Progress | bool | None
 
 #: Units of the stages whose bars are not plain counts.
 _UNITS = {"read": "B"}
-_DESCRIPTIONS = {"read": "reading", "train": "training", "encode": "encoding", "evaluate": "questions", "select": "words", "index": "indexing"}
+_DESCRIPTIONS = {
+    "read": "reading",
+    "train": "training",
+    "encode": "encoding",
+    "evaluate": "questions",
+    "select": "words",
+    "index": "indexing",
+    "assign": "assigning",
+}
 
 
 class TqdmBars:

@@ -52,8 +52,11 @@ class Rows(Protocol):
     #: The quantized storage the rows are reconstructed from, or ``None`` for dense storage.
     quantized: QuantizedArray | None
 
-    def blocks(self) -> Iterable[tuple[I64, F32]]:
-        """``(row ids, unit float32 rows)`` blocks, in row order."""
+    def blocks(self, stage: str = "index") -> Iterable[tuple[I64, F32]]:
+        """``(row ids, unit float32 rows)`` blocks, in row order; progress is reported as ``stage``."""
+
+    def report(self, stage: str, done: int, total: int) -> None:
+        """Report progress of a stage that is not a pass over the rows (e.g. ``"train"``)."""
 
     def sample(self, count: int, seed: int) -> F32:
         """About ``count`` unit rows drawn at random (a training sample)."""

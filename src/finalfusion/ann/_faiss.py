@@ -1,9 +1,12 @@
-"""The faiss backends: ``faiss-hnsw`` (``IndexHNSWFlat``) and ``faiss-ivfpq`` (``IndexIVFPQ``), inner product.
+"""The faiss backends: ``faiss-ivf`` (``IndexIVFFlat``), ``faiss-hnsw`` (``IndexHNSWFlat``) and ``faiss-ivfpq`` (``IndexIVFPQ``), inner product.
 
-Both are wrapped so that faiss's ids are the row ids (``IndexIDMap`` for
-HNSW, ``add_with_ids`` for IVF-PQ). Both load memory-mapped:
+All are wrapped so that faiss's ids are the row ids (``IndexIDMap`` for
+HNSW, the inverted lists' own ids for IVF). All load memory-mapped:
 ``IO_FLAG_MMAP_IFC`` maps the flat vectors of HNSW, ``IO_FLAG_MMAP`` the
-inverted lists of IVF-PQ. IVF-PQ trains its own coarse quantizer and
+inverted lists of IVF. IVF-Flat trains its coarse cells (k-means) on a
+random sample of the unit rows and keeps every row exactly in its cell's
+list, sized once (see :meth:`FaissIVFIndex.build`), so the index holds one
+copy of the rows and little else. IVF-PQ trains its own coarse quantizer and
 product quantizer on a random sample of the unit rows, or with
 ``reuse_pq=True`` (quantized storage, 8-bit codes) takes the embeddings' own
 quantizer and codes and trains only the coarse cells (see
@@ -15,6 +18,7 @@ a build sets it for its duration and restores it.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Final
 
@@ -25,10 +29,14 @@ from finalfusion.ann._hnswlib import hnsw_params
 from finalfusion.errors import import_extra
 from finalfusion.similarity._topk import F32, I64
 
-__all__ = ["FaissHNSWIndex", "FaissIVFPQIndex"]
+__all__ = ["FaissHNSWIndex", "FaissIVFIndex", "FaissIVFPQIndex"]
 
 #: Rows sampled to train IVF-PQ when ``train_rows`` is not given.
 DEFAULT_TRAIN_ROWS: Final = 100_000
+#: Training rows per coarse cell of IVF-Flat when ``train_rows`` is not given (faiss asks for at least 39).
+TRAIN_ROWS_PER_CELL: Final = 50
+#: Cells searched per query by IVF-Flat when ``nprobe`` is not given (recall@10 0.99 at 1M clustered rows, docs/performance-queries.md).
+DEFAULT_NPROBE: Final = 8
 
 
 def _lib() -> Any:
@@ -136,6 +144,91 @@ class FaissHNSWIndex(_FaissBase):
         return faiss.SearchParametersHNSW(efSearch=max(self._params["ef"], k))
 
 
+def _default_nlist(n: int) -> int:
+    """Coarse cells by default: 4 sqrt(rows), at most rows / 39 (faiss's fewest training rows per cell), at least 1."""
+    return max(1, min(round(4 * math.sqrt(n)), n // 39))
+
+
+def _nlist_param() -> Param:
+    return int_param(None, 1, 1 << 24, "coarse cells (default: 4 sqrt(rows), at most rows / 39)")
+
+
+@register_backend
+class FaissIVFIndex(_FaissBase):
+    """``IndexIVFFlat(IndexFlatIP(d), d, nlist, METRIC_INNER_PRODUCT)``: k-means cells, every row kept exactly."""
+
+    name: ClassVar[str] = "faiss-ivf"
+    params: ClassVar[Mapping[str, Param]] = {
+        "nlist": _nlist_param(),
+        "nprobe": int_param(DEFAULT_NPROBE, 1, 1 << 24, "cells searched per query: more is better recall and slower queries"),
+        "train_rows": int_param(None, 1, 1 << 40, f"rows sampled to train the cells (default: {TRAIN_ROWS_PER_CELL} per cell, at most all rows)"),
+        "seed": int_param(0, 0, (1 << 31) - 1, "random seed of the training sample and the k-means"),
+    }
+
+    @classmethod
+    def _flags(cls, faiss: Any) -> int:
+        return int(faiss.IO_FLAG_MMAP)
+
+    @classmethod
+    def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:
+        """``params`` checked, with ``nlist`` and ``train_rows`` worked out for ``n`` rows."""
+        out = check_params(cls, params)
+        if out["nlist"] is None:
+            out["nlist"] = _default_nlist(n)
+        if out["train_rows"] is None:
+            out["train_rows"] = min(n, TRAIN_ROWS_PER_CELL * out["nlist"])
+        if min(out["train_rows"], n) < out["nlist"]:
+            raise ValueError(
+                f"{cls.name}: parameter train_rows: training needs at least {out['nlist']} rows (nlist={out['nlist']}), "
+                f"and {min(out['train_rows'], n)} are available; lower nlist"
+            )
+        return out
+
+    @classmethod
+    def build(cls, rows: Rows, params: Mapping[str, Any], threads: int) -> FaissIVFIndex:
+        """Train the cells on a sample, assign every row, then fill each cell's list at its final size.
+
+        faiss's own ``add`` grows each list as a vector does (up to twice its
+        size, 1.4x on average); counting the rows per cell first and sizing
+        every list once keeps the index at one copy of the rows.
+        """
+        faiss = _lib()
+        nlist = params["nlist"]
+        sample = rows.sample(params["train_rows"], params["seed"])
+        if len(sample) < nlist:
+            raise ValueError(f"{cls.name}: parameter train_rows: training needs at least {nlist} usable rows, the sample has {len(sample)}")
+        coarse = faiss.IndexFlatIP(rows.dims)
+        index = faiss.IndexIVFFlat(coarse, rows.dims, nlist, faiss.METRIC_INNER_PRODUCT)
+        index.own_fields = True
+        coarse.this.disown()
+        index.cp.seed = params["seed"]
+        index.cp.min_points_per_centroid = 1  # the sample size is the caller's choice; faiss would only warn
+        with _omp_threads(faiss, threads):
+            rows.report("train", 0, 1)
+            index.train(np.ascontiguousarray(sample))
+            del sample
+            rows.report("train", 1, 1)
+            cells = [(ids, np.asarray(coarse.assign(unit, 1), dtype=np.int64).ravel()) for ids, unit in rows.blocks("assign")]
+            counts = np.bincount(np.concatenate([c for _, c in cells]) if cells else np.zeros(0, np.int64), minlength=nlist)
+            lists = index.invlists
+            for cell in np.flatnonzero(counts).tolist():
+                lists.resize(cell, int(counts[cell]))
+            filled = np.zeros(nlist, dtype=np.int64)
+            for (ids, cell_of), (_, unit) in zip(cells, rows.blocks(), strict=True):
+                order = np.argsort(cell_of, kind="stable")
+                cell_of, part_ids, unit = cell_of[order], np.ascontiguousarray(ids[order], dtype=np.int64), np.ascontiguousarray(unit[order])
+                starts = np.flatnonzero(np.r_[True, cell_of[1:] != cell_of[:-1]]) if len(cell_of) else np.zeros(0, np.int64)
+                for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(cell_of)], strict=True):
+                    cell = int(cell_of[a])
+                    lists.update_entries(cell, int(filled[cell]), b - a, faiss.swig_ptr(part_ids[a:b]), faiss.swig_ptr(unit[a:b].view(np.uint8)))
+                    filled[cell] += b - a
+            index.ntotal = int(counts.sum())
+        return cls(index, params)
+
+    def _search_params(self, faiss: Any, k: int) -> Any:
+        return faiss.SearchParametersIVF(nprobe=min(self._params["nprobe"], self._params["nlist"]))
+
+
 def _default_m(dims: int) -> int:
     """Subquantizers of IVF-PQ by default: the divisor of ``dims`` nearest to ``dims / 4`` (75 bytes per 300-dim row)."""
     return min((m for m in range(1, dims + 1) if dims % m == 0), key=lambda m: (abs(m - dims / 4), m))
@@ -147,7 +240,7 @@ class FaissIVFPQIndex(_FaissBase):
 
     name: ClassVar[str] = "faiss-ivfpq"
     params: ClassVar[Mapping[str, Param]] = {
-        "nlist": int_param(None, 1, 1 << 24, "coarse cells (default: 4 sqrt(rows), at most rows / 39)"),
+        "nlist": _nlist_param(),
         "m": int_param(None, 1, 1 << 16, "subquantizers = code bytes per row at 8 bits; must divide dims (default: the divisor nearest dims / 4)"),
         "nbits": int_param(8, 1, 16, "bits per subquantizer code"),
         "nprobe": int_param(16, 1, 1 << 24, "cells searched per query: more is better recall and slower queries"),
@@ -166,7 +259,7 @@ class FaissIVFPQIndex(_FaissBase):
         out = check_params(cls, params)
         count = n
         if out["nlist"] is None:
-            out["nlist"] = max(1, min(round(4 * count**0.5), count // 39))
+            out["nlist"] = _default_nlist(count)
         if out["m"] is None:
             out["m"] = _default_m(dims)
         if dims % out["m"]:

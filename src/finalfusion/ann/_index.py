@@ -236,18 +236,22 @@ class _Counted:
         self.dims = rows.dims
         self.quantized = rows.quantized
 
-    def blocks(self) -> Any:
+    def blocks(self, stage: str = "index") -> Any:
         report = self._report
         done = 0
         if report is not None:
-            report("index", 0, self.n)
+            report(stage, 0, self.n)
         for ids, unit in self._rows.blocks():
             yield ids, unit
             done = int(ids[-1]) + 1
             if report is not None:
-                report("index", done, self.n)
+                report(stage, done, self.n)
         if report is not None and done < self.n:
-            report("index", self.n, self.n)
+            report(stage, self.n, self.n)
+
+    def report(self, stage: str, done: int, total: int) -> None:
+        if self._report is not None:
+            self._report(stage, done, total)
 
     def sample(self, count: int, seed: int) -> F32:
         return self._rows.sample(count, seed)
@@ -269,15 +273,18 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
         The embeddings.
     backend
         ``"hnswlib"`` (the default: :data:`finalfusion.ann.DEFAULT_BACKEND`),
-        ``"faiss-hnsw"``, ``"faiss-ivfpq"``, ``"usearch"`` or ``"voyager"``.
+        ``"faiss-ivf"``, ``"faiss-hnsw"``, ``"faiss-ivfpq"``, ``"usearch"`` or ``"voyager"``.
     progress
         ``True`` for a progress bar, or a callable ``progress(stage, done, total)``
-        (stage ``"index"``: word rows added).
+        (stage ``"index"``: word rows added; ``faiss-ivf`` first reports
+        ``"train"``, its k-means, as 0 and 1 of 1, and ``"assign"``, the rows
+        given their cells).
     threads
         Threads of the build (default: the library's setting, :func:`finalfusion.set_threads`).
     **params
         The backend's parameters: HNSW backends ``M`` (16), ``ef_construction``
-        (100), ``ef`` (256, the search width); ``faiss-ivfpq`` ``nlist``, ``m``,
+        (100), ``ef`` (256, the search width); ``faiss-ivf`` ``nlist``, ``nprobe``
+        (8), ``train_rows``, ``seed``; ``faiss-ivfpq`` ``nlist``, ``m``,
         ``nbits`` (8), ``nprobe`` (16), ``train_rows``, ``seed``, ``reuse_pq`` (see docs/ann.md).
 
     Returns

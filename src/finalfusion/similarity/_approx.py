@@ -20,15 +20,20 @@ order) and queries restricted to the first rows (gensim's
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._threads import run_tasks, threads_for
 from finalfusion.similarity._base import QueryIndex
 from finalfusion.similarity._topk import F32, I64, NEG_INF, top_k
 
-__all__ = ["AnnSearch", "approx_search", "approx_search_batch", "as_ann", "is_ann"]
+__all__ = ["RESCORE_CHUNK", "AnnSearch", "approx_search", "approx_search_batch", "as_ann", "is_ann"]
+
+#: Fewest queries of a batch re-scored on one thread.
+RESCORE_CHUNK = 64
 
 
 @runtime_checkable
@@ -144,8 +149,14 @@ def approx_search_batch(
     most = int(np.diff(bounds).max()) if nq else 0
     found, _ = ann.search(np.ascontiguousarray(qm[rows]), _pool(index, k, rerank, most))
     found = np.asarray(found)
-    for j, r in enumerate(rows.tolist()):
-        ex = ex_r[bounds[r] : bounds[r + 1]]
-        s, i = _select(index, qm[r], _candidates(index, found[j], ex), width, rerank)
-        best_s[r, : len(s)], best_i[r, : len(i)] = s, i
+
+    def answer(lo: int, hi: int) -> None:  # queries lo:hi of ``rows``; each writes its own output rows
+        for j, r in enumerate(rows[lo:hi].tolist(), lo):
+            ex = ex_r[bounds[r] : bounds[r + 1]]
+            s, i = _select(index, qm[r], _candidates(index, found[j], ex), width, rerank)
+            best_s[r, : len(s)], best_i[r, : len(i)] = s, i
+
+    # the re-scoring is many small gathers and matrix-vector products (numpy releases the GIL in both)
+    step = max(RESCORE_CHUNK, -(-len(rows) // threads_for()))
+    run_tasks((functools.partial(answer, lo, min(len(rows), lo + step)) for lo in range(0, len(rows), step)), threads_for())
     return best_s, best_i, answered

@@ -135,7 +135,7 @@ class PQ:
         c = np.asarray(codes)
         q = self.quantized_len
         flat = c.reshape(-1, q).astype(np.intp)
-        vecs = self.quantizers[np.arange(q), flat].reshape(len(flat), self.reconstructed_len)
+        vecs: npt.NDArray[np.float32] = self.quantizers[np.arange(q), flat].reshape(len(flat), self.reconstructed_len)
         if self.projection is not None:
             vecs = vecs @ self.projection.T
         vecs = vecs.reshape(*c.shape[:-1], self.reconstructed_len)
