@@ -145,6 +145,15 @@ BACKENDS: dict[str, dict] = {
     "voyager": {"param": "ef", "settings": EFS},
 }
 IVF_RERANK = 100  # IVF-PQ candidates re-scored exactly against the matrix
+#: finalfusion.ann: the search settings measured per backend (one build, ``AnnIndex.set_search`` between them)
+FF_SETTINGS: dict[str, list[int]] = {
+    "faiss-ivf": [4, 6, 8, 16],
+    "faiss-ivfpq": [16, 32, 64],
+    "hnswlib": [128, 256],
+    "faiss-hnsw": [128, 256],
+    "usearch": [128, 256],
+    "voyager": [128, 256],
+}
 
 
 class Backend:
@@ -373,23 +382,29 @@ def worker_ff(a: argparse.Namespace) -> dict:
     res["peak_build_mb"] = peak_since_reset(before) / MB
     res["index"] = repr(ix)
     emb.set_index(ix)  # the default index of every query method from here on
-    row: dict = {}
-    finalfusion.set_threads(1)
-    for qid in queries[:20]:
-        emb.embedding_similarity(m[qid], k=K + 1)
-    lat, singles = [], []
-    for qid in queries:
-        t = time.perf_counter()
-        got = emb.embedding_similarity(m[qid], k=K + 1)
-        lat.append(time.perf_counter() - t)
-        singles.append(ids(got))
-    row["single_s"] = spread(lat)
-    row["single_recall"] = recall(singles, queries, true_ids)
-    finalfusion.set_threads(a.search_threads)
-    batch, found = timed_reps(a.reps, lambda: emb.embedding_similarity_batch(qm, k=K + 1)[0])
-    row["batch_s"] = batch
-    row["recall"] = recall(found, queries, true_ids)
-    res["settings"] = {str(ix.params.get(a.search_param, "-")): row}
+    param = "nprobe" if "nprobe" in ix.params else "ef"  # what AnnIndex.set_search can change
+    settings = [int(v) for v in a.ff_settings.split(",")] if a.ff_settings else FF_SETTINGS.get(ix.backend, [ix.params[param]])
+    res["settings"] = {}
+    for value in settings:
+        ix.set_search(**{param: value})
+        row: dict = {}
+        finalfusion.set_threads(1)
+        for qid in queries[:20]:
+            emb.embedding_similarity(m[qid], k=K + 1)
+        lat, singles = [], []
+        for qid in queries:
+            t = time.perf_counter()
+            got = emb.embedding_similarity(m[qid], k=K + 1)
+            lat.append(time.perf_counter() - t)
+            singles.append(ids(got))
+        row["single_s"] = spread(lat)
+        row["single_recall"] = recall(singles, queries, true_ids)
+        finalfusion.set_threads(a.search_threads)
+        batch, found = timed_reps(a.reps, lambda: emb.embedding_similarity_batch(qm, k=K + 1)[0])
+        row["batch_s"] = batch
+        row["recall"] = recall(found, queries, true_ids)
+        res["settings"][str(value)] = row
+    res["param"] = param
     res["peak_mb"] = peak_since_reset(before) / MB
     return res
 
@@ -450,7 +465,7 @@ def main() -> int:
     ap.add_argument("--only", help="backends for --backends, comma-separated (default all: " + ",".join(BACKENDS) + ")")
     ap.add_argument("--ff-backends", default="default", help="finalfusion.ann backends for --finalfusion, comma-separated ('default': backend=None)")
     ap.add_argument("--ff-params", default="", help="JSON build parameters for build_index (default none)")
-    ap.add_argument("--search-param", default="ef", help="the build parameter shown as the setting (default ef)")
+    ap.add_argument("--ff-settings", default="", help="search settings (ef or nprobe) for --finalfusion, comma-separated (default per backend: FF_SETTINGS)")
     ap.add_argument("--reps", type=int, default=None, help="batch repetitions (default 3; --quick 1)")
     ap.add_argument("--dims", type=int, default=300)
     ap.add_argument("--clusters", type=int, default=None, help="number of clusters (default 2,000 per million rows)")
@@ -531,9 +546,8 @@ def main() -> int:
                 print(f"finalfusion exact: {out['ff_exact']}", flush=True)
                 rows = {}
                 for name in a.ff_backends.split(","):
-                    extra = ["--backend", name, "--params", a.ff_params, "--search-param", a.search_param]
+                    extra = ["--backend", name, "--params", a.ff_params, "--ff-settings", a.ff_settings]
                     r = run_worker("ff", [*base, *extra])
-                    r["param"] = a.search_param
                     rows[f"ann {name}"] = r
                     print(f"finalfusion ann {name}: {json.dumps(r)}", flush=True)
                 out["ff"] = rows

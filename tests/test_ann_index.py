@@ -142,15 +142,26 @@ def test_single_query_rows_answer_as_in_a_batch(backend: str, synthetic: Embeddi
 
 def test_default_backend_and_parameters(synthetic: Embeddings) -> None:
     small = Embeddings(NdArray(clustered(500, 8)), SimpleVocab([f"w{i}" for i in range(500)]))
+    needs("faiss-ivf")
     ix = ann.build_index(small)
-    assert ix.backend == ann.DEFAULT_BACKEND
-    assert ix.params == {"M": ann.DEFAULT_M, "ef_construction": ann.DEFAULT_EF_CONSTRUCTION, "ef": ann.DEFAULT_EF}
+    assert ix.backend == ann.DEFAULT_BACKEND == "faiss-ivf"
+    # 4 sqrt(500) = 89 cells would hold 5.6 rows each: at most 500 / 39 = 12 (faiss's fewest training rows per cell);
+    # nprobe: 8 cells, or enough to hold 2,000 rows (here all 12); training on 50 rows a cell, at most all 500
+    assert ix.params == {"nlist": 12, "nprobe": 12, "train_rows": 500, "seed": 0}
+    assert len(ix) == ix.n == 500
+    graph = ann.build_index(small, "hnswlib")
+    assert graph.params == {"M": ann.DEFAULT_M, "ef_construction": ann.DEFAULT_EF_CONSTRUCTION, "ef": ann.DEFAULT_EF}
     for other in ("faiss-hnsw", "usearch", "voyager"):
         needs(other)
-        assert ann.build_index(small, other).params == ix.params
-    assert len(ix) == ix.n == 500
+        assert ann.build_index(small, other).params == graph.params
+    from finalfusion.ann._backends import backend_class
+
+    big = backend_class("faiss-ivf").resolve({}, 2_000_000, 300)
+    assert big == {"nlist": 5657, "nprobe": 8, "train_rows": 282_850, "seed": 0}  # 5,657 cells of 354 rows: 8 hold 2,829
+    assert backend_class("faiss-ivf").resolve({}, 50_000, 300)["nprobe"] == 36  # 894 cells of 56 rows
     assert ix.dims == 8
-    assert "hnswlib" in repr(ix)
+    assert repr(ix) == "AnnIndex(backend='faiss-ivf', nlist=12, nprobe=12, train_rows=500, seed=0, n=500, dims=8, indexed=500)"
+    assert "hnswlib" in repr(graph)
 
 
 def test_tutorial_file_indexes_known_words_only() -> None:
@@ -337,6 +348,38 @@ def test_search_arguments(synthetic: Embeddings, built: dict[str, Any]) -> None:
         ix.search(np.full(16, np.nan, np.float32), 1)
     ids, _scores = ix.search(np.zeros((0, 16), np.float32), 3)
     assert ids.shape == (0, 3)
+
+
+#: Per backend: the search parameter, a narrow and a wide setting.
+SEARCH_WIDTH = {"faiss-ivf": ("nprobe", 1, 32), "faiss-ivfpq": ("nprobe", 1, 32)}
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_set_search_widens_later_searches_and_is_saved(backend: str, synthetic: Embeddings, queries: np.ndarray, tmp_path: Path) -> None:
+    needs(backend)
+    name, narrow, wide = SEARCH_WIDTH.get(backend, ("ef", 10, 2000))
+    ix = ann.build_index(synthetic, backend, threads=1, **{**BACKENDS[backend][1], name: narrow})
+    rows = unit(np.asarray(synthetic.storage.matrix))
+    want = np.argsort(-(queries @ rows.T), axis=1, kind="stable")[:, :10]
+
+    def found() -> float:
+        return float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(ix.search(queries, 10)[0].tolist(), want.tolist(), strict=True)]))
+
+    before = found()
+    ix.set_search(**{name: wide})
+    assert ix.params[name] == wide
+    after = found()
+    assert after > before
+    ix.save(tmp_path / "ix")
+    assert ann.load_index(tmp_path / "ix", synthetic).params[name] == wide
+    with pytest.raises(ValueError, match=rf"{backend}: parameter {name} must be in"):
+        ix.set_search(**{name: 0})
+    fixed = "nlist" if backend.startswith("faiss-ivf") else "M"
+    with pytest.raises(ValueError, match=rf"{backend}: parameter {fixed} is fixed when the index is built; a search can change {name}"):
+        ix.set_search(**{fixed: 4})
+    with pytest.raises(ValueError, match=rf"{backend}: parameter colour is not a parameter of this backend"):
+        ix.set_search(colour=4)
+    assert ix.params[name] == wide
 
 
 def test_progress(synthetic: Embeddings) -> None:
@@ -560,20 +603,25 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_index_build(tmp_path: Path) -> None:
-    out = tmp_path / "tutorial.ann"
-    proc = run_cli("index", "build", str(TUTORIAL), str(out), "--param", "M=8", "--param", "ef=32")
-    assert proc.returncode == 0, proc.stderr
     emb = load_finalfusion(TUTORIAL)
+    out = tmp_path / "tutorial.ann"
+    proc = run_cli("index", "build", str(TUTORIAL), str(out), "--backend", "hnswlib", "--param", "M=8", "--param", "ef=32")
+    assert proc.returncode == 0, proc.stderr
     ix = ann.load_index(out, emb)
     assert ix.backend == "hnswlib"
     assert ix.params == {"M": 8, "ef_construction": ann.DEFAULT_EF_CONSTRUCTION, "ef": 32}
     assert ix.n == len(emb.vocab)
+    needs("faiss-ivf")
+    proc = run_cli("index", "build", str(TUTORIAL), str(tmp_path / "default.ann"), "--param", "nprobe=4")
+    assert proc.returncode == 0, proc.stderr
+    ix = ann.load_index(tmp_path / "default.ann", emb)
+    assert (ix.backend, ix.params["nprobe"], ix.n) == ("faiss-ivf", 4, len(emb.vocab))
 
 
 def test_cli_index_build_errors(tmp_path: Path) -> None:
     proc = run_cli("index", "build", str(TUTORIAL), str(tmp_path / "x"), "--param", "bogus=1")
     assert proc.returncode == 1
-    assert "hnswlib: unknown parameter 'bogus'" in proc.stderr
+    assert f"{ann.DEFAULT_BACKEND}: unknown parameter 'bogus'" in proc.stderr
     assert "Traceback" not in proc.stderr
     proc = run_cli("index", "build", str(TUTORIAL), str(tmp_path / "x"), "--param", "M")
     assert proc.returncode == 2
@@ -596,9 +644,12 @@ def test_cli_index_build_draws_a_bar_on_a_terminal(tmp_path: Path) -> None:
     pytest.importorskip("tqdm", reason="tqdm (the cli extra) is not installed")
     pytest.importorskip("pty", reason="needs pseudo-terminals")
     env = dict(os.environ, PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, "-m", "finalfusion", "index", "build", str(TUTORIAL), str(tmp_path / "t.ann"), "--param", "M=8"]
+    needs(ann.DEFAULT_BACKEND)
+    cmd = [sys.executable, "-m", "finalfusion", "index", "build", str(TUTORIAL), str(tmp_path / "t.ann")]
     proc, seen = stderr_on_a_terminal(cmd, env, timeout=300)
     assert proc.returncode == 0
+    assert b"training" in seen  # faiss-ivf's k-means, then its two passes over the rows
+    assert b"assigning" in seen
     assert b"indexing" in seen
-    assert b"5338/5338" in seen
+    assert b"/5338" in seen  # the known words, the bar's total (a fast pass may close before its last count is drawn)
     assert (tmp_path / "t.ann" / "ann.json").is_file()

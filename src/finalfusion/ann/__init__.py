@@ -6,12 +6,13 @@ price of missing a few true neighbours (recall). One index covers the
 known words of one :class:`~finalfusion.Embeddings` (row id = word id),
 unit-normalised, searched by inner product (cosine similarity).
 
-* :func:`build_index` builds one with a backend: ``"hnswlib"`` (the
-  default, :data:`DEFAULT_BACKEND`), ``"faiss-hnsw"``, ``"faiss-ivfpq"``,
-  ``"usearch"`` or ``"voyager"``; each is an optional package of the
+* :func:`build_index` builds one with a backend: ``"faiss-ivf"`` (the
+  default, :data:`DEFAULT_BACKEND`), ``"hnswlib"``, ``"faiss-hnsw"``,
+  ``"faiss-ivfpq"``, ``"usearch"`` or ``"voyager"``; each is an optional package of the
   ``ann`` extra (``pip install 'finalfusion-py[ann]'``), imported only when
   used.
 * :meth:`AnnIndex.search` returns ``(ids, scores)`` arrays;
+  :meth:`AnnIndex.set_search` widens or narrows later searches;
   :meth:`AnnIndex.check` refuses other embeddings
   (:class:`~finalfusion.errors.StaleIndexError`).
 * :meth:`AnnIndex.save` / :func:`load_index` persist it (memory-mapped on
@@ -25,7 +26,7 @@ Examples
 >>> from finalfusion.ann import build_index
 >>> rows = np.random.default_rng(0).standard_normal((200, 16)).astype(np.float32)
 >>> emb = Embeddings(NdArray(rows), SimpleVocab([f"w{i}" for i in range(200)]))
->>> ix = build_index(emb)  # DEFAULT_BACKEND (hnswlib) with DEFAULT_M, DEFAULT_EF_CONSTRUCTION, DEFAULT_EF
+>>> ix = build_index(emb)  # DEFAULT_BACKEND (faiss-ivf): 200 rows, 5 cells, all searched
 >>> q = emb["w7"] / np.linalg.norm(emb["w7"])
 >>> ids, scores = ix.search(q, k=3)
 >>> int(ids[0, 0]), round(float(scores[0, 0]), 4)

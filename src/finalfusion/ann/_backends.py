@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: The backend :func:`finalfusion.ann.build_index` uses when none is named (change it here only).
-DEFAULT_BACKEND: Final = "hnswlib"
+DEFAULT_BACKEND: Final = "faiss-ivf"
 #: The HNSW backends' defaults (hnswlib, faiss-hnsw, usearch, voyager): links per row, build width, search width.
 DEFAULT_M: Final = 16
 DEFAULT_EF_CONSTRUCTION: Final = 100
@@ -112,6 +112,9 @@ class BackendIndex(Protocol):
     def to_bytes(self) -> bytes:
         """The index as bytes (pickling by value)."""
 
+    def set_search(self, name: str, value: int) -> None:
+        """Set the search-time parameter ``name`` (one of the backend's :attr:`Backend.search_params`) for later searches."""
+
 
 class Backend(Protocol):
     """A backend class: its name, parameters, file and constructors."""
@@ -121,6 +124,8 @@ class Backend(Protocol):
     params: ClassVar[Mapping[str, Param]]
     #: Whether :meth:`load` can memory-map the file (else it is read into memory).
     can_mmap: ClassVar[bool]
+    #: The parameters a built index can change (:meth:`finalfusion.ann.AnnIndex.set_search`).
+    search_params: ClassVar[tuple[str, ...]]
 
     @classmethod
     def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:

@@ -35,8 +35,10 @@ __all__ = ["FaissHNSWIndex", "FaissIVFIndex", "FaissIVFPQIndex"]
 DEFAULT_TRAIN_ROWS: Final = 100_000
 #: Training rows per coarse cell of IVF-Flat when ``train_rows`` is not given (faiss asks for at least 39).
 TRAIN_ROWS_PER_CELL: Final = 50
-#: Cells searched per query by IVF-Flat when ``nprobe`` is not given (recall@10 0.99 at 1M clustered rows, docs/performance-queries.md).
-DEFAULT_NPROBE: Final = 8
+#: IVF-Flat without ``nprobe``: at least this many cells searched per query ...
+MIN_NPROBE: Final = 8
+#: ... and enough of them to hold about this many rows (recall@10 0.99 at 1M clustered rows, docs/performance-queries.md).
+NPROBE_ROWS: Final = 2_000
 
 
 def _lib() -> Any:
@@ -69,6 +71,9 @@ class _FaissBase:
 
     def _search_params(self, faiss: Any, k: int) -> Any:
         raise NotImplementedError
+
+    def set_search(self, name: str, value: int) -> None:
+        self._params = {**self._params, name: value}  # read by every search call (faiss's SearchParameters)
 
     def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
         faiss = _lib()
@@ -119,6 +124,7 @@ class FaissHNSWIndex(_FaissBase):
     """``IndexIDMap(IndexHNSWFlat(d, M, METRIC_INNER_PRODUCT))``."""
 
     name: ClassVar[str] = "faiss-hnsw"
+    search_params: ClassVar[tuple[str, ...]] = ("ef",)
     params: ClassVar[Mapping[str, Param]] = hnsw_params()
 
     @classmethod
@@ -158,9 +164,15 @@ class FaissIVFIndex(_FaissBase):
     """``IndexIVFFlat(IndexFlatIP(d), d, nlist, METRIC_INNER_PRODUCT)``: k-means cells, every row kept exactly."""
 
     name: ClassVar[str] = "faiss-ivf"
+    search_params: ClassVar[tuple[str, ...]] = ("nprobe",)
     params: ClassVar[Mapping[str, Param]] = {
         "nlist": _nlist_param(),
-        "nprobe": int_param(DEFAULT_NPROBE, 1, 1 << 24, "cells searched per query: more is better recall and slower queries"),
+        "nprobe": int_param(
+            None,
+            1,
+            1 << 24,
+            f"cells searched per query: more is better recall and slower queries (default: {MIN_NPROBE}, or more to reach {NPROBE_ROWS:,} rows)",
+        ),
         "train_rows": int_param(None, 1, 1 << 40, f"rows sampled to train the cells (default: {TRAIN_ROWS_PER_CELL} per cell, at most all rows)"),
         "seed": int_param(0, 0, (1 << 31) - 1, "random seed of the training sample and the k-means"),
     }
@@ -177,6 +189,8 @@ class FaissIVFIndex(_FaissBase):
             out["nlist"] = _default_nlist(n)
         if out["train_rows"] is None:
             out["train_rows"] = min(n, TRAIN_ROWS_PER_CELL * out["nlist"])
+        if out["nprobe"] is None:
+            out["nprobe"] = min(out["nlist"], max(MIN_NPROBE, math.ceil(NPROBE_ROWS * out["nlist"] / max(1, n))))
         if min(out["train_rows"], n) < out["nlist"]:
             raise ValueError(
                 f"{cls.name}: parameter train_rows: training needs at least {out['nlist']} rows (nlist={out['nlist']}), "
@@ -239,6 +253,7 @@ class FaissIVFPQIndex(_FaissBase):
     """``IndexIVFPQ(IndexFlatIP(d), d, nlist, m, nbits, METRIC_INNER_PRODUCT)``, trained on a sample of the rows."""
 
     name: ClassVar[str] = "faiss-ivfpq"
+    search_params: ClassVar[tuple[str, ...]] = ("nprobe",)
     params: ClassVar[Mapping[str, Param]] = {
         "nlist": _nlist_param(),
         "m": int_param(None, 1, 1 << 16, "subquantizers = code bytes per row at 8 bits; must divide dims (default: the divisor nearest dims / 4)"),

@@ -45,6 +45,7 @@ class HnswlibIndex:
     module: ClassVar[str] = "hnswlib"
     params: ClassVar[Mapping[str, Param]] = hnsw_params()
     can_mmap: ClassVar[bool] = False
+    search_params: ClassVar[tuple[str, ...]] = ("ef",)
 
     def __init__(self, index: Any, ef: int) -> None:
         self._index = index
@@ -52,6 +53,11 @@ class HnswlibIndex:
         self._ef = ef
         self._lock = threading.Lock()
         index.set_ef(ef)
+
+    def set_search(self, name: str, value: int) -> None:
+        with self._lock:
+            self._index.set_ef(value)
+            self._ef = value
 
     @classmethod
     def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:

@@ -143,6 +143,45 @@ class AnnIndex:
             ids[np.isnan(scores)] = -1
         return ids, scores
 
+    def set_search(self, **params: int) -> None:
+        """Change how widely later searches look, without rebuilding: ``ef`` (HNSW backends) or ``nprobe`` (faiss IVF).
+
+        More is better recall and slower queries (see docs/ann.md, "Choosing
+        the parameters"). The new values are in :attr:`params` and in the
+        header of a later :meth:`save`. Build-time parameters (``M``,
+        ``nlist``, ...) cannot change.
+
+        Raises
+        ------
+        ValueError
+            A parameter the backend cannot change after the build, or a bad value (naming the backend and the parameter).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+        >>> rows = np.random.default_rng(0).standard_normal((100, 8)).astype(np.float32)
+        >>> ix = build_index(Embeddings(NdArray(rows), SimpleVocab([f"w{i}" for i in range(100)])), "hnswlib")
+        >>> ix.set_search(ef=32)
+        >>> ix.params["ef"]
+        32
+        >>> ix.set_search(M=8)
+        Traceback (most recent call last):
+        ...
+        ValueError: hnswlib: parameter M is fixed when the index is built; a search can change ef
+        """
+        cls = backend_class(self.backend)
+        allowed = cls.search_params
+        for name in params:
+            if name not in allowed:
+                what = "fixed when the index is built" if name in cls.params else "not a parameter of this backend"
+                raise ValueError(f"{self.backend}: parameter {name} is {what}; a search can change {', '.join(allowed)}")
+        checked = {name: cls.params[name].check(self.backend, name, value) for name, value in params.items()}
+        with self._lock:
+            for name, value in checked.items():
+                self._impl.set_search(name, value)
+                self.params[name] = value
+
     def check(self, emb: Queryable, *, verify: str = "full") -> None:
         """Raise :class:`~finalfusion.errors.StaleIndexError` unless the index was built for ``emb``.
 
@@ -272,8 +311,8 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
     emb
         The embeddings.
     backend
-        ``"hnswlib"`` (the default: :data:`finalfusion.ann.DEFAULT_BACKEND`),
-        ``"faiss-ivf"``, ``"faiss-hnsw"``, ``"faiss-ivfpq"``, ``"usearch"`` or ``"voyager"``.
+        ``"faiss-ivf"`` (the default: :data:`finalfusion.ann.DEFAULT_BACKEND`),
+        ``"hnswlib"``, ``"faiss-hnsw"``, ``"faiss-ivfpq"``, ``"usearch"`` or ``"voyager"``.
     progress
         ``True`` for a progress bar, or a callable ``progress(stage, done, total)``
         (stage ``"index"``: word rows added; ``faiss-ivf`` first reports
@@ -282,9 +321,10 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
     threads
         Threads of the build (default: the library's setting, :func:`finalfusion.set_threads`).
     **params
-        The backend's parameters: HNSW backends ``M`` (16), ``ef_construction``
-        (100), ``ef`` (256, the search width); ``faiss-ivf`` ``nlist``, ``nprobe``
-        (8), ``train_rows``, ``seed``; ``faiss-ivfpq`` ``nlist``, ``m``,
+        The backend's parameters: ``faiss-ivf`` ``nlist`` (4 sqrt(rows), at most
+        rows / 39), ``nprobe`` (the search width: 8 cells, or more to hold about
+        2,000 rows), ``train_rows``, ``seed``; HNSW backends ``M`` (16),
+        ``ef_construction`` (100), ``ef`` (256, the search width); ``faiss-ivfpq`` ``nlist``, ``m``,
         ``nbits`` (8), ``nprobe`` (16), ``train_rows``, ``seed``, ``reuse_pq`` (see docs/ann.md).
 
     Returns
@@ -341,6 +381,9 @@ class _NoIndex:
         raise NotImplementedError
 
     def to_bytes(self) -> bytes:
+        raise NotImplementedError
+
+    def set_search(self, name: str, value: int) -> None:
         raise NotImplementedError
 
 

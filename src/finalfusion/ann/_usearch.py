@@ -30,12 +30,17 @@ class UsearchIndex:
     module: ClassVar[str] = "usearch"
     params: ClassVar[Mapping[str, Param]] = hnsw_params()
     can_mmap: ClassVar[bool] = True
+    search_params: ClassVar[tuple[str, ...]] = ("ef",)
 
     def __init__(self, index: Any, ef: int) -> None:
         self._index = index
         self.count = int(index.size)
         index.expansion_search = ef
         self._ef = ef
+
+    def set_search(self, name: str, value: int) -> None:
+        self._index.expansion_search = value
+        self._ef = value
 
     @classmethod
     def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:

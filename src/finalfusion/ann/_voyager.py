@@ -32,11 +32,15 @@ class VoyagerIndex:
     module: ClassVar[str] = "voyager"
     params: ClassVar[Mapping[str, Param]] = hnsw_params()
     can_mmap: ClassVar[bool] = False
+    search_params: ClassVar[tuple[str, ...]] = ("ef",)
 
     def __init__(self, index: Any, ef: int) -> None:
         self._index = index
         self.count = int(index.num_elements)
         self._ef = ef
+
+    def set_search(self, name: str, value: int) -> None:
+        self._ef = value
 
     @classmethod
     def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:
