@@ -389,7 +389,11 @@ def test_options_for_inputs_without_tensors_are_refused(tmp_path: Path, capsys: 
             status, _, err = run(capsys, *argv)
             assert (status, err) == (2, f"finalfusion: error: {path}: --tensor does not apply to {fmt} input (only to gguf and safetensors models)\n")
         status, _, err = run(capsys, "lookup", "--tokenizer", other_tokenizer, path)
-        assert (status, err) == (2, f"finalfusion: error: {path}: --tokenizer does not apply to {fmt} input (only to safetensors models)\n")
+        hint = "; vectors keyed by the pieces of a SentencePiece model (BPEmb) are read with finalfusion.load_sentencepiece(model, vectors)"
+        assert (status, err) == (
+            2,
+            f"finalfusion: error: {path}: --tokenizer does not apply to {fmt} input (only to safetensors models){hint * (fmt == 'word2vec')}\n",
+        )
 
 
 def test_errors_are_one_line_in_a_real_process(two_tables: Path, other_tokenizer: Path, tmp_path: Path) -> None:

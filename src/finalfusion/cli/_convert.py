@@ -285,7 +285,10 @@ def _check_model_options(path: str, spec: Format, options: LoadOptions) -> None:
     for option in MODEL_OPTIONS:
         if getattr(options, option) is not None and option not in spec.honours:
             takers = " and ".join(f.name for f in FORMATS if option in f.honours)
-            raise UsageError(f"{path}: --{option} does not apply to {spec.name} input (only to {takers} models)")
+            hint = ""
+            if option == "tokenizer" and spec.words_only:  # BPEmb: piece vectors in a word2vec/text file beside a SentencePiece .model
+                hint = "; vectors keyed by the pieces of a SentencePiece model (BPEmb) are read with finalfusion.load_sentencepiece(model, vectors)"
+            raise UsageError(f"{path}: --{option} does not apply to {spec.name} input (only to {takers} models){hint}")
 
 
 def _names(found: object) -> str:
