@@ -215,6 +215,16 @@ def load(
     >>> emb = load(b"2 2\\nfoo 3 4\\nbar 0 1\\n")
     >>> emb.vocab.words, emb["foo"].tolist()
     (['foo', 'bar'], [0.6000000238418579, 0.800000011920929])
+
+    A model's table and vocabulary by name (here a safetensors checkpoint given as
+    bytes, so the tokenizer is a token list; a path finds the one beside it):
+
+    >>> import json, struct, numpy as np
+    >>> head = json.dumps({n: {"dtype": "F32", "shape": [2, 2], "data_offsets": [16 * i, 16 * i + 16]} for i, n in enumerate("ab")}).encode()
+    >>> data = struct.pack("<Q", len(head)) + head + np.array([[3, 4], [0, 2], [1, 0], [0, 1]], dtype="<f4").tobytes()
+    >>> emb = load(data, tensor="b", tokenizer=["x", "y"], normalize=False)
+    >>> emb["x"].tolist(), emb.metadata["safetensors"]["tensor"]
+    ([1.0, 0.0], 'b')
     """
     with reporter(progress) as report:
         options: dict[str, Any] = {"normalize": normalize, "lossy": lossy, "limit": limit, "progress": report, "tensor": tensor, "tokenizer": tokenizer}
