@@ -366,14 +366,14 @@ def test_completions(tmp_path: Path) -> None:
     script.write_text(bash)
     r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
-    # Sourced for real: completing "finalfusion conv" and "finalfusion convert --t".
+    # Sourced for real: completing "finalfusion conv" and "finalfusion convert --t" (--to and the model options).
     probe = (
         f"source {script}; COMP_WORDS=(finalfusion conv); COMP_CWORD=1; _finalfusion; echo ${{COMPREPLY[@]}};"
         " COMP_WORDS=(finalfusion convert --t); COMP_CWORD=2; _finalfusion; echo ${COMPREPLY[@]};"
         " COMP_WORDS=(finalfusion quantize -q ''); COMP_CWORD=3; _finalfusion; echo ${COMPREPLY[@]}"
     )
     r = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=False)
-    assert r.stdout.splitlines() == ["convert", "--to", "pq opq gaussian_opq"], r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["convert", "--tensor --tokenizer --to", "pq opq gaussian_opq"], r.stdout + r.stderr
     zsh = ok("completions", "zsh")
     assert zsh.startswith("#compdef finalfusion")
     assert "'convert:convert embeddings between formats'" in zsh

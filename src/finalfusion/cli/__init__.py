@@ -4,7 +4,9 @@
 module per group of subcommands, each adding its parsers in ``register``.
 Errors caused by the input -- a tokenizer's failure included -- are one
 line on stderr and exit status 1, never a traceback; usage errors show the
-usage of the subcommand concerned and exit status 2 (argparse); a bare
+usage of the subcommand concerned and exit status 2 (argparse), and so
+does an option's value found wrong only when the input is read (``--tensor``
+naming no tensor of the model: one line, status 2); a bare
 ``finalfusion`` prints the help on stderr and exits 2, like every usage
 error (finalfusion-utils, with clap 2's ``SubcommandRequiredElseHelp``, also
 prints the help on stderr, with its error status 1);
@@ -32,7 +34,7 @@ from collections.abc import Callable, Sequence
 from finalfusion import _interrupt
 from finalfusion._tokenizers import is_rust_panic
 from finalfusion.cli import _completions, _convert, _encode, _index, _inspect, _quantize, _query, _select
-from finalfusion.cli._common import CliError, one_line
+from finalfusion.cli._common import CliError, UsageError, one_line
 
 __all__ = ["build_parser", "execute", "main"]
 
@@ -82,7 +84,9 @@ def execute(func: Callable[[argparse.Namespace], int], args: argparse.Namespace,
 
     1 for any failure (the input's, the environment's, a model tokenizer's
     -- an exception or a Rust panic -- or an unexpected one, named by its
-    type), 130 for Ctrl-C, 141 for a closed output pipe.
+    type), 2 for an option's value found wrong when the input is read
+    (:class:`~finalfusion.cli._common.UsageError`: ``--tensor`` naming no
+    tensor of the file), 130 for Ctrl-C, 141 for a closed output pipe.
 
     Examples
     --------
@@ -96,6 +100,9 @@ def execute(func: Callable[[argparse.Namespace], int], args: argparse.Namespace,
         # pending when the handler is switched raises at once.
         _interrupt.release()
         return func(args)
+    except UsageError as exc:  # a wrong option value found when the input was read: a usage error (status 2, as argparse's)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
     except CliError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 1

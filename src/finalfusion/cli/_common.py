@@ -14,11 +14,29 @@ import numpy as np
 from finalfusion.cli.progress import bars
 from finalfusion.limits import MAX_WORD_BYTES
 
-__all__ = ["CliError", "SubcommandParser", "bars", "example", "numbered_lines", "one_line", "positive_int", "read_lines", "rust_float", "subparser"]
+__all__ = [
+    "CliError",
+    "SubcommandParser",
+    "UsageError",
+    "bars",
+    "example",
+    "numbered_lines",
+    "one_line",
+    "positive_int",
+    "read_lines",
+    "rust_float",
+    "subparser",
+]
 
 
 class CliError(Exception):
     """A failure caused by the input or the environment: printed as one line, exit status 1."""
+
+
+class UsageError(CliError):
+    """An option's value that turns out wrong only once the input is read (``--tensor`` naming no tensor of
+    the file, ``--tokenizer`` for a format without one): printed as one line, exit status 2, as argparse's
+    usage errors."""
 
 
 def example(text: str) -> str:

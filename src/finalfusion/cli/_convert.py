@@ -16,11 +16,12 @@ import inspect
 import io
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from finalfusion.cli._common import CliError, bars, one_line, positive_int, subparser
+from finalfusion.cli._common import CliError, UsageError, bars, one_line, positive_int, subparser
 from finalfusion.compat import _registry
 from finalfusion.compat._registry import formats
 from finalfusion.embeddings import Embeddings
@@ -51,6 +52,10 @@ class LoadOptions:
     limit: int | None = None
     mmap: bool = False
     progress: Any = None
+    #: ``--tensor``: the model's table (GGUF, safetensors); ``None``: the format's default.
+    tensor: str | None = None
+    #: ``--tokenizer``: the model's vocabulary file or directory (safetensors); ``None``: the one beside the weights.
+    tokenizer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,8 @@ def _from_registry(fmt: _registry.Format) -> Format:
     def load(path: str, o: LoadOptions) -> Embeddings:
         assert loader is not None  # only readable formats get a load
         given = {"normalize": o.normalize, "lossy": o.lossy, "limit": o.limit, "mmap": o.mmap, "progress": o.progress}
+        # --tensor and --tokenizer only when given (load_gguf's tensor has a default of its own); load_as refused them where not taken.
+        given.update({k: v for k, v in (("tensor", o.tensor), ("tokenizer", o.tokenizer)) if v is not None})
         return loader(path, **{k: v for k, v in given.items() if k in fmt.options})
 
     def write(path: str, emb: Embeddings, o: WriteOptions) -> None:
@@ -108,9 +115,13 @@ def _from_registry(fmt: _registry.Format) -> Format:
         fmt.description,
         load=load if fmt.can_read else None,
         write=write if fmt.can_write else None,
-        honours=fmt.options & {"normalize", "lossy", "limit", "mmap"},
+        honours=fmt.options & {"normalize", "lossy", "limit", "mmap", *MODEL_OPTIONS},
         **extras,
     )
+
+
+#: The :class:`LoadOptions` that name a part of a model: given for a format without them, a usage error (status 2).
+MODEL_OPTIONS: tuple[str, ...] = ("tensor", "tokenizer")
 
 
 #: Every registered format (:func:`finalfusion.compat.formats`), in detection order. An output extension two
@@ -247,10 +258,11 @@ def load_as(path: str, fmt: str | None, options: LoadOptions) -> Embeddings:
             name = _sniff(path, sample) if fmt is None else fmt
             spec = _BY_NAME[name]
             if name == "finalfusion_mmap":
-                options = LoadOptions(mmap=True)
+                options = LoadOptions(mmap=True, tensor=options.tensor, tokenizer=options.tokenizer)
             for option, default in (("limit", None), ("mmap", False)):
                 if getattr(options, option) != default and option not in spec.honours:
                     raise CliError(f"{path}: --{option} does not apply to {spec.name} input")
+            _check_model_options(path, spec, options)
             if options.mmap and not isinstance(source, str):
                 raise CliError(f"{path}: --mmap needs a regular file, and this is a pipe or device (leave --mmap out to read it)")
             assert spec.load is not None  # every format in the table can be read
@@ -259,9 +271,64 @@ def load_as(path: str, fmt: str | None, options: LoadOptions) -> Embeddings:
             except FinalfusionError as exc:
                 if fmt is not None and sample:
                     _name_the_right_format(path, fmt, sample, exc)
+                _blame_model_options(path, options, exc)
+                raise
+            except (OSError, ValueError, TypeError) as exc:
+                _blame_model_options(path, options, exc)
                 raise
     except (FinalfusionError, OSError, ValueError, TypeError, MemoryError) as exc:
         raise CliError(f"{path}: {_reason(exc, path)}") from None
+
+
+def _check_model_options(path: str, spec: Format, options: LoadOptions) -> None:
+    """Refuse ``--tensor``/``--tokenizer`` for a format that has no such part (a usage error: status 2)."""
+    for option in MODEL_OPTIONS:
+        if getattr(options, option) is not None and option not in spec.honours:
+            takers = " and ".join(f.name for f in FORMATS if option in f.honours)
+            hint = ""
+            if option == "tokenizer" and spec.words_only:  # BPEmb: piece vectors in a word2vec/text file beside a SentencePiece .model
+                hint = "; vectors keyed by the pieces of a SentencePiece model (BPEmb) are read with finalfusion.load_sentencepiece(model, vectors)"
+            raise UsageError(f"{path}: --{option} does not apply to {spec.name} input (only to {takers} models){hint}")
+
+
+def _names(found: object) -> str:
+    """The tensor names a :class:`~finalfusion.errors.FormatError` found (a list or a ready string), for a message."""
+    return ", ".join(map(str, found)) if isinstance(found, (list, tuple)) else str(found)
+
+
+def _blame_model_options(path: str, options: LoadOptions, exc: BaseException) -> None:
+    """Raise a :class:`UsageError` (status 2, one line) when a load failed because of ``--tensor`` or ``--tokenizer``.
+
+    * ``--tensor`` naming no tensor of the file: the message names the file's tensors;
+    * no ``--tensor``, and no table under the format's default name(s): the message names the
+      file's tensors, the candidates to choose from with ``--tensor``;
+    * ``--tokenizer`` that is not a tokenizer (read on its own), or one with more tokens than the
+      table has rows (another model's tokenizer).
+
+    Any other failure is the input's (status 1): this returns and the caller re-raises.
+    """
+    from finalfusion.errors import FormatError
+
+    if isinstance(exc, FormatError) and exc.message.startswith(("no tensor ", "no input-embedding table found")):
+        if options.tensor is not None and exc.expected == options.tensor:
+            raise UsageError(f"{path}: --tensor {options.tensor}: the model has no such tensor; it has: {_names(exc.found)}") from None
+        if options.tensor is None:
+            if exc.found in ("no tensors", []):
+                raise CliError(f"{path}: the model holds no tensors") from None
+            default = f"under the name {exc.expected}" if exc.message.startswith("no tensor ") else "under any name of a known model"
+            raise UsageError(f"{path}: no embedding table {default}: name it with --tensor, one of: {_names(exc.found)}") from None
+    if options.tokenizer is None:
+        return
+    from finalfusion.compat._model_vocab import model_vocab
+
+    try:  # the tokenizer alone: only when the load failed, so a good one is read once
+        _, n_tokens, _ = model_vocab(options.tokenizer, None, sys.maxsize, "tokenizer")
+    except Exception as bad:
+        raise UsageError(f"{path}: --tokenizer {options.tokenizer}: not a tokenizer this library reads: {_reason(bad, options.tokenizer)}") from None
+    if isinstance(exc, FormatError) and exc.message.startswith("the table has fewer rows than the vocabulary has tokens"):
+        raise UsageError(
+            f"{path}: --tokenizer {options.tokenizer} has {n_tokens:,} tokens and the table {exc.found}: it is another model's tokenizer"
+        ) from None
 
 
 def _name_the_right_format(path: str, fmt: str, sample: bytes, exc: BaseException) -> None:
@@ -352,7 +419,7 @@ def read_metadata(path: str) -> Any:
 
 
 def add_input_options(parser: argparse.ArgumentParser) -> None:
-    """``--from``, ``--lossy``, ``--mmap``, ``--limit``, ``--no-normalize`` for commands that read embeddings."""
+    """``--from``, ``--lossy``, ``--mmap``, ``--limit``, ``--no-normalize``, ``--tensor``, ``--tokenizer`` for commands that read embeddings."""
     group = parser.add_argument_group("input")
     group.add_argument(
         "-f",
@@ -366,6 +433,35 @@ def add_input_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--mmap", action="store_true", help="memory-map a finalfusion input instead of reading it")
     group.add_argument("--limit", type=positive_int, metavar="N", help="read only the first N words (word2vec, text, text-dims, fastText)")
     group.add_argument("--no-normalize", dest="normalize", action="store_false", help="keep the vectors of a non-finalfusion input as stored (no norms)")
+    group.add_argument(
+        "--tensor",
+        type=_tensor_name,
+        metavar="NAME",
+        help="the model's embedding table (GGUF, safetensors; default: token_embd.weight in GGUF, the first known name in safetensors)",
+    )
+    group.add_argument(
+        "--tokenizer",
+        type=_tokenizer_path,
+        metavar="PATH",
+        help="the model's tokenizer: a tokenizer.json, a SentencePiece .model or a directory holding one "
+        "(safetensors models; default: the one beside the weights)",
+    )
+
+
+def _tensor_name(text: str) -> str:
+    """argparse type of ``--tensor``: a non-empty name."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a tensor name, got an empty one")
+    return text
+
+
+def _tokenizer_path(text: str) -> str:
+    """argparse type of ``--tokenizer``: an existing file or directory (its content is read with the model)."""
+    if not os.path.exists(text):
+        directory = os.path.dirname(text)
+        where = f" (the directory {directory} does not exist)" if directory and not os.path.isdir(directory) else ""
+        raise argparse.ArgumentTypeError(f"{text}: no such file or directory{where}")
+    return text
 
 
 def load_input(args: argparse.Namespace, path: str, progress: Any = None) -> Embeddings:
@@ -376,6 +472,8 @@ def load_input(args: argparse.Namespace, path: str, progress: Any = None) -> Emb
         limit=getattr(args, "limit", None),
         mmap=getattr(args, "mmap", False),
         progress=progress,
+        tensor=getattr(args, "tensor", None),
+        tokenizer=getattr(args, "tokenizer", None),
     )
     return load_as(path, getattr(args, "input_format", None), options)
 

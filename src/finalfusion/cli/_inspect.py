@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
         finalfusion info vectors.fifu
         finalfusion info --json vectors.fifu | jq .storage""",
     )
-    i.add_argument("input", metavar="FILE", help="embeddings (finalfusion: chunk layout too; other formats are loaded)")
+    i.add_argument("input", metavar="FILE", help="embeddings or model directory (finalfusion: chunk layout too; other formats are loaded)")
     i.add_argument("--json", action="store_true", help="print one JSON object")
     add_input_options(i)
     i.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
         finalfusion lookup examples/sample.fifu berlin berliner
         python -m finalfusion examples/sample.fifu berlin berliner   # same: a file as first argument means lookup""",
     )
-    lk.add_argument("input", metavar="FILE", help="embeddings (any format)")
+    lk.add_argument("input", metavar="FILE", help="embeddings or model directory (any format)")
     lk.add_argument("words", metavar="WORD", nargs="*", help="words to look up (none: just describe the file)")
     lk.add_argument("--full", action="store_true", help="print every component, not the first six")
     add_input_options(lk)
@@ -71,6 +71,8 @@ def _finalfusion_layout(path: str) -> dict[str, Any] | None:
     """Header version and chunk layout of a plain finalfusion file, or ``None`` for anything else."""
     from finalfusion.io import open_buffer, read_chunks
 
+    if os.path.isdir(path):  # a model directory (safetensors, model2vec): loaded like any other format
+        return None
     try:
         with open(path, "rb") as f:
             if f.read(4) != b"FiFu":
@@ -130,12 +132,37 @@ def describe(emb: Embeddings) -> dict[str, Any]:
     }
 
 
+def _model_line(metadata: dict[str, Any] | None) -> str:
+    """Which table and tokenizer of a model were read (``--tensor``, ``--tokenizer``), from the loader's metadata; else ``""``.
+
+    Examples
+    --------
+    >>> md = {"tensor": "e.weight", "dtype": "F32", "shape": [96, 16], "tokenizer": "tokenizer.json (t.json)", "padding_rows_dropped": 6}
+    >>> _model_line({"safetensors": md})
+    'tensor e.weight (F32 [96, 16]), tokenizer.json (t.json), 6 padding rows dropped'
+    >>> _model_line({"gguf": {"tensor": "token_embd.weight", "type": "Q8_0", "tokenizer": "llama"}}), _model_line(None)
+    ('tensor token_embd.weight (Q8_0), llama tokenizer', '')
+    """
+    for fmt in ("safetensors", "gguf"):
+        md = (metadata or {}).get(fmt)
+        if isinstance(md, dict) and "tensor" in md:
+            kind = " ".join(str(md[k]) for k in ("dtype", "type", "shape") if k in md)
+            tokenizer = md.get("tokenizer")
+            described = "" if tokenizer is None else f", {tokenizer}" + (" tokenizer" if fmt == "gguf" else "")
+            dropped = md.get("padding_rows_dropped")
+            padding = f", {dropped:,} padding rows dropped" if isinstance(dropped, int) and dropped > 0 else ""
+            return f"tensor {md['tensor']}" + (f" ({kind})" if kind else "") + described + padding
+    return ""
+
+
 def run_info(args: argparse.Namespace) -> int:
     """Describe ``args.input``."""
     from finalfusion.errors import FinalfusionError
 
+    # --tensor/--tokenizer go through the loader, which refuses them for finalfusion input (status 2) rather than ignore them.
+    model_options = args.tensor is not None or args.tokenizer is not None
     try:
-        layout = _finalfusion_layout(args.input) if args.input_format in (None, "finalfusion") else None
+        layout = _finalfusion_layout(args.input) if args.input_format in (None, "finalfusion") and not model_options else None
     except (FinalfusionError, OSError, ValueError) as exc:
         raise CliError(about(args.input, exc)) from None
     if layout is not None:
@@ -171,6 +198,9 @@ def run_info(args: argparse.Namespace) -> int:
         )
     else:
         out.append(f"storage:    {s['type']}, {s['rows']:,} x {s['dims']} {s['dtype']}")
+    model = _model_line(info["metadata"])
+    if model:
+        out.append(f"model:      {model}")
     out.append(f"norms:      {'no' if info['norms'] is None else format(info['norms'], ',d')}")
     md = info["metadata"]
     out.append("metadata:   " + ("no" if md is None else f"{len(md)} keys ({', '.join(list(md)[:8])}{', ...' if len(md) > 8 else ''})"))
@@ -181,6 +211,8 @@ def run_info(args: argparse.Namespace) -> int:
 def _load_finalfusion(path: str) -> Embeddings:
     from finalfusion.errors import FinalfusionError
 
+    if os.path.isdir(path):
+        raise CliError(f"{path}: a directory (a model directory?), not a finalfusion file: only finalfusion files hold metadata; convert it first")
     try:
         with open(path, "rb") as f:
             if f.read(4) != b"FiFu":

@@ -183,10 +183,17 @@ def run_reconstruct(args: argparse.Namespace) -> int:
     OUT is finalfusion unless ``--to`` or its extension names another format (finalfusion-utils always
     writes finalfusion).
     """
+    from finalfusion.cli._convert import detect
     from finalfusion.storage import QuantizedArray
 
     check_output(args.output)
     fmt = args.output_format if args.output_format is not None else output_format(args.output, default="finalfusion").name
+    # A model directory or file is never quantized, and its options (--tensor) are not reconstruct's: say so before loading it.
+    # (Files and directories only: a pipe's bytes, read here, would be gone for the loader.)
+    if os.path.isdir(args.input) or os.path.isfile(args.input):
+        source = detect(args.input)
+        if source != "finalfusion":
+            raise CliError(f"{args.input}: {source} input: reconstruct reads quantized finalfusion files ('finalfusion quantize' writes them)")
     emb = load_input(args, args.input)
     if not isinstance(emb.storage, QuantizedArray):
         raise CliError(

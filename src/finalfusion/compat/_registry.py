@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = ["LOAD_OPTIONS", "Format", "formats", "get_format", "register_format"]
 
-#: Options of :func:`finalfusion.load` that are passed to a loader that declares them.
-LOAD_OPTIONS: Final = frozenset({"normalize", "lossy", "limit", "mmap", "progress"})
+#: Options of :func:`finalfusion.load` that are passed to a loader that declares them (``tensor`` and ``tokenizer``
+#: only when given: a model's table and vocabulary, for the formats that read models).
+LOAD_OPTIONS: Final = frozenset({"normalize", "lossy", "limit", "mmap", "progress", "tensor", "tokenizer"})
 
 #: ``detector(sample, path)``: whether the input is in this format.
 Detector = Callable[[bytes, "str | None"], bool]
@@ -62,7 +63,7 @@ class Format:
     order : int
         Position in the detection order (smaller first).
     options : frozenset[str]
-        Which of ``normalize``, ``lossy``, ``limit``, ``mmap`` and ``progress`` the loader takes.
+        Which of ``normalize``, ``lossy``, ``limit``, ``mmap``, ``progress``, ``tensor`` and ``tokenizer`` the loader takes.
     mismatch : str
         Why a sample is not in this format, for the message when nothing matches.
 
@@ -147,7 +148,8 @@ def register_format(
     writer
         ``writer(file, embeddings)``, or ``None`` for a read-only format.
     options
-        The :data:`LOAD_OPTIONS` the loader accepts (``mmap`` is passed only with a path).
+        The :data:`LOAD_OPTIONS` the loader accepts (``mmap`` is passed only with a path, ``tensor`` and
+        ``tokenizer`` only when given).
     mismatch
         Why a sample is not this format (``"no FiFu magic"``), for the error
         when nothing matches; formats with the same text are named together.

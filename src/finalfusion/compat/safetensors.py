@@ -662,8 +662,9 @@ def load_safetensors(file: Source, *, tensor: str | None = None, tokenizer: Any 
         The vocabulary: a path to a ``tokenizer.json`` or a SentencePiece
         ``.model``, a tokenizer object, or a list of tokens (row ``i`` is
         token ``i``). By default ``tokenizer.json``, else ``tokenizer.model``,
-        next to the weights. With a tokenizer, unknown words are embedded
-        through it (the normalised sum of the rows of its pieces).
+        next to the weights. With a tokenizer, every word is embedded
+        through it (the word rule: the mean of the model's rows of its
+        tokens; docs/models.md).
     normalize
         l2-normalise the rows and keep their norms (the default, as for
         every converter); ``False`` keeps the rows as stored (an F32 table
@@ -804,9 +805,9 @@ def _detect(sample: bytes, path: str | None) -> bool:
     return len(sample) >= 9 and 2 <= int.from_bytes(sample[:8], "little") <= 100_000_000 and sample[8:9] == b"{"
 
 
-def _load_found(source: Any, *, normalize: bool = True) -> Embeddings:
-    """The registry's loader: a path is read with the tokenizer beside it; data has no tokenizer to go with it."""
-    if local_path(source) is None:
+def _load_found(source: Any, *, normalize: bool = True, tensor: str | None = None, tokenizer: Any = None) -> Embeddings:
+    """The registry's loader: a path is read with the tokenizer beside it (or ``tokenizer``); data needs ``tokenizer``."""
+    if local_path(source) is None and tokenizer is None:
         raise FormatError(
             "a safetensors checkpoint given as data has no tokenizer beside it",
             offset=0,
@@ -814,7 +815,7 @@ def _load_found(source: Any, *, normalize: bool = True) -> Embeddings:
             expected="a path (the tokenizer is read from beside it), or load_safetensors(data, tokenizer=...)",
             found="safetensors data",
         )
-    return load_safetensors(source, normalize=normalize)
+    return load_safetensors(source, tensor=tensor, tokenizer=tokenizer, normalize=normalize)
 
 
 register_format(
@@ -824,6 +825,6 @@ register_format(
     order=4,
     detector=_detect,
     loader=_load_found,
-    options=("normalize",),
+    options=("normalize", "tensor", "tokenizer"),
     mismatch="no safetensors header",
 )

@@ -127,21 +127,58 @@ def _directory_format(path: str) -> Format | None:
     return next((f for f in formats() if f.can_read and f.detector is not None and f.detector(b"", path)), None)
 
 
+#: Options passed only when given, and refused by a format that does not take them (rather than ignored).
+MODEL_OPTIONS = ("tensor", "tokenizer")
+
+
+def refused_option(fmt: Format, options: dict[str, Any]) -> str | None:
+    """Why ``fmt`` cannot take the given model options (``tensor``, ``tokenizer``), or ``None`` when it can.
+
+    Examples
+    --------
+    >>> from finalfusion.compat._registry import get_format
+    >>> refused_option(get_format("word2vec"), {"tensor": "x"})
+    'tensor= does not apply to word2vec input (only to gguf, safetensors)'
+    >>> refused_option(get_format("safetensors"), {"tensor": "x", "tokenizer": None}) is None
+    True
+    """
+    for option in MODEL_OPTIONS:
+        if options.get(option) is not None and option not in fmt.options:
+            takers = ", ".join(f.name for f in formats() if option in f.options)
+            return f"{option}= does not apply to {fmt.name} input (only to {takers})"
+    return None
+
+
 def _read_with(fmt: Format, source: Any, options: dict[str, Any]) -> Embeddings:
     if fmt.loader is None:  # pragma: no cover - _detect only returns readable formats
         raise RuntimeError(f"format {fmt.name!r} has no loader")
-    return fmt.loader(source, **{k: v for k, v in options.items() if k in fmt.options})
+    refused = refused_option(fmt, options)
+    if refused is not None:
+        raise ValueError(refused)
+    given = {k: v for k, v in options.items() if k in fmt.options and not (k in MODEL_OPTIONS and v is None)}
+    return fmt.loader(source, **given)
 
 
 def load(
-    file: Source, *, normalize: bool = True, lossy: bool = False, limit: int | None = None, mmap: bool = False, progress: ProgressArg = None
+    file: Source,
+    *,
+    normalize: bool = True,
+    lossy: bool = False,
+    limit: int | None = None,
+    mmap: bool = False,
+    progress: ProgressArg = None,
+    tensor: str | None = None,
+    tokenizer: Any = None,
 ) -> Embeddings:
     """Load embeddings in any supported format, recognised from the file's first bytes.
 
     Gzip-compressed input is decompressed transparently. The options apply
     where the format has them: ``normalize``, ``lossy`` and ``limit`` to
     word2vec, text, text-dims and fastText (see :func:`~finalfusion.compat.load_word2vec`);
-    ``lossy`` to floret; ``mmap`` to uncompressed finalfusion files given by path.
+    ``lossy`` to floret; ``mmap`` to uncompressed finalfusion files given by path;
+    ``tensor`` (the table's name) to GGUF and safetensors models and ``tokenizer``
+    to safetensors models (see :func:`~finalfusion.compat.load_safetensors`):
+    given for another format, they are a ``ValueError``, not ignored.
     :func:`~finalfusion.compat.formats` lists the formats, in the order they are tried.
     ``progress`` reports the bytes read (a callable ``progress("read", done,
     total)``, or ``True`` for a tqdm bar when tqdm is installed).
@@ -153,6 +190,13 @@ def load(
         a ``bytes`` path), the file's contents (``bytes``, ``bytearray``,
         ``memoryview``), a file descriptor or a binary file object.
         A ``str`` or ``os.PathLike`` path may also name a directory (formats stored as one).
+    tensor
+        The name of the model's embedding table, where the file holds several
+        (``load_gguf``'s and ``load_safetensors``' ``tensor``); default: the format's choice.
+    tokenizer
+        The vocabulary of a safetensors model (``load_safetensors``' ``tokenizer``:
+        a ``tokenizer.json`` or SentencePiece ``.model`` path, a tokenizer object or a
+        token list); default: the tokenizer beside the weights.
 
     Returns
     -------
@@ -163,15 +207,27 @@ def load(
     FormatError
         If the format cannot be recognised (saying what was found), or the
         file is malformed.
+    ValueError
+        If ``tensor`` or ``tokenizer`` is given for a format that does not take it.
 
     Examples
     --------
     >>> emb = load(b"2 2\\nfoo 3 4\\nbar 0 1\\n")
     >>> emb.vocab.words, emb["foo"].tolist()
     (['foo', 'bar'], [0.6000000238418579, 0.800000011920929])
+
+    A model's table and vocabulary by name (here a safetensors checkpoint given as
+    bytes, so the tokenizer is a token list; a path finds the one beside it):
+
+    >>> import json, struct, numpy as np
+    >>> head = json.dumps({n: {"dtype": "F32", "shape": [2, 2], "data_offsets": [16 * i, 16 * i + 16]} for i, n in enumerate("ab")}).encode()
+    >>> data = struct.pack("<Q", len(head)) + head + np.array([[3, 4], [0, 2], [1, 0], [0, 1]], dtype="<f4").tobytes()
+    >>> emb = load(data, tensor="b", tokenizer=["x", "y"], normalize=False)
+    >>> emb["x"].tolist(), emb.metadata["safetensors"]["tensor"]
+    ([1.0, 0.0], 'b')
     """
     with reporter(progress) as report:
-        options: dict[str, Any] = {"normalize": normalize, "lossy": lossy, "limit": limit, "progress": report}
+        options: dict[str, Any] = {"normalize": normalize, "lossy": lossy, "limit": limit, "progress": report, "tensor": tensor, "tokenizer": tokenizer}
         path = os.fsdecode(file) if isinstance(file, (str, os.PathLike)) else None
         if path is not None and os.path.isdir(path):
             claimed = _directory_format(path)

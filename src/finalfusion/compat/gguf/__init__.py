@@ -83,6 +83,6 @@ register_format(
     detector=lambda sample, path: detect(sample),
     loader=load_gguf,
     writer=write_gguf,
-    options=("normalize", "mmap"),
+    options=("normalize", "mmap", "tensor"),
     mismatch="no GGUF magic",
 )
