@@ -428,3 +428,53 @@ def test_read_tekken_does_not_change_the_document_it_is_given() -> None:
     before = copy.deepcopy(doc)
     read_tekken(json.dumps(doc).encode())
     assert doc == before
+
+
+# -- the fuzzer's generator ---------------------------------------------------------------------
+
+
+def _fuzz() -> Any:
+    from conftest import load_fuzz
+
+    return load_fuzz()
+
+
+def test_generated_files_reach_reads_and_every_kind_of_refusal() -> None:
+    fuzz = _fuzz()
+    outcomes: dict[str, int] = {}
+    for seed in range(120):
+        data = fuzz.tekken_structured(random.Random(seed))
+        try:
+            read_tekken(data)
+            key = "read"
+        except FormatError as err:
+            key = err.message.split(":")[0]
+        outcomes[key] = outcomes.get(key, 0) + 1
+    assert outcomes["read"] >= 60
+    refused = " | ".join(outcomes)
+    for kind in ("not a Tekken version", "not one of the known tokenizer regexes", "is not the token of rank", "not valid JSON"):
+        assert kind in refused, outcomes
+
+
+def test_generated_files_that_read_give_tekkenizer_ids(tmp_path: Path) -> None:
+    pytest.importorskip("mistral_common")
+    pytest.importorskip("tokenizers")
+    from finalfusion.vocab import HuggingFaceTokenizer
+
+    fuzz = _fuzz()
+    checked = 0
+    for seed in range(40):
+        data = fuzz.tekken_structured(random.Random(seed))
+        try:
+            model = read_tekken(data)
+        except FormatError:
+            continue
+        path = tmp_path / f"tekken_{seed}.json"
+        path.write_bytes(data)
+        tk = _tekkenizer(path)
+        assert len(model.tokens) == tk.n_words
+        tok = HuggingFaceTokenizer.from_json(model.tokenizer_json.decode("utf-8"))
+        words = TEXTS[:25]
+        assert tok.encode_batch(words) == [tk.encode(w, bos=False, eos=False) for w in words], seed
+        checked += 1
+    assert checked >= 20

@@ -188,15 +188,15 @@ MAX_WORDPIECE_INPUT_CHARS: int = 1000
 
 #: Longest token, in bytes, of a Tekken tokenizer (``tekken.json``, a tiktoken
 #: vocabulary of ranked tokens). Reading one derives a BPE merge per token by
-#: merging its bytes (work quadratic in the token's length); Mistral's longest
-#: token has 78 bytes, 512 leaves sixfold room.
-MAX_TEKKEN_TOKEN_BYTES: int = 1 << 9
+#: merging its bytes, work that grows with the square of the token's length;
+#: Mistral's longest token has 78 bytes.
+MAX_TEKKEN_TOKEN_BYTES: int = 1 << 7
 
-#: Most bytes the kept tokens of a Tekken tokenizer may hold in all (the work
-#: of deriving the merges is about proportional: 0.9 s for Mistral's 130,072
-#: tokens of 1.0 MB); 4 MiB leaves fourfold room and bounds a hostile file to
-#: a few seconds.
-MAX_TEKKEN_VOCAB_BYTES: int = 1 << 22
+#: Most bytes the kept tokens of a Tekken tokenizer may hold in all. Deriving
+#: the merges takes 0.9 s for Mistral's 130,072 tokens (1.0 MB); a hostile
+#: file of tokens made to merge slowly (every byte repeated 2 to 128 times,
+#: 2 MB) took 8 s. 2 MiB leaves twofold room over Mistral's files.
+MAX_TEKKEN_VOCAB_BYTES: int = 1 << 21
 
 #: ``Regex`` patterns of ``tokenizer.json`` files that the user trusts beyond
 #: the built-in list (``finalfusion._tokenizers.KNOWN_REGEXES``, the
