@@ -137,7 +137,8 @@ def is_tekken(head: bytes, name: str = "") -> bool:
     """
     if "tekken" in name and name.endswith(".json"):
         return True
-    return b'"token_bytes"' in head[: 1 << 16] and b'"model"' not in head[: 1 << 12]
+    head = head[: 1 << 16]
+    return b'"token_bytes"' in head and b'"added_tokens"' not in head and b'"model"' not in head[: 1 << 12]
 
 
 def _int(value: Any, what: str, where: str, low: int = 0) -> int:
