@@ -240,6 +240,19 @@ def test_a_fifu_round_trip_keeps_the_tokenizer(real_model: tuple[Any, Any, np.nd
     np.testing.assert_allclose(back.encode(texts), emb.encode(texts), rtol=1e-6, atol=1e-7)
 
 
+def test_a_gguf_round_trip_keeps_the_ids(tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")
+    _model_dir(tmp_path / "model", FIXTURE, 1424)
+    emb = finalfusion.load(tmp_path / "model")
+    finalfusion.compat.write_gguf(tmp_path / "tekken.gguf", emb)
+    back = finalfusion.compat.load_gguf(tmp_path / "tekken.gguf")
+    assert back.metadata["gguf"]["tokenizer_kv"]["tokenizer.ggml.pre"] == "tekken"  # llama.cpp's own Tekken pre-tokenizer
+    assert back.vocab.words == emb.vocab.words
+    words = _words()
+    assert back.vocab.tokenizer.encode_batch(words) == emb.vocab.tokenizer.encode_batch(words)
+    np.testing.assert_allclose(back.embedding_batch(words)[0], emb.embedding_batch(words)[0], rtol=1e-6, atol=1e-7)
+
+
 # -- how the file is found --------------------------------------------------------------------
 
 
