@@ -291,6 +291,47 @@ def _model_dir() -> str:
 
 READERS["tokenizer-json"] = _load_tokenizer_json
 
+
+def _tekken_rows(data: bytes) -> int:
+    """Rows of the table ``tekken`` builds: the document's ``default_vocab_size`` (1 if it cannot tell; at most 2^16)."""
+    try:
+        size = json.loads(data)["config"]["default_vocab_size"]
+    except Exception:  # the harness's own parse: anything it cannot read is the library's to refuse
+        return 1
+    return max(1, min(size, 1 << 16)) if isinstance(size, int) else 1
+
+
+def _load_tekken(data: bytes) -> object:
+    """``data`` as Mistral's ``tekken.json`` beside a small ``consolidated.safetensors`` (``tok_embeddings.weight``): a model directory."""
+    import numpy as np
+
+    from finalfusion.compat.safetensors import load_safetensors
+
+    rows = _tekken_rows(data)
+    root = _model_dir()
+    for stale in ("tokenizer.json", "model.safetensors"):  # the tokenizer-json reader's files would be found first
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(root, stale))
+    table = np.linspace(-1, 1, rows * 3, dtype=np.float32).reshape(rows, 3) + 2
+    head = json.dumps({"tok_embeddings.weight": {"dtype": "F32", "shape": [rows, 3], "data_offsets": [0, table.nbytes]}}).encode()
+    with open(os.path.join(root, "consolidated.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head + table.tobytes())
+    with open(os.path.join(root, "tekken.json"), "wb") as f:
+        f.write(data)
+    emb = load_safetensors(root)
+    from finalfusion.errors import MissingExtraError
+
+    try:
+        for word in TOKENIZER_PROBES:
+            emb.embedding(word)
+        emb.embedding_batch(list(TOKENIZER_PROBES))
+    except MissingExtraError:  # without the tokenizers package only known tokens can be looked up
+        pass
+    return exercise(emb)
+
+
+READERS["tekken"] = _load_tekken
+
 #: Seed files per reader (globs relative to ../shared); unmatched globs are skipped.
 #: Seed files per reader (globs relative to tests/data, fuzz/ and ../shared if present); unmatched globs are skipped.
 SEEDS: dict[str, list[str]] = {
@@ -306,6 +347,7 @@ SEEDS: dict[str, list[str]] = {
     "lightseq": ["models/lightseq_*.pb"],
     "lightseq-hdf5": ["models/lightseq_*.hdf5"],
     "tokenizer-json": ["models/*tokenizer.json"],
+    "tekken": ["models/tekken_*.json"],
 }
 SEEDS["finalfusion-mmap"] = SEEDS["finalfusion-file-mmap"] = SEEDS["finalfusion"]
 SEEDS["load"] = [g for r in ("word2vec", "text", "text_dims", "fasttext", "floret", "finalfusion", "gguf") for g in SEEDS[r]]
@@ -1419,6 +1461,81 @@ def tokenizer_json_structured(rng: random.Random, reader: str = "tokenizer-json"
     return data
 
 
+#: Versions the Tekken generator writes: Tekkenizer's, and ones it refuses (past v7 without special tokens, not a version).
+TEKKEN_VERSIONS = ("v3", "v3", "v7", "v11", "v13")
+
+
+def _tekken_real() -> dict[str, Any]:
+    """The committed cut of Mistral Nemo's Tekken tokenizer (tests/data/models/tekken_small.json)."""
+    return json.loads((REPO / "tests" / "data" / "models" / "tekken_small.json").read_text(encoding="utf-8"))
+
+
+def tekken_doc(rng: random.Random) -> dict[str, Any]:
+    """A ``tekken.json`` document: a prefix of the real ranked tokens, drawn special tokens and sizes, and a few % of each defect."""
+    real = _tekken_real()
+    n = rng.choice((256, 257, rng.randint(256, 1500), 1500))
+    vocab = copy_json(real["vocab"][:n])
+    specials = rng.choice((0, 3, 20, 24, rng.randint(0, 40)))
+    named = rng.randint(0, specials)
+    version = rng.choice(TEKKEN_VERSIONS)
+    config: dict[str, Any] = {
+        "pattern": real["config"]["pattern"] if not _defect(rng, 0.05) else rng.choice((r"(a+)+$", r"\w*\d", "", 5, None)),
+        "num_vocab_tokens": n,
+        "default_vocab_size": specials + rng.choice((n, n, rng.randint(256, n))) + (rng.randint(-60, 5) if _defect(rng) else 0),
+        "default_num_special_tokens": specials,
+        "version": version if not _defect(rng) else rng.choice(("1", "v", "v99999", "")),
+    }
+    doc: dict[str, Any] = {"config": config, "vocab": vocab}
+    if version not in ("v3",) or rng.random() < 0.5:
+        doc["special_tokens"] = [{"rank": i, "token_str": f"<tok{i}>", "is_control": True} for i in range(named)]
+    elif specials < 20 and rng.random() < 0.9:  # Tekkenizer's 20 default special tokens need 20 special ids
+        config["default_num_special_tokens"] = 20
+        config["default_vocab_size"] += 20 - specials
+    if rng.random() < 0.2:  # image / audio settings, never read
+        doc["image"] = {"image_patch_size": 16, "max_image_size": 1024}
+    if _defect(rng):
+        i = rng.randrange(n)
+        vocab[i]["rank"] = rng.choice((i + 1, i - 1, -1, None, "1", True))
+    if _defect(rng):
+        vocab[rng.randrange(n)]["token_bytes"] = rng.choice(("a$b=", "YWJ", "", "////", 7, None))
+    if _defect(rng) and n > 300:
+        vocab[rng.randrange(257, n)]["token_bytes"] = vocab[rng.randrange(256, n)]["token_bytes"]  # a repeat (or itself)
+    if _defect(rng) and n > 300:  # bytes no lower-ranked tokens build, or a long token
+        vocab[rng.randrange(256, n)]["token_bytes"] = base64.b64encode(rng.choice((b"\xfe\xfd\xfc", b"q" * 300, bytes([rng.randrange(256)])))).decode()
+    if _defect(rng):
+        config[rng.choice(sorted(config))] = rng.choice((-1, 2**31, 2**63, 1 << 30, True, "3", None, [], 1.5))
+    if _defect(rng) and "special_tokens" in doc and doc["special_tokens"]:
+        doc["special_tokens"][-1] = rng.choice(({"rank": 0, "token_str": "<tok0>"}, {"rank": named - 1, "token_str": "<tok0>"}, "x", {}))
+    if _defect(rng):
+        rng.shuffle(vocab)
+    return doc
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (lists and dicts of scalars)."""
+    return json.loads(json.dumps(value))
+
+
+def tekken_structured(rng: random.Random, reader: str = "tekken") -> bytes:
+    """A Mistral ``tekken.json``: a prefix (256-1,500 ranks) of the real tokens of ``tests/data/models/tekken_small.json``.
+
+    Drawn: the number of special ids (0-40) and how many the file names,
+    the version (v3 without ``special_tokens``, v7-v13 with them, invalid
+    ones), ``default_vocab_size`` (the entries, or fewer, or a few more),
+    ``image`` settings. In a few % each: a rank out of place, invalid base64,
+    a repeated token, a token no merge builds or past the length bound, a
+    config value of the wrong type or size (2^30 special ids), a bad special
+    token, shuffled entries, an unknown or backtracking regex, a cut or
+    doubled document. The reader ``tekken`` puts it next to a small
+    ``consolidated.safetensors``; tests/test_tekken.py checks the ids of what
+    reads against mistral-common's Tekkenizer.
+    """
+    data = json.dumps(tekken_doc(rng), ensure_ascii=rng.random() < 0.5).encode("utf-8")
+    if _defect(rng):
+        data = rng.choice((data[: rng.randrange(len(data))], data + data, b"\xff" + data))
+    return data
+
+
 #: Protobuf wire types.
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 
@@ -1676,6 +1793,7 @@ GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[random.Random, str], byte
     "gguf_structured": (("gguf", "load"), gguf_structured),
     "safetensors_structured": (("safetensors",), safetensors_structured),
     "tokenizer_json_structured": (("tokenizer-json",), tokenizer_json_structured),
+    "tekken_structured": (("tekken",), tekken_structured),
     "lightseq_structured": (("lightseq", "lightseq-hdf5"), lightseq_structured),
     "tokenizer_table_structured": (FIFU_READERS, tokenizer_table_structured),
 }

@@ -44,6 +44,8 @@ __all__ = [
     "MAX_MODEL_METADATA_ITEMS",
     "MAX_NGRAMS_PER_WORD",
     "MAX_NGRAM_LEN",
+    "MAX_TEKKEN_TOKEN_BYTES",
+    "MAX_TEKKEN_VOCAB_BYTES",
     "MAX_TOKENIZER_BYTES",
     "MAX_TOKENIZER_ID_HOLES",
     "MAX_TOKENIZE_BYTES",
@@ -183,6 +185,18 @@ MAX_TOKENIZER_ID_HOLES: int = 1 << 16
 #: tokenizer-json-crash-694cb5e091a1.txt); longer words are ``[UNK]`` at once.
 #: BERT-style models declare 100; 1,000 keeps a lookup well under a second.
 MAX_WORDPIECE_INPUT_CHARS: int = 1000
+
+#: Longest token, in bytes, of a Tekken tokenizer (``tekken.json``, a tiktoken
+#: vocabulary of ranked tokens). Reading one derives a BPE merge per token by
+#: merging its bytes, work that grows with the square of the token's length;
+#: Mistral's longest token has 78 bytes.
+MAX_TEKKEN_TOKEN_BYTES: int = 1 << 7
+
+#: Most bytes the kept tokens of a Tekken tokenizer may hold in all. Deriving
+#: the merges takes 0.9 s for Mistral's 130,072 tokens (1.0 MB); a hostile
+#: file of tokens made to merge slowly (every byte repeated 2 to 128 times,
+#: 2 MB) took 8 s. 2 MiB leaves twofold room over Mistral's files.
+MAX_TEKKEN_VOCAB_BYTES: int = 1 << 21
 
 #: ``Regex`` patterns of ``tokenizer.json`` files that the user trusts beyond
 #: the built-in list (``finalfusion._tokenizers.KNOWN_REGEXES``, the

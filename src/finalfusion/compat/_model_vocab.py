@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from finalfusion import limits
 from finalfusion._tokenizers import check_added_token_ids
+from finalfusion.compat._tekken import is_tekken, read_tekken
 from finalfusion.compat._words import first_repeat
 from finalfusion.errors import FormatError
 from finalfusion.vocab.base import Vocab
@@ -207,6 +208,8 @@ def _tokenizer_from_bytes(data: bytes, suffix: str, name: str) -> tuple[Any, str
     tok = _tokenizer_module()
     head = data[: 1 << 16]
     # from_bytes: the data is the model, never a path.
+    if (suffix == ".json" or head.lstrip().startswith(b"{")) and is_tekken(head, name):
+        return _tekken_vocab(data, name), f"Tekken ({name})"
     if suffix == ".json" or head.lstrip().startswith(b"{"):
         return tok.Tokenizer.from_bytes("huggingface", data), f"tokenizer.json ({name})"
     if suffix == ".txt" or (suffix != ".model" and _looks_like_fairseq_dict(head)):
@@ -214,14 +217,23 @@ def _tokenizer_from_bytes(data: bytes, suffix: str, name: str) -> tuple[Any, str
     return tok.Tokenizer.from_bytes("sentencepiece", data), f"SentencePiece ({name})"
 
 
+def _tekken_vocab(data: bytes, name: str) -> Vocab:
+    """A :class:`~finalfusion.vocab.TokenizerVocab` of a ``tekken.json``: Tekkenizer's ids, a repeated string named :data:`PLACEHOLDER`."""
+    model = read_tekken(data, name if name == "tekken.json" else f"tekken.json ({name})")
+    tokens = _dense(dict(enumerate(model.tokens)))
+    tok = _tokenizer_module()
+    vocab: Vocab = tok.TokenizerVocab(tokens, tok.HuggingFaceTokenizer.from_json(model.tokenizer_json.decode("utf-8")))
+    return vocab
+
+
 #: WordLlama's weight files: ``<config>_<dims>.safetensors`` (``_binary`` for packed bits).
 _WORDLLAMA_WEIGHTS: Final = re.compile(r"(.+?)_[0-9]+(?:_binary)?\.safetensors")
 
 
 def _find_tokenizer(directory: Path, weights_name: str | None = None) -> Path:
-    """``tokenizer.json``, else ``tokenizer.model`` in ``directory``; for WordLlama weights ``<config>_<dims>.safetensors``
-    also ``<config>_tokenizer_config.json`` beside them or in ``../tokenizers/`` (WordLlama's package layout)."""
-    candidates = [directory / "tokenizer.json", directory / "tokenizer.model"]
+    """``tokenizer.json``, else ``tokenizer.model``, else ``tekken.json`` (Mistral's own layout) in ``directory``; for WordLlama
+    weights ``<config>_<dims>.safetensors`` also ``<config>_tokenizer_config.json`` beside them or in ``../tokenizers/`` (WordLlama's package layout)."""
+    candidates = [directory / "tokenizer.json", directory / "tokenizer.model", directory / "tekken.json"]
     match = _WORDLLAMA_WEIGHTS.fullmatch(weights_name or "")
     if match:
         name = f"{match.group(1)}_tokenizer_config.json"
@@ -238,8 +250,9 @@ def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str, *
     Parameters
     ----------
     tokenizer
-        ``None`` (look for ``tokenizer.json``, then ``tokenizer.model`` in
-        ``directory``, then WordLlama's tokenizer of ``weights_name``), a path to either (or to a directory holding one), a
+        ``None`` (look for ``tokenizer.json``, then ``tokenizer.model``, then
+        Mistral's ``tekken.json`` in ``directory``, then WordLlama's tokenizer
+        of ``weights_name``), a path to any of them (or to a directory holding one), a
         :class:`~finalfusion.vocab.Tokenizer` object, or a
         sequence of token strings.
     directory
@@ -276,6 +289,9 @@ def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str, *
         tokenizer, described = _tokenizer_from_bytes(bytes(tokenizer), "", "<bytes>")
     else:
         described = ""
+    if isinstance(tokenizer, _tokenizer_module().TokenizerVocab):  # a tekken.json: its tokens are not the tokenizer's own vocabulary
+        _check_count(len(tokenizer), n_rows, fmt)
+        return tokenizer, len(tokenizer), described or "TokenizerVocab"
     if isinstance(tokenizer, _tokenizer_module().Tokenizer):
         return _from_tokenizer(tokenizer, n_rows, fmt, described or type(tokenizer).__name__)
     if isinstance(tokenizer, Sequence) and not isinstance(tokenizer, str):

@@ -19,9 +19,9 @@ next to its shards; a model directory holds either.
 
 The input-embedding table (found by the names real models give it, see
 :data:`EMBEDDING_TENSOR_NAMES`) becomes the storage; the vocabulary comes
-from the model's tokenizer (``tokenizer.json``, else ``tokenizer.model``
-next to the weights), so unknown words are embedded through the model's
-own tokenizer.
+from the model's tokenizer (``tokenizer.json``, else ``tokenizer.model``,
+else Mistral's ``tekken.json`` next to the weights), so unknown words are
+embedded through the model's own tokenizer.
 """
 
 from __future__ import annotations
@@ -659,9 +659,10 @@ def load_safetensors(file: Source, *, tensor: str | None = None, tokenizer: Any 
         error names those tried when none is there). It must be 2-D
         ``(rows, dims)`` in F32, F16, BF16 or F64.
     tokenizer
-        The vocabulary: a path to a ``tokenizer.json`` or a SentencePiece
-        ``.model``, a tokenizer object, or a list of tokens (row ``i`` is
-        token ``i``). By default ``tokenizer.json``, else ``tokenizer.model``,
+        The vocabulary: a path to a ``tokenizer.json``, a SentencePiece
+        ``.model`` or a Mistral ``tekken.json`` (or their bytes), a tokenizer
+        object, or a list of tokens (row ``i`` is token ``i``). By default
+        ``tokenizer.json``, else ``tokenizer.model``, else ``tekken.json``,
         next to the weights. With a tokenizer, every word is embedded
         through it (the word rule: the mean of the model's rows of its
         tokens; docs/models.md).
