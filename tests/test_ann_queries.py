@@ -32,6 +32,15 @@ pytest.importorskip("hnswlib")
 DATA = Path(__file__).parent / "data" / "testdata"
 #: ``ef`` at least the rows of every small vocabulary here: HNSW then visits every row and is exact.
 EXACT = {"M": 16, "ef_construction": 200, "ef": 512}
+#: Build parameters per backend in the tests run with both: a wide graph, and the default IVF (its default nprobe
+#: searches enough cells for ~2,000 rows: every cell of these small vocabularies, some of the fastText model's).
+BUILD: dict[str, dict[str, Any]] = {"hnswlib": EXACT, "faiss-ivf": {}}
+
+
+def built(emb: Embeddings, backend: str) -> Any:
+    """``ann.build_index(emb, backend, **BUILD[backend])``, skipped without the backend's library."""
+    pytest.importorskip("faiss" if backend.startswith("faiss") else backend)
+    return ann.build_index(emb, backend, **BUILD[backend])
 
 
 def clustered(n: int, dims: int, clusters: int, seed: int, noise: float = 0.35) -> Embeddings:
@@ -186,8 +195,12 @@ def test_set_index_is_the_default_of_batches_and_index_false_forces_the_scan(sma
 # -- recall on clustered data and on a fastText model ------------------------------------------------------------
 
 
-def test_recall_at_10_on_clustered_data(big: tuple[Embeddings, Any]) -> None:
+@pytest.mark.parametrize("backend", ["hnswlib", "default"])
+def test_recall_at_10_on_clustered_data(big: tuple[Embeddings, Any], backend: str) -> None:
     emb, ix = big
+    if backend == "default":  # faiss-ivf: 153 cells of ~39 rows, 52 searched (enough for ~2,000 rows)
+        pytest.importorskip("faiss")
+        ix = ann.build_index(emb)
     queries = emb.vocab.words[::20]
     exact_ids, _ = emb.word_similarity_batch(queries, k=10)
     ids, scores = emb.word_similarity_batch(queries, k=10, index=ix)
@@ -263,12 +276,13 @@ def fasttext_emb(tmp_path_factory: pytest.TempPathFactory) -> Embeddings:
     return load_finalfusion(out, mmap=True)
 
 
-def test_embeddings_converted_from_a_trained_fasttext_model(fasttext_emb: Embeddings) -> None:
+@pytest.mark.parametrize("backend", ["hnswlib", "faiss-ivf"])
+def test_embeddings_converted_from_a_trained_fasttext_model(fasttext_emb: Embeddings, backend: str) -> None:
     # A tiny model of one epoch: its vectors are nearly parallel (cosines differ in the 5th decimal), so the
     # index's own float32 ranking and the scan's part at the 10th neighbour now and then. Where the index's
     # candidates hold the true neighbours the answer must be the exact one; overall recall@10 stays high.
     emb = fasttext_emb
-    ix = ann.build_index(emb, "hnswlib", **EXACT)
+    ix = built(emb, backend)
     words = emb.vocab.words
     queries = [*words, "unbekannteswort", "Tübingen"]  # unknown words: their subword embedding is the query
     equal = hits = 0
@@ -314,10 +328,11 @@ def test_candidate_scores_are_the_scans_bit_for_bit(dims: int) -> None:
 # -- the committed reference files, quantized storage ------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", ["hnswlib", "faiss-ivf"])
 @pytest.mark.parametrize("name", ["python-similarity.fifu", "rust-similarity.fifu", "rust-analogy.bin", "python-pq.fifu", "rust-quantized.fifu"])
-def test_reference_files(name: str) -> None:
+def test_reference_files(name: str, backend: str) -> None:
     emb = finalfusion.load(DATA / name)
-    ix = ann.build_index(emb, "hnswlib", **EXACT)
+    ix = built(emb, backend)
     words = emb.vocab.words
     for w in words:
         assert emb.word_similarity(w, k=10, index=ix) == emb.word_similarity(w, k=10)
@@ -422,17 +437,18 @@ def worker_queries(emb: Embeddings, words: list[str]) -> tuple[list[Any], bool]:
     return [emb.word_similarity(w, k=5) for w in words], emb._ann is not None
 
 
-def test_a_set_index_pickles_with_the_embeddings_to_workers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["hnswlib", "faiss-ivf"])
+def test_a_set_index_pickles_with_the_embeddings_to_workers(tmp_path: Path, backend: str) -> None:
     clustered(500, 16, 10, seed=7).write(tmp_path / "e.fifu")
     emb = load_finalfusion(tmp_path / "e.fifu", mmap=True)
-    ix = ann.build_index(emb, "hnswlib", **EXACT)
+    ix = built(emb, backend)
     ix.save(tmp_path / "e.index")
     emb.set_index(ann.load_index(tmp_path / "e.index", emb))
     assert len(pickle.dumps(emb)) < 4096  # the file and the index, both by reference
     words = emb.vocab.words[:20]
     expected = [emb.word_similarity(w, k=5, index=False) for w in words]
     by_value = load_finalfusion(tmp_path / "e.fifu")  # read into memory: the embeddings and the (unsaved) index by value
-    by_value.set_index(ann.build_index(by_value, "hnswlib", **EXACT))
+    by_value.set_index(built(by_value, backend))
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=ctx) as pool:
         for answers, has_index in pool.map(worker_queries, [emb, by_value], [words, words]):
