@@ -153,8 +153,47 @@ class Result:
     error: str = ""
 
 
-def check(path: Path) -> Result:
-    """Load ``path`` with ``load_gguf`` and compare every test string's kept ids with llama.cpp's."""
+def written_back(source: Path, directory: Path) -> Path:
+    """``source`` loaded, written as a ``.fifu`` file, loaded from it and written by ``write_gguf`` (into ``directory``).
+
+    The ``.fifu`` step keeps only what the embeddings carry (the tokenizer and
+    the metadata), as a user's round trip does.
+    """
+    from finalfusion import load_finalfusion
+    from finalfusion.compat.gguf import load_gguf, write_gguf
+
+    fifu = directory / "written.fifu"
+    load_gguf(source, normalize=False).write(fifu)
+    out = directory / "written.gguf"
+    write_gguf(out, load_finalfusion(fifu))
+    return out
+
+
+def tokenizer_keys_differ(source: Path, written: Path) -> list[str]:
+    """The ``tokenizer.*`` keys not the same in both files (by name and order, value, and numpy element type), read with finalfusion's reader."""
+    from finalfusion.compat.gguf._reader import read_gguf
+
+    a, b = ({k: v for k, v in read_gguf(p.read_bytes()).kv.items() if k.startswith("tokenizer.")} for p in (source, written))
+    if list(a) != list(b):
+        return [f"keys {list(a)} != {list(b)}"]
+    out = []
+    for key, value in a.items():
+        other = b[key]
+        if isinstance(value, np.ndarray):
+            same = isinstance(other, np.ndarray) and value.dtype == other.dtype and np.array_equal(value, other)
+        else:
+            same = type(value) is type(other) and value == other
+        if not same:
+            out.append(key)
+    return out
+
+
+def check(path: Path, written: bool = False) -> Result:
+    """Load ``path`` with ``load_gguf`` and compare every test string's kept ids with llama.cpp's.
+
+    With ``written``, the file loaded is the one :func:`written_back` makes of it
+    (and a ``tokenizer.*`` key not written back as the source had it is an error).
+    """
     from finalfusion.compat.gguf import load_gguf
     from finalfusion.compat.gguf._reader import read_gguf
     from finalfusion.errors import FinalfusionError
@@ -169,7 +208,13 @@ def check(path: Path) -> Result:
     result.total = len(cases)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            emb = load_gguf(loadable(path, Path(tmp) / path.name), normalize=False)
+            file = loadable(path, Path(tmp) / path.name)
+            if written:
+                file, source = written_back(file, Path(tmp)), file
+                differ = tokenizer_keys_differ(source, file)
+                if differ:
+                    raise TypeError(f"tokenizer keys not written back as the source had them: {differ}")
+            emb = load_gguf(file, normalize=False)
         vocab = emb.vocab
         if not isinstance(vocab, TokenizerVocab):
             raise TypeError(f"no tokenizer: {type(vocab).__name__}")

@@ -19,24 +19,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from _model_helpers import random_words, train_byte_level_bpe, train_sentencepiece
+from _model_helpers import corpus, random_words, train_byte_level_bpe, train_sentencepiece, train_wordpiece
 from finalfusion import FormatError, load_finalfusion, load_gguf, write_gguf
 from finalfusion.compat._spmodel import LazySentencePieceTokenizer, SentencePieceModel
-from finalfusion.vocab import SentencePieceTokenizer, TokenizerVocab
+from finalfusion.vocab import HuggingFaceTokenizer, SentencePieceTokenizer, TokenizerVocab
 
 WORDS = random_words(200, seed=25)
 #: llama.cpp's vocabularies, for the kept-keys check on real files: a separate opt-in from test_llamacpp_vocabs.py's
 #: FINALFUSION_LLAMACPP_VOCABS, because copying and comparing every key through gguf-py's reader takes about 80 s per
 #: vocabulary here (25 minutes for the 19), too long for CI: FINALFUSION_LLAMACPP_KEYS=DIR.
 VOCAB_DIR = Path(os.environ.get("FINALFUSION_LLAMACPP_KEYS", "/nonexistent"))
-#: Vocabularies whose tokenizer keys write_gguf does not yet write back as the source had them (issue 25, open): bert and
-#: gemma4 tokenizers are written as tokenizer.huggingface.json, not as their own tokenizer.ggml.model; Phi-3's padding
-#: tokens typed UNKNOWN are UNUSED in the tokenizer (sentencepiece allows one unknown token), and token_type is rebuilt.
-KEYS_NOT_KEPT: dict[str, str] = {
-    "ggml-vocab-bert-bge.gguf": "bert tokenizers are written as tokenizer.huggingface.json",
-    "ggml-vocab-gemma-4.gguf": "gemma4 tokenizers are written as tokenizer.huggingface.json",
-    "ggml-vocab-phi-3.gguf": "padding tokens typed UNKNOWN are written back as UNUSED",
-}
 
 
 def _types(sp: Any) -> list[int]:
@@ -46,8 +38,38 @@ def _types(sp: Any) -> list[int]:
     return out
 
 
+#: The ``tokenizer.ggml.pre`` each kind of source is written with.
+PRE = {"llama": "default", "t5": "default", "phi3": "default", "gpt2": "qwen2", "bert": "bert-bge", "gemma4": "gemma4"}
+
+
+def _phantom(token: str) -> str:
+    """llama.cpp's converter (convert_hf_to_gguf.py, BertModel): '##w' -> 'w', '[X]' kept, 'w' -> '▁w'."""
+    if token.startswith("[") and token.endswith("]"):
+        return token
+    return token[2:] if token.startswith("##") else "\u2581" + token
+
+
+def _gemma4_tokenizer() -> Any:
+    """SentencePiece-style BPE on raw UTF-8 with byte fallback, as Gemma 4's tokenizer.json; trained with tokenizers."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import Regex, models, normalizers, pre_tokenizers, trainers
+
+    tok = tokenizers.Tokenizer(models.BPE(byte_fallback=True))
+    tok.normalizer = normalizers.Replace(" ", "\u2581")
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("[^\\n]+|[\\n]+"), "isolated")
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<|tool>", *(f"<0x{b:02X}>" for b in range(256))]
+    tok.train_from_iterator(corpus(), trainer=trainers.BpeTrainer(vocab_size=700, special_tokens=specials, show_progress=False))
+    return tok
+
+
 def _write_source(path: Path, kind: str) -> None:
-    """A GGUF file as llama.cpp's converter writes one, with every kind of extra tokenizer key, by gguf-py's GGUFWriter."""
+    """A GGUF file as llama.cpp's converter writes one, with every kind of extra tokenizer key, by gguf-py's GGUFWriter.
+
+    ``phi3`` is a padded ``llama`` vocabulary (``<unk>`` typed CONTROL, ``[PADn]``
+    tokens typed UNKNOWN), ``bert`` a WordPiece vocabulary spelled as
+    llama.cpp's converter spells it, ``gemma4`` a raw-UTF-8 BPE vocabulary with
+    byte tokens and scores, as Gemma 4's.
+    """
     gguf = pytest.importorskip("gguf")
     kind_of = gguf.GGUFValueType
     writer = gguf.GGUFWriter(str(path), "llama")
@@ -58,22 +80,49 @@ def _write_source(path: Path, kind: str) -> None:
         vocab = doc["model"]["vocab"]
         tokens = sorted(vocab, key=vocab.__getitem__)
         writer.add_tokenizer_model("gpt2")
-        writer.add_tokenizer_pre("qwen2")
+        writer.add_tokenizer_pre(PRE[kind])
         writer.add_token_list(tokens)
         writer.add_token_types([3 if t in ("<|endoftext|>", "<|pad|>") else 1 for t in tokens])
         writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in doc["model"]["merges"]])
+    elif kind == "bert":
+        pytest.importorskip("tokenizers")
+        vocab = json.loads(train_wordpiece())["model"]["vocab"]
+        tokens = sorted(vocab, key=vocab.__getitem__)
+        writer.add_key_value("tokenizer.ggml.token_type_count", 2, kind_of.UINT32)
+        writer.add_tokenizer_model("bert")
+        writer.add_tokenizer_pre(PRE[kind])
+        writer.add_token_list([_phantom(t) for t in tokens])
+        writer.add_token_types([3 if t.startswith("[") and t.endswith("]") else 1 for t in tokens])
+        writer.add_unk_token_id(vocab["[UNK]"])
+    elif kind == "gemma4":
+        doc = json.loads(_gemma4_tokenizer().to_str())
+        vocab = doc["model"]["vocab"]
+        tokens = sorted(vocab, key=vocab.__getitem__)
+        writer.add_tokenizer_model("gemma4")
+        writer.add_tokenizer_pre(PRE[kind])
+        writer.add_token_list(tokens)
+        writer.add_token_scores([-1000.0] * len(tokens))
+        writer.add_token_types([3 if i < 6 else 6 if i < 262 else 4 if i in (300, 301) else 1 for i in range(len(tokens))])
+        writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in doc["model"]["merges"]])
+        writer.add_unk_token_id(3)
+        writer.add_add_space_prefix(False)
     else:
         spm = pytest.importorskip("sentencepiece")
         from sentencepiece import sentencepiece_model_pb2
 
-        proto = train_sentencepiece("bpe" if kind == "llama" else "unigram", True)
+        proto = train_sentencepiece("unigram" if kind == "t5" else "bpe", True)
         sp = spm.SentencePieceProcessor(model_proto=proto)
         tokens = [sp.IdToPiece(i) for i in range(sp.GetPieceSize())]
-        writer.add_tokenizer_model(kind)
-        writer.add_tokenizer_pre("default")
+        scores, types = [sp.GetScore(i) for i in range(len(tokens))], _types(sp)
+        if kind == "phi3":
+            types = [3 if t == 2 else t for t in types] + [2] * 20
+            scores += [-10000.0] * 20
+            tokens += [f"[PAD{len(tokens) + i}]" for i in range(20)]
+        writer.add_tokenizer_model("t5" if kind == "t5" else "llama")
+        writer.add_tokenizer_pre(PRE[kind])
         writer.add_token_list(tokens)
-        writer.add_token_scores([sp.GetScore(i) for i in range(len(tokens))])
-        writer.add_token_types(_types(sp))
+        writer.add_token_scores(scores)
+        writer.add_token_types(types)
         writer.add_unk_token_id(sp.unk_id())
         writer.add_add_space_prefix(kind == "t5")
         if kind == "t5":
@@ -122,12 +171,15 @@ def _same_keys(source: Path, written: Path) -> None:
         assert got_value == value, key
 
 
-@pytest.mark.parametrize("kind", ["llama", "t5", "gpt2"])
+KINDS = ["llama", "t5", "gpt2", "phi3", "bert", "gemma4"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_write_gguf_keeps_every_tokenizer_key(tmp_path: Path, kind: str) -> None:
     source = tmp_path / "source.gguf"
     _write_source(source, kind)
     emb = load_gguf(source)
-    assert emb.metadata["gguf"]["tokenizer_kv"]["tokenizer.ggml.pre"] == ("qwen2" if kind == "gpt2" else "default")
+    assert emb.metadata["gguf"]["tokenizer_kv"]["tokenizer.ggml.pre"] == PRE[kind]
     written = tmp_path / "written.gguf"
     write_gguf(written, emb)
     _same_keys(source, written)
@@ -142,9 +194,10 @@ def test_write_gguf_keeps_every_tokenizer_key(tmp_path: Path, kind: str) -> None
     assert back.encode_batch(WORDS) == tok.encode_batch(WORDS)
 
 
-def test_carried_keys_are_left_out_for_another_tokenizer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_carried_keys_are_left_out_for_another_tokenizer(tmp_path: Path, kind: str) -> None:
     source = tmp_path / "source.gguf"
-    _write_source(source, "llama")
+    _write_source(source, kind)
     emb = load_gguf(source)
     from finalfusion import Embeddings
     from finalfusion.vocab import SimpleVocab
@@ -153,6 +206,74 @@ def test_carried_keys_are_left_out_for_another_tokenizer(tmp_path: Path) -> None
     written = tmp_path / "plain.gguf"
     write_gguf(written, plain)
     assert [k for k, _, _ in _tokenizer_fields(written)] == ["tokenizer.ggml.model", "tokenizer.ggml.tokens"]
+
+
+def _changed(emb: Any, source_kind: str, change: str) -> Any:
+    """``emb`` changed so that its carried token types, scores and model no longer describe its tokenizer: a token
+    renamed, another tokenizer for the same words, or the carried keys edited."""
+    from finalfusion import Embeddings
+    from finalfusion.compat.gguf._wordpiece import wordpiece_json
+
+    words = list(emb.vocab.words)
+    carried = emb.metadata["gguf"]["tokenizer_kv"]
+    if change == "renamed":
+        return Embeddings(emb.storage, TokenizerVocab([*words[:-1], "\u2603renamed"], emb.vocab.tokenizer), metadata=emb.metadata)
+    if change == "other-tokenizer":  # the same words, a WordPiece tokenizer that does not lowercase
+        kv = {"tokenizer.ggml.unknown_token_id": carried["tokenizer.ggml.unknown_token_id"], "tokenizer.ggml.normalizer.lowercase": False}
+        tok = HuggingFaceTokenizer.from_json(wordpiece_json(kv, words, None))
+        return Embeddings(emb.storage, TokenizerVocab(words, tok), metadata=emb.metadata)
+    if change == "edited-flag":
+        carried["tokenizer.ggml.normalizer.lowercase"] = False
+    else:  # the last run of token types, which the tokenizer reads: Phi-3's padding UNKNOWN -> USER_DEFINED, bert's
+        # NORMAL -> CONTROL (kept unrenamed), Gemma 4's NORMAL -> USER_DEFINED (matched first)
+        carried["tokenizer.ggml.token_type"]["values"][-1] = 3 if source_kind == "bert" else 4
+    return emb
+
+
+@pytest.mark.parametrize(
+    ("source_kind", "change"),
+    [(k, c) for k in ("phi3", "bert", "gemma4") for c in ("renamed", "edited")] + [("bert", "other-tokenizer"), ("bert", "edited-flag")],
+)
+def test_source_token_types_are_not_written_for_a_changed_vocabulary(tmp_path: Path, source_kind: str, change: str) -> None:
+    # The carried token types, scores and model are written only where the tokenizer built from them is the vocabulary's
+    # own: otherwise the keys are rebuilt from the tokenizer, and the written file tokenizes as the vocabulary's tokenizer.
+    source = tmp_path / "source.gguf"
+    _write_source(source, source_kind)
+    changed = _changed(load_gguf(source), source_kind, change)
+    want = changed.vocab.tokenizer.encode_batch(WORDS)
+    written = tmp_path / "out.gguf"
+    write_gguf(written, changed)
+    fields = {k: v for k, _, v in _tokenizer_fields(written)}
+    if source_kind == "phi3" and change == "renamed":  # a SentencePiece model whose pieces are not the words: no tokenizer written
+        assert fields["tokenizer.ggml.model"] == "none"
+        assert "tokenizer.ggml.token_type" not in fields
+        return
+    if source_kind == "phi3":  # the tokenizer's own types (the padding UNUSED), not the carried ones
+        assert fields["tokenizer.ggml.model"] == "llama"
+        assert fields["tokenizer.ggml.token_type"][-20:] == [5] * 20
+    else:  # its tokenizer.json, not the source's model with stale types
+        assert fields["tokenizer.ggml.model"] == "none"
+        assert "tokenizer.huggingface.json" in fields
+        assert "tokenizer.ggml.token_type" not in fields
+    assert load_gguf(written).vocab.tokenizer.encode_batch(WORDS) == want
+
+
+def test_a_malformed_carried_token_type_is_a_value_error_naming_it(tmp_path: Path) -> None:
+    source = tmp_path / "source.gguf"
+    _write_source(source, "phi3")
+    emb = load_gguf(source)
+    carried = emb.metadata["gguf"]["tokenizer_kv"]
+    n = len(emb.vocab)
+    for bad, message in (
+        ({"type": "int32", "values": [1], "counts": [0]}, "has a run length that is not a positive integer"),
+        ({"type": "int32", "values": [1, 2], "counts": [n]}, "is not a run-length GGUF array"),
+        ({"type": "int99", "values": [1], "counts": [n]}, "is not a run-length GGUF array"),
+        ({"type": "int8", "values": [300], "counts": [n]}, "cannot be a GGUF array of int8"),
+        ([1, 2], "is not a run-length GGUF array"),
+    ):
+        carried["tokenizer.ggml.token_type"] = bad
+        with pytest.raises(ValueError, match=rf"tokenizer_kv\] entry 'tokenizer\.ggml\.token_type' {message}"):
+            write_gguf(tmp_path / "out.gguf", emb)
 
 
 @pytest.mark.parametrize("bad", [{"type": "int99", "values": [1]}, [1, "a"], {"values": [1]}])
@@ -190,11 +311,7 @@ def _with_table(src: Path, dst: Path) -> None:
     writer.close()
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(p.name, marks=pytest.mark.xfail(strict=True, reason=KEYS_NOT_KEPT[p.name])) if p.name in KEYS_NOT_KEPT else p.name for p in _vocab_files()]
-    or ["(no FINALFUSION_LLAMACPP_KEYS directory)"],
-)
+@pytest.mark.parametrize("name", [p.name for p in _vocab_files()] or ["(no FINALFUSION_LLAMACPP_KEYS directory)"])
 def test_llama_cpp_vocabularies_keep_their_tokenizer_keys(tmp_path: Path, name: str) -> None:
     src = VOCAB_DIR / name
     if not src.is_file():

@@ -49,3 +49,21 @@ def test_llama_cpp_tokenizer_tests(path: Path | None) -> None:
     assert not result.error, result.error
     shown = "\n".join(f"  {text!r}: llama.cpp {expected}, ours {found}" for text, expected, found in result.failures[:10])
     assert result.passed == result.total, f"{result.name}: {result.passed} / {result.total} strings give llama.cpp's ids\n{shown}"
+
+
+#: The vocabularies whose tokenizer keys write_gguf writes back from the metadata's carried token types and scores (their
+#: tokenizer cannot hold them: bert and gemma4 are a tokenizer.json, Phi-3's padding is UNUSED in sentencepiece).
+WRITTEN_BACK = [p for p in FILES if p.name in ("ggml-vocab-bert-bge.gguf", "ggml-vocab-gemma-4.gguf", "ggml-vocab-phi-3.gguf")]
+
+
+@pytest.mark.parametrize("path", WRITTEN_BACK or [None], ids=[p.name[len("ggml-vocab-") : -len(".gguf")] for p in WRITTEN_BACK] or ["unset"])
+def test_files_written_back_keep_the_keys_and_tokenize_as_llama_cpp(path: Path | None) -> None:
+    # load_gguf -> .fifu -> write_gguf: the written file has the source's tokenizer keys and gives llama.cpp's ids.
+    if path is None:
+        pytest.skip(SKIP_REASON)
+    for package in ("gguf", "sentencepiece", "tokenizers"):
+        pytest.importorskip(package)
+    result = check(path, written=True)
+    assert not result.error, result.error
+    shown = "\n".join(f"  {text!r}: llama.cpp {expected}, ours {found}" for text, expected, found in result.failures[:10])
+    assert result.passed == result.total, f"{result.name} written back: {result.passed} / {result.total} strings give llama.cpp's ids\n{shown}"

@@ -36,8 +36,10 @@ The package's modules do one job each: :mod:`._layout` (the format's
 constants, ggml type table and parsed structures), :mod:`._reader` (header,
 metadata and tensor infos, on :class:`finalfusion._binary.ByteReader`;
 streams of unknown size), :mod:`._ggml` (decoding ggml tensors),
-:mod:`._tokenizer` (tokenizers to and from metadata), :mod:`._load` and
-:mod:`._write`.
+:mod:`._tokenizer` (tokenizers to and from metadata), :mod:`._wordpiece`
+and :mod:`._gemma4` (the ``bert`` and ``gemma4`` tokenizers),
+:mod:`._source_keys` (the source's token types and scores a tokenizer cannot
+hold, written back while they describe it), :mod:`._load` and :mod:`._write`.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ from finalfusion._source import Source, sized_or_stream
 from finalfusion._tokenizers import Tokenizer
 from finalfusion.compat._build import checked_norms
 from finalfusion.compat.gguf._ggml import decode_tensor, matrix_shape
-from finalfusion.compat.gguf._layout import BOOL, FORMAT, NUMPY, TYPE_NAMES, GGUFFile, GGUFTensor
+from finalfusion.compat.gguf._layout import FORMAT, GGUFFile, GGUFTensor
 from finalfusion.compat.gguf._reader import find_tensor, read_gguf, read_stream
+from finalfusion.compat.gguf._source_keys import ELEMENT_TYPES, carried_arrays
 from finalfusion.compat.gguf._tokenizer import gguf_tokenizer
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
@@ -58,7 +59,9 @@ def load_gguf(file: Source, *, tensor: str = "token_embd.weight", normalize: boo
         ``SimpleVocab``; the
         metadata's ``[gguf]`` table records where the table came from and,
         in ``tokenizer_keys`` and ``tokenizer_kv``, the file's ``tokenizer.*``
-        keys that :func:`~finalfusion.compat.gguf.write_gguf` writes back.
+        keys that :func:`~finalfusion.compat.gguf.write_gguf` writes back
+        (with the token types and scores a ``bert``, ``gemma4`` or padded
+        SentencePiece tokenizer cannot hold, run-length encoded).
         A ``llama``/``t5`` tokenizer's ``ModelProto`` is serialised on first
         need (an unknown word, a write, a pickle), not while loading.
 
@@ -140,7 +143,7 @@ def _provenance(head: GGUFFile, info: GGUFTensor) -> dict[str, Any]:
     names = [k for k in head.kv if k.startswith("tokenizer.")]
     if set(names) - {"tokenizer.ggml.model", "tokenizer.ggml.tokens"}:
         out[TOKENIZER_KEYS] = names
-        carried = tokenizer_keys(head.kv)
+        carried = tokenizer_keys(head.kv) | carried_arrays(head.kv)
         if carried:
             out[TOKENIZER_KV] = carried
     return out
@@ -164,7 +167,6 @@ REBUILT: Final = frozenset(
 )
 #: Longest array carried (a longer one is left out: it would swell every ``.fifu`` written with the metadata).
 MAX_CARRIED_ITEMS: Final = 1 << 16
-_ELEMENT_TYPES: Final = {np.dtype(v).newbyteorder("="): TYPE_NAMES[k] for k, v in NUMPY.items() if k != BOOL} | {np.dtype(bool): "bool"}
 
 
 def tokenizer_keys(kv: dict[str, Any]) -> dict[str, Any]:
@@ -189,8 +191,8 @@ def tokenizer_keys(kv: dict[str, Any]) -> dict[str, Any]:
             out[key] = value
         elif isinstance(value, list) and len(value) <= MAX_CARRIED_ITEMS and all(isinstance(v, str) for v in value):
             out[key] = list(value)
-        elif isinstance(value, np.ndarray) and value.ndim == 1 and len(value) <= MAX_CARRIED_ITEMS and value.dtype in _ELEMENT_TYPES:
+        elif isinstance(value, np.ndarray) and value.ndim == 1 and len(value) <= MAX_CARRIED_ITEMS and value.dtype in ELEMENT_TYPES:
             values = value.tolist()
             if value.dtype != np.uint64 or not values or max(values) < 1 << 63:
-                out[key] = {"type": _ELEMENT_TYPES[value.dtype], "values": values}
+                out[key] = {"type": ELEMENT_TYPES[value.dtype], "values": values}
     return out

@@ -12,6 +12,7 @@ from finalfusion.compat._rows import check_rows_writable, dense_matrix_with_norm
 from finalfusion.compat.gguf._ggml import rows_per_block
 from finalfusion.compat.gguf._layout import ARRAY, BOOL, DEFAULT_ALIGNMENT, F32, I32, I64, MAGIC, NUMPY, SCALARS, STRING, TYPE_ID, TYPE_NAMES, U32, U64
 from finalfusion.compat.gguf._load import REBUILT, TOKENIZER_KEYS, TOKENIZER_KV
+from finalfusion.compat.gguf._source_keys import CARRIED_ARRAYS, with_source_keys
 from finalfusion.compat.gguf._tokenizer import tokenizer_kv
 from finalfusion.embeddings import Embeddings
 
@@ -89,7 +90,9 @@ def _with_carried(kvs: list[tuple[str, int, Any]], prov: dict[str, Any], n: int)
     replaces the one rebuilt from the tokenizer, keeping the source's value
     and type; a rebuilt key the source did not have (``prov["tokenizer_keys"]``:
     llama.cpp used its default) is left out, and so is a carried token id
-    outside the vocabulary.
+    outside the vocabulary. Carried token types and scores are not put back
+    here: :func:`._source_keys.with_source_keys` uses them where they describe
+    the tokenizer, before.
 
     Raises
     ------
@@ -102,6 +105,8 @@ def _with_carried(kvs: list[tuple[str, int, Any]], prov: dict[str, Any], n: int)
         return kvs
     entries = {k: (k, t, v) for k, t, v in kvs}
     for key, value in carried.items():
+        if key in CARRIED_ARRAYS:
+            continue
         if not isinstance(key, str) or not key.startswith("tokenizer.") or key in REBUILT:
             raise ValueError(f"metadata [gguf.{TOKENIZER_KV}] entry {key!r} is not a tokenizer key write_gguf carries over")
         if key.endswith("_token_id") and not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < n):
@@ -147,8 +152,12 @@ def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnorma
     ``tokenizer.*`` keys in their metadata (``[gguf.tokenizer_kv]``:
     ``tokenizer.ggml.pre``, ``add_bos_token``, the special token ids, the
     chat template, ...): they are written back with the source's values, so
-    llama.cpp tokenizes the written file as the original. A path is
-    replaced atomically.
+    llama.cpp tokenizes the written file as the original. ``bert`` and
+    ``gemma4`` vocabularies (held as a ``tokenizer.json``) and padded
+    SentencePiece ones (Phi-3) also carry their token types and scores: they
+    are written back, with the source's ``tokenizer.ggml.model``, while the
+    tokenizer is the one those keys describe (see
+    :mod:`finalfusion.compat.gguf._source_keys`). A path is replaced atomically.
 
     Parameters
     ----------
@@ -192,7 +201,8 @@ def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnorma
     if isinstance(name, str):
         kvs.append(("general.name", STRING, name))
     kvs.append(("general.alignment", U32, DEFAULT_ALIGNMENT))
-    kvs += _with_carried(tokenizer_kv(vocab), prov if isinstance(prov, dict) else {}, n)
+    source = prov if isinstance(prov, dict) else {}
+    kvs += _with_carried(with_source_keys(tokenizer_kv(vocab), vocab, source), source, n)
     head = _Out()
     for key, vtype, value in kvs:
         head.kv(key, vtype, value)
