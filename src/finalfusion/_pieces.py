@@ -52,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion import limits
-from finalfusion._tokenizers import HuggingFaceTokenizer, Tokenizer, _is_text, check_tokenize_length, checked_tokenizer_json
+from finalfusion._tokenizers import HuggingFaceTokenizer, Tokenizer, _is_text, checked_tokenizer_json, word_sizes
 
 __all__ = ["PieceIds", "splits_at_spaces"]
 
@@ -215,10 +215,9 @@ class PieceIds:
         finalfusion.errors.FormatError
             If the library fails on a piece.
         """
-        for t in texts:
-            check_tokenize_length(t)
         if not texts:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        word_sizes(texts)  # the plain path's limit, on whole texts
         joined = " ".join(texts)
         if not joined.isascii() and not _is_text(joined):  # a lone surrogate: that text has no tokens, as in the plain path
             texts = [t if _is_text(t) else "" for t in texts]
@@ -230,11 +229,11 @@ class PieceIds:
                 self._clear()
             index = self._index
             nums = np.fromiter(map(index.get, pieces, itertools.repeat(-1)), dtype=np.int64, count=len(pieces))
-            missing = np.flatnonzero(nums < 0)
-            if len(missing):
-                new = list(dict.fromkeys(pieces[i] for i in missing.tolist()))
-                self._add(new)
-                nums[missing] = np.fromiter(map(index.__getitem__, (pieces[i] for i in missing.tolist())), dtype=np.int64, count=len(missing))
+            missing = nums < 0
+            if missing.any():
+                mask = missing.tolist()
+                self._add(list(dict.fromkeys(itertools.compress(pieces, mask))))
+                nums[missing] = np.fromiter(map(index.__getitem__, itertools.compress(pieces, mask)), dtype=np.int64, count=int(missing.sum()))
             lens = self._lens[nums]
             starts = self._starts[nums]
             ids = self._ids

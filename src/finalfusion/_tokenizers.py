@@ -71,6 +71,7 @@ __all__ = [
     "checked_tokenizer_json",
     "is_rust_panic",
     "rejected_by",
+    "word_sizes",
 ]
 
 #: Most bytes of UTF-8 handed to the tokenizer in one call when many words are
@@ -112,6 +113,25 @@ def check_tokenize_length(word: str) -> int:
             "that a model's tokenizer is given; raise the limit to look up longer words"
         )
     return n
+
+
+def word_sizes(words: Sequence[str]) -> list[int]:
+    """:func:`check_tokenize_length` of every word (one pass when all are ASCII).
+
+    Examples
+    --------
+    >>> word_sizes(["ab", "naïve", ""])
+    [2, 6, 0]
+    """
+    try:
+        ascii_only = "".join(words).isascii()
+    except TypeError:  # not all str: check_tokenize_length names the type
+        ascii_only = False
+    if ascii_only:
+        sizes = list(map(len, words))
+        if not sizes or max(sizes) <= limits.MAX_TOKENIZE_BYTES:
+            return sizes
+    return [check_tokenize_length(w) for w in words]
 
 
 class Tokenizer:
@@ -293,7 +313,7 @@ class Tokenizer:
         Every word's length is checked before the first block is tokenized.
         """
         words = list(words)
-        sizes = [check_tokenize_length(w) for w in words]
+        sizes = word_sizes(words)
         if not words:
             return
         impl = self._ensure()
@@ -764,16 +784,17 @@ class HuggingFaceTokenizer(Tokenizer):
         ([2, 4, 4, 2], [0, 0, 2, 2])
         """
         words = list(words)
-        sizes = [check_tokenize_length(w) for w in words]
+        sizes = word_sizes(words)
         ids: list[int] = []
         owners: list[int] = []
         if not words:
             return ids, owners
         impl = self._ensure()
         for start, end in _blocks(sizes):
-            keep = [i for i in range(start, end) if _is_text(words[i])]
+            block = words[start:end]
+            keep = list(range(start, end)) if _is_text("".join(block)) else [i for i in range(start, end) if _is_text(words[i])]
             if keep:
-                block_ids, block_owners = self._guarded(_encode_sequence, impl, [words[i] for i in keep], keep)
+                block_ids, block_owners = self._guarded(_encode_sequence, impl, block if len(keep) == len(block) else [words[i] for i in keep], keep)
                 ids += block_ids
                 owners += block_owners
         return ids, owners
