@@ -281,3 +281,24 @@ def test_the_cache_would_change_other_tokenizers_vectors(name: str) -> None:
     forced, counts = PieceIds(tok).ids(TRICKY)
     plain = tok.encode_batch(TRICKY)
     assert [part.tolist() for part in np.split(forced, np.cumsum(counts)[:-1])] != plain
+
+
+def test_real_bert_vocabulary_of_llamacpp(tmp_path: Path) -> None:
+    """A real WordPiece vocabulary (bge-small's, llama.cpp's test file): the cache gives the plain ids on llama.cpp's test strings."""
+    import os
+
+    from finalfusion.compat.gguf import load_gguf
+    from llamacpp_vocabs import ENV, loadable, read_cases, vocab_files
+
+    directory = os.environ.get(ENV)
+    if not directory:
+        pytest.skip(f"{ENV} is not set (run: python tests/llamacpp_vocabs.py fetch DIR; export {ENV}=DIR)")
+    pytest.importorskip("gguf")
+    files = [f for f in vocab_files(directory) if "bert" in f.name]
+    assert files
+    for path in files:
+        tok = load_gguf(loadable(path, tmp_path / path.name)).vocab.tokenizer
+        assert tokenizer_splits_at_spaces(tok), path.name
+        texts = [text for text, _ids in read_cases(path)] + TRICKY
+        flat, counts = PieceIds(tok).ids(texts + texts)
+        assert [part.tolist() for part in np.split(flat, np.cumsum(counts)[:-1])] == tok.encode_batch(texts + texts), path.name
