@@ -21,7 +21,11 @@ mean of the unit vectors of the whitespace-separated words that have a
 non-zero vector). Both are vectorised: the texts of a batch are grouped by
 their token count, each group's rows gathered as one ``(texts, tokens,
 dims)`` block and added along the tokens (model2vec's arithmetic), and the
-batches run on the library's threads.
+batches run on the library's threads. For tokenizers whose pipeline stops at
+every space (BERT-style WordPiece and the like, :mod:`finalfusion._pieces`)
+each distinct space-separated piece of the texts is tokenized once per call
+and the texts' ids are assembled from a table: the same ids, a fraction of
+the tokenizer's work.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._pieces import PieceIds, tokenizer_splits_at_spaces
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion._threads import run_tasks, threads_for
 from finalfusion.storage.ndarray import Storage
@@ -151,18 +156,30 @@ def _model2vec_allowed(vocab: TokenizerVocab) -> npt.NDArray[np.bool_]:
     return allowed
 
 
-def _token_ids(vocab: TokenizerVocab, texts: Sequence[str], max_length: int | None, allowed: npt.NDArray[np.bool_] | None = None) -> tuple[I64, I64]:
-    """The kept token ids of ``texts`` (flat, in order) and their count per text (``allowed``: the word rule's ids by default)."""
-    encoded = vocab.tokenizer.encode_batch(texts)
-    if max_length is not None and any(len(e) > max_length for e in encoded):
-        encoded = [e[:max_length] for e in encoded]
-    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    flat = vocab._clip(np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(lens.sum())))
+def _token_ids(
+    vocab: TokenizerVocab, texts: Sequence[str], max_length: int | None, allowed: npt.NDArray[np.bool_] | None = None, pieces: PieceIds | None = None
+) -> tuple[I64, I64]:
+    """The kept token ids of ``texts`` (flat, in order) and their count per text (``allowed``: the word rule's ids by default).
+
+    ``pieces`` (for a tokenizer that splits at spaces, :mod:`finalfusion._pieces`)
+    tokenizes each distinct space-separated piece once; the ids are the same.
+    """
+    if pieces is not None:
+        flat, lens = pieces.ids(texts)
+    else:
+        encoded = vocab.tokenizer.encode_batch(texts)
+        lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        flat = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(lens.sum()))
+    if max_length is not None and len(lens) and int(lens.max()) > max_length:  # model2vec: the tokenizer truncates, then the unknown token goes
+        first = np.cumsum(lens) - lens
+        flat = flat[np.arange(len(flat), dtype=np.int64) - np.repeat(first, lens) < max_length]
+        lens = np.minimum(lens, max_length)
+    flat = vocab._clip(flat)
     keep = (vocab._allowed_ids() if allowed is None else allowed)[flat]
     if keep.all():
         return flat, lens
-    owner = np.repeat(np.arange(len(encoded), dtype=np.int64), lens)
-    return flat[keep], np.bincount(owner[keep], minlength=len(encoded)).astype(np.int64)
+    owner = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+    return flat[keep], np.bincount(owner[keep], minlength=len(lens)).astype(np.int64)
 
 
 def model_word(vocab: TokenizerVocab, storage: Storage, matrix: F32 | None, norms: Norms | None, word: str) -> tuple[F32, float] | None:
@@ -257,6 +274,9 @@ class EncodeMixin:
         ``max_length`` times the median token length in characters, as
         model2vec does), and the model's rows are averaged (vocabulary-quantized
         models: their ``weights`` and ``mapping`` were applied when loading).
+        Where the tokenizer's pipeline stops at every space (BERT-style
+        ``tokenizer.json`` files, as the potion models'), each distinct
+        space-separated piece is tokenized once per call: the same ids, less work.
         Any other vocabulary gives fastText's ``get_sentence_vector``: the
         words are split at ASCII whitespace and the unit vectors of the words
         that have a non-zero vector are averaged (unknown words of subword
@@ -300,12 +320,13 @@ class EncodeMixin:
         out = np.zeros((len(items), self._storage.shape[1]), dtype=np.float32)
         chars = max_length * _median_token_chars(vocab) if model and max_length is not None else None
         allowed = _model2vec_allowed(vocab) if model and self.metadata is not None and MODEL2VEC_KEY in self.metadata else None
+        pieces = PieceIds(vocab.tokenizer) if model and len(items) > 1 and tokenizer_splits_at_spaces(vocab.tokenizer) else None
 
         def task(lo: int) -> Callable[[], None]:
             def run() -> None:
                 batch = items[lo : lo + batch_size]
                 if model:
-                    flat, counts = _token_ids(vocab, batch if chars is None else [t[:chars] for t in batch], max_length, allowed)
+                    flat, counts = _token_ids(vocab, batch if chars is None else [t[:chars] for t in batch], max_length, allowed, pieces)
                     _means(self._storage, self._matrix, _scale(self._norms), flat, counts, out[lo : lo + len(batch)])
                 else:
                     self._fasttext_batch(batch, out[lo : lo + len(batch)])

@@ -71,6 +71,7 @@ __all__ = [
     "checked_tokenizer_json",
     "is_rust_panic",
     "rejected_by",
+    "word_sizes",
 ]
 
 #: Most bytes of UTF-8 handed to the tokenizer in one call when many words are
@@ -112,6 +113,25 @@ def check_tokenize_length(word: str) -> int:
             "that a model's tokenizer is given; raise the limit to look up longer words"
         )
     return n
+
+
+def word_sizes(words: Sequence[str]) -> list[int]:
+    """:func:`check_tokenize_length` of every word (one pass when all are ASCII).
+
+    Examples
+    --------
+    >>> word_sizes(["ab", "naïve", ""])
+    [2, 6, 0]
+    """
+    try:
+        ascii_only = "".join(words).isascii()
+    except TypeError:  # not all str: check_tokenize_length names the type
+        ascii_only = False
+    if ascii_only:
+        sizes = list(map(len, words))
+        if not sizes or max(sizes) <= limits.MAX_TOKENIZE_BYTES:
+            return sizes
+    return [check_tokenize_length(w) for w in words]
 
 
 class Tokenizer:
@@ -293,17 +313,12 @@ class Tokenizer:
         Every word's length is checked before the first block is tokenized.
         """
         words = list(words)
-        sizes = [check_tokenize_length(w) for w in words]
+        sizes = word_sizes(words)
         if not words:
             return
         impl = self._ensure()
-        start = total = 0
-        for i, size in enumerate(sizes):
-            if i > start and (total + size > BLOCK_BYTES or i - start >= BLOCK_WORDS):
-                yield start, self._encode_text(impl, words[start:i])
-                start, total = i, 0
-            total += size
-        yield start, self._encode_text(impl, words[start:])
+        for start, end in _blocks(sizes):
+            yield start, self._encode_text(impl, words[start:end])
 
     def _encode_text(self, impl: Any, words: list[str]) -> list[list[int]]:
         """The ids of ``words`` through the wrapper; a word that is not valid UTF-8 text (a lone surrogate) gets none."""
@@ -413,6 +428,18 @@ def rejected_by(library: str, what: str, chunk: str, expected: str) -> Iterator[
         if isinstance(exc, (FinalfusionError, MissingExtraError)) or (not isinstance(exc, Exception) and not is_rust_panic(exc)):
             raise
         raise FormatError(f"the {library} library rejects the {what}", chunk=chunk, expected=expected, found=str(exc)[:200]) from None
+
+
+def _blocks(sizes: list[int]) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of consecutive blocks of words of at most :data:`BLOCK_BYTES` bytes (or one word) and :data:`BLOCK_WORDS` words."""
+    start = total = 0
+    for i, size in enumerate(sizes):
+        if i > start and (total + size > BLOCK_BYTES or i - start >= BLOCK_WORDS):
+            yield start, i
+            start, total = i, 0
+        total += size
+    if sizes:
+        yield start, len(sizes)
 
 
 def _is_text(word: str) -> bool:
@@ -729,6 +756,54 @@ class HuggingFaceTokenizer(Tokenizer):
 
     def _pieces(self, impl: Any, word: str) -> list[str]:
         return list(impl.encode(word, add_special_tokens=False).tokens)
+
+    def encode_each(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
+        """The ids of all ``words`` (flat, in order) and the position in ``words`` each id is from.
+
+        The words of a block (:data:`BLOCK_BYTES`, :data:`BLOCK_WORDS`) go to
+        ``tokenizers`` as one pre-tokenized sequence: the library runs each
+        word through the whole pipeline (added tokens, normaliser,
+        pre-tokenizer, model) on its own, as it runs a text, and gives each
+        id's word. One encoding per block instead of one per word takes ~20 %
+        less time on short words. The ids equal :meth:`encode_batch`'s where no
+        part of the pipeline depends on where a word stands (used for the
+        tokenizers of :func:`finalfusion._pieces.splits_at_spaces`, where that
+        holds). A word that is not valid UTF-8 text (a lone surrogate) has no ids.
+
+        Raises
+        ------
+        finalfusion.errors.LimitExceeded
+            If a word is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of UTF-8 (checked first).
+        finalfusion.errors.FormatError
+            If the library rejects the model or fails on a block.
+
+        Examples
+        --------
+        >>> import pytest; _ = pytest.importorskip("tokenizers")
+        >>> HuggingFaceTokenizer(_TOY_JSON).encode_each(["ab c", "", "cab"])
+        ([2, 4, 4, 2], [0, 0, 2, 2])
+        """
+        words = list(words)
+        sizes = word_sizes(words)
+        ids: list[int] = []
+        owners: list[int] = []
+        if not words:
+            return ids, owners
+        impl = self._ensure()
+        for start, end in _blocks(sizes):
+            block = words[start:end]
+            keep = list(range(start, end)) if _is_text("".join(block)) else [i for i in range(start, end) if _is_text(words[i])]
+            if keep:
+                block_ids, block_owners = self._guarded(_encode_sequence, impl, block if len(keep) == len(block) else [words[i] for i in keep], keep)
+                ids += block_ids
+                owners += block_owners
+        return ids, owners
+
+
+def _encode_sequence(impl: Any, words: list[str], where: list[int]) -> tuple[list[int], list[int]]:
+    """The ids of ``words`` from one pre-tokenized call of ``tokenizers``, and ``where[word]`` for each id."""
+    encoding = impl.encode_batch([words], is_pretokenized=True, add_special_tokens=False)[0]
+    return encoding.ids, list(map(where.__getitem__, encoding.word_ids))
 
 
 #: A toy WordPiece-free BPE tokenizer for the doctests: ids 0 [UNK], 1 [CLS], 2 ab, 3 a, 4 c, 5 b.

@@ -1,0 +1,304 @@
+"""``encode``'s cache of space-separated pieces (finalfusion._pieces) gives model2vec's vectors exactly (issue 25).
+
+Tokenizers are trained here with ``tokenizers`` and written as model2vec
+directories by model2vec itself (``max_length`` 16, so the cut falls inside
+words). For the tokenizers whose whole pipeline stops at a space the cache
+is used (checked), and every sentence must give what ``StaticModel.encode``
+gives and, bit for bit, what the plain path (one tokenizer call per text)
+gives; for the others (added tokens with a space, byte-level, Metaspace)
+the plain path is taken, and the last test shows the cache would change
+their vectors -- the sentences here are ones where it matters.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import finalfusion
+from finalfusion import _encode, limits
+from finalfusion._pieces import PieceIds, splits_at_spaces, tokenizer_splits_at_spaces
+from finalfusion.errors import LimitExceeded
+
+tokenizers = pytest.importorskip("tokenizers")
+model2vec = pytest.importorskip("model2vec")
+
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "a house is not a home, said the happy householder",
+    "happiness is a warm puppy and housing is expensive",
+    "e-mail the U.S.A. office at 10:30 about 42 houses in new york",
+    "café crème, naïve façade; ÅNGSTRÖM and ΟΔΟΣ in 日本語",
+] * 30
+#: Sentences where a wrong split would show: punctuation glued to words, Unicode forms, whitespace of every kind,
+#: added tokens written in the text, words longer than WordPiece's limit, cuts at max_length inside a word.
+TRICKY = [
+    "the happiness of a house",
+    "house, (house) house. house!house?",
+    "e-mail U.S.A. 10:30 42houses houses42",
+    "Café cafe\u0301 CAFÉ \ufb01ne \uff46\uff55\uff4c\uff4c ΟΔΟΣ οδος 日本語 naïve",
+    "  leading spaces",
+    "trailing spaces  ",
+    "double  space   triple",
+    "tab\tseparated\twords and new\nlines\r\nhere",
+    "no\u00a0break\u2003em space \x1cfile separator",
+    "control\x00char \ufffd replacement \u200bzero width",
+    "[CLS] the house [SEP] [MASK]house the[SEP]house [UNK] [PAD]",
+    "<city> <CITY> new york newyork new  york",
+    "x" * 150 + " house",
+    "householders " * 20,
+    "a happy householder is a householder in a happy household of householders and housing",
+    "",
+    " ",
+    "house",
+]
+
+
+def _train(tok: Any, trainer: Any) -> Any:
+    tok.train_from_iterator(CORPUS, trainer)
+    return tok
+
+
+def _bert(added: list[Any] | None = None) -> Any:
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    _train(tok, trainers.WordPieceTrainer(vocab_size=220, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    if added:
+        tok.add_tokens(added)
+    return tok
+
+
+def _sequence() -> Any:
+    from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation(), pre_tokenizers.Digits(individual_digits=True)])
+    _train(tok, trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[UNK]", "[SEP]"]))
+    tok.add_tokens([AddedToken("<city>", normalized=True)])  # matched on the lowercased text: '<CITY>' too
+    return tok
+
+
+def _bpe() -> Any:
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents()])
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return _train(tok, trainers.BpeTrainer(vocab_size=180, special_tokens=["<unk>"]))
+
+
+def _byte_level() -> Any:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    return _train(tok, trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+
+
+def _metaspace() -> Any:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    return _train(tok, trainers.UnigramTrainer(vocab_size=150, special_tokens=["<unk>"], unk_token="<unk>"))
+
+
+#: name -> (tokenizer factory, whether the cache is used for it)
+KINDS = {
+    "bert-template": (_bert, True),
+    "nfkc-sequence-added": (_sequence, True),
+    "bpe-nfd": (_bpe, True),
+    "added-with-space": (lambda: _bert(["new york"]), False),
+    "byte-level": (_byte_level, False),
+    "metaspace": (_metaspace, False),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(KINDS))
+def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    from model2vec import StaticModel
+
+    name = request.param
+    tok = KINDS[name][0]()
+    n = tok.get_vocab_size()
+    rng = np.random.default_rng(7)
+    table = (rng.normal(size=(n, 10)) * rng.uniform(0.05, 5.0, size=(n, 1))).astype(np.float32)
+    path = tmp_path_factory.mktemp(f"pieces-{name}")
+    StaticModel(table, tok, normalize=True, max_length=16).save_pretrained(path)
+    return name, path
+
+
+def _plain_and_pieces(emb: finalfusion.Embeddings, texts: list[str]) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The ids of ``texts`` from one tokenizer call per text, and from the path ``encode`` takes (the cache where it applies)."""
+    vocab = emb.vocab
+    _norm, max_length = _encode.model_settings(emb.metadata)
+    allowed = _encode._model2vec_allowed(vocab)
+    plain = _encode._token_ids(vocab, texts, max_length, allowed)
+    pieces = PieceIds(vocab.tokenizer) if tokenizer_splits_at_spaces(vocab.tokenizer) else None  # as encode decides
+    used = _encode._token_ids(vocab, texts, max_length, allowed, pieces)
+    return plain, used
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_encode_equals_static_model_encode(kind: tuple[str, Path], normalize: bool) -> None:
+    name, path = kind
+    ref = model2vec.StaticModel.from_pretrained(path)
+    emb = finalfusion.load(path, normalize=normalize)
+    assert tokenizer_splits_at_spaces(emb.vocab.tokenizer) is KINDS[name][1]
+    texts = TRICKY + TRICKY[::-1]  # repeated pieces: the second half comes from the cache
+    for override in (None, True, False):
+        ours = emb.encode(texts, normalize=override, batch_size=5)
+        theirs = ref.encode(texts, normalize=override)
+        np.testing.assert_allclose(ours, theirs, rtol=2e-5, atol=2e-6)
+    assert np.abs(theirs[[bool(t.strip()) for t in texts]]).sum(axis=1).min() > 0  # real vectors compared
+    # the cache's ids are the plain path's ids, bit for bit (with the cut at max_length and the unknown token dropped)
+    (flat, counts), (flat2, counts2) = _plain_and_pieces(emb, texts)
+    np.testing.assert_array_equal(flat2, flat)
+    np.testing.assert_array_equal(counts2, counts)
+    assert counts.max() == 16  # sentences were cut
+
+
+def test_model_ids_are_model2vec_ids(kind: tuple[str, Path]) -> None:
+    """The ids themselves: model2vec's tokenize with its truncation, unknown token dropped."""
+    _name, path = kind
+    ref = model2vec.StaticModel.from_pretrained(path)
+    emb = finalfusion.load(path)
+    ref.tokenizer.enable_truncation(16)
+    expected = ref.tokenize(TRICKY)
+    _plain, (flat, counts) = _plain_and_pieces(emb, TRICKY)
+    assert [part.tolist() for part in np.split(flat, np.cumsum(counts)[:-1])] == expected
+
+
+def test_encode_each_equals_encode_batch(kind: tuple[str, Path]) -> None:
+    _name, path = kind
+    tok = finalfusion.load(path).vocab.tokenizer
+    pieces = " ".join(TRICKY).split(" ")
+    expected = tok.encode_batch(pieces)
+    if not tokenizer_splits_at_spaces(tok):
+        return
+    ids, owners = tok.encode_each(pieces)
+    got: list[list[int]] = [[] for _ in pieces]
+    for i, owner in zip(ids, owners, strict=True):
+        got[owner].append(i)
+    assert got == expected
+
+
+def test_bounded_cache_and_threads_keep_vectors(kind: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    _name, path = kind
+    emb = finalfusion.load(path)
+    texts = TRICKY * 5
+    expected = emb.encode(texts)
+    monkeypatch.setattr(limits, "MAX_CACHE_BYTES", 64)  # the table starts over at (almost) every batch
+    previous = finalfusion.get_threads()
+    try:
+        for threads in (1, 3):
+            finalfusion.set_threads(threads)
+            np.testing.assert_array_equal(emb.encode(texts, batch_size=3), expected)
+    finally:
+        finalfusion.set_threads(previous)
+
+
+def test_limits_and_lone_surrogates_as_the_plain_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from model2vec import StaticModel
+
+    tok = _bert()
+    StaticModel(np.ones((tok.get_vocab_size(), 4), dtype=np.float32), tok, normalize=False, max_length=None).save_pretrained(tmp_path / "m")
+    emb = finalfusion.load(tmp_path / "m")
+    assert tokenizer_splits_at_spaces(emb.vocab.tokenizer)
+    out = emb.encode(["the house", "the \ud800 house", "house"])  # not valid text: no tokens at all, as one call would give
+    assert out[1].tolist() == [0.0] * 4
+    assert out[0].tolist() == out[2].tolist() != [0.0] * 4
+    (flat, counts), (flat2, counts2) = _plain_and_pieces(emb, ["the \ud800 house", "the house"])
+    assert counts.tolist() == counts2.tolist() == [0, 2]
+    assert flat.tolist() == flat2.tolist()
+    monkeypatch.setattr(limits, "MAX_TOKENIZE_BYTES", 20)
+    with pytest.raises(LimitExceeded):  # the text's length counts, not its pieces'
+        emb.encode(["house " * 5, "the"])
+    with pytest.raises(LimitExceeded):
+        _encode._token_ids(emb.vocab, ["house " * 5], None)
+
+
+def _bert_doc(**changes: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "normalizer": {"type": "BertNormalizer", "lowercase": True},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": None,
+        "added_tokens": [{"id": 0, "content": "[UNK]", "normalized": False}],
+        "model": {"type": "WordPiece", "unk_token": "[UNK]"},
+    }
+    doc.update(changes)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({}, True),
+        ({"normalizer": None}, True),
+        ({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}}, True),
+        ({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Replace"}]}}, False),
+        ({"normalizer": {"type": "Strip"}}, False),
+        ({"normalizer": {"type": "Precompiled"}}, False),
+        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Digits"}]}}, True),
+        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Punctuation"}, {"type": "WhitespaceSplit"}]}}, False),
+        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Metaspace"}]}}, False),
+        ({"pre_tokenizer": {"type": "Metaspace"}}, False),
+        ({"pre_tokenizer": {"type": "ByteLevel"}}, False),
+        ({"pre_tokenizer": None}, False),
+        ({"post_processor": {"type": "TemplateProcessing"}}, True),
+        ({"post_processor": {"type": "Sequence", "processors": [{"type": "ByteLevel"}, {"type": "Unknown"}]}}, False),
+        ({"added_tokens": [{"content": "new york", "normalized": False}]}, False),
+        ({"added_tokens": [{"content": "<city>", "normalized": True}]}, True),
+        ({"added_tokens": [{"content": "日本", "normalized": True}]}, False),
+        ({"added_tokens": [{"content": "日本", "normalized": False}]}, True),
+        ({"model": {"type": "BPE", "dropout": 0.1}}, False),
+        ({"model": {"type": "BPE", "dropout": None}}, True),
+        ({"model": {"type": "Unigram"}}, True),
+    ],
+)
+def test_splits_at_spaces_table(changes: dict[str, Any], expected: bool) -> None:
+    assert splits_at_spaces(_bert_doc(**changes)) is expected
+
+
+@pytest.mark.parametrize("name", ["added-with-space", "byte-level", "metaspace"])
+def test_the_cache_would_change_other_tokenizers_vectors(name: str) -> None:
+    """The sentences above tell a wrong cache apart: forced on the tokenizers it refuses, the ids differ."""
+    from finalfusion.vocab import HuggingFaceTokenizer
+
+    tok = HuggingFaceTokenizer(KINDS[name][0]().to_str())
+    assert not tokenizer_splits_at_spaces(tok)
+    forced, counts = PieceIds(tok).ids(TRICKY)
+    plain = tok.encode_batch(TRICKY)
+    assert [part.tolist() for part in np.split(forced, np.cumsum(counts)[:-1])] != plain
+
+
+def test_real_bert_vocabulary_of_llamacpp(tmp_path: Path) -> None:
+    """A real WordPiece vocabulary (bge-small's, llama.cpp's test file): the cache gives the plain ids on llama.cpp's test strings."""
+    import os
+
+    from finalfusion.compat.gguf import load_gguf
+    from llamacpp_vocabs import ENV, loadable, read_cases, vocab_files
+
+    directory = os.environ.get(ENV)
+    if not directory:
+        pytest.skip(f"{ENV} is not set (run: python tests/llamacpp_vocabs.py fetch DIR; export {ENV}=DIR)")
+    pytest.importorskip("gguf")
+    files = [f for f in vocab_files(directory) if "bert" in f.name]
+    assert files
+    for path in files:
+        tok = load_gguf(loadable(path, tmp_path / path.name)).vocab.tokenizer
+        assert tokenizer_splits_at_spaces(tok), path.name
+        texts = [text for text, _ids in read_cases(path)] + TRICKY
+        flat, counts = PieceIds(tok).ids(texts + texts)
+        assert [part.tolist() for part in np.split(flat, np.cumsum(counts)[:-1])] == tok.encode_batch(texts + texts), path.name
