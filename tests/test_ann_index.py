@@ -596,6 +596,23 @@ def test_reference_refused_when_the_saved_index_changed(tmp_path: Path) -> None:
         pickle.loads(data)
 
 
+@pytest.mark.parametrize("backend", ["hnswlib", "faiss-ivf"])
+def test_a_loaded_index_with_a_changed_search_width_pickles_with_it(backend: str, tmp_path: Path) -> None:
+    """set_search after load_index: a reference keeps the new width (the saved file still has the old one)."""
+    needs(backend)
+    emb = small_emb(clustered(2000, 8, seed=9))
+    name, value = ("nprobe", 3) if backend == "faiss-ivf" else ("ef", 12)
+    ann.build_index(emb, backend).save(tmp_path / "ix")
+    ix = ann.load_index(tmp_path / "ix", emb)
+    ix.set_search(**{name: value})
+    copy = pickle.loads(pickle.dumps(ix))
+    assert copy.params == ix.params
+    assert copy.params[name] == value
+    q = unit(np.asarray(emb.storage.matrix[:50]))
+    np.testing.assert_array_equal(copy.search(q, 10)[0], ix.search(q, 10)[0])
+    assert ann.load_index(tmp_path / "ix", emb).params[name] != value  # the saved header is unchanged
+
+
 # -- the command line --------------------------------------------------------------------------
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))

@@ -393,7 +393,7 @@ def load_index(path: str | os.PathLike[str], emb: Queryable, *, mmap: bool = Tru
     The header is checked first, then whether the index was built for
     ``emb`` (see :meth:`AnnIndex.check`; ``verify="file"`` is the cheap
     opt-in for memory-mapped embeddings), then the backend's file is opened:
-    memory-mapped where the backend can (``usearch``, ``faiss-hnsw``,
+    memory-mapped where the backend can (``faiss-ivf``, ``usearch``, ``faiss-hnsw``,
     ``faiss-ivfpq``), read into memory where it cannot (``hnswlib``,
     ``voyager``). The index pickles as a reference to ``path``.
 
@@ -450,6 +450,15 @@ def from_reference(path: str, fingerprint: dict[str, Any], backend: str, params:
         Its files are malformed.
     """
     header = read_header(path)
-    if header["fingerprint"] != Fingerprint(**fingerprint) or header["backend"] != backend or header["params"] != params:
+    searched = backend_class(header["backend"]).search_params if header["backend"] == backend else ()
+
+    def built(p: dict[str, Any]) -> dict[str, Any]:  # the parameters fixed by the build (set_search may change the others)
+        return {k: v for k, v in p.items() if k not in searched}
+
+    if header["fingerprint"] != Fingerprint(**fingerprint) or header["backend"] != backend or built(header["params"]) != built(params):
         raise StaleIndexError(f"{path}: the saved index changed since it was pickled (other embeddings, backend or parameters)")
-    return _opened(path, header, mmap)
+    ix = _opened(path, header, mmap)
+    changed = {k: v for k, v in params.items() if k in searched and header["params"].get(k) != v}
+    if changed:
+        ix.set_search(**changed)
+    return ix
