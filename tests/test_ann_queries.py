@@ -323,6 +323,12 @@ def test_candidate_scores_are_the_scans_bit_for_bit(dims: int) -> None:
         for ids in (np.arange(n - 1, n - 5, -1), np.array([0, 1, 2, n - 1]), rng.choice(n, size=n // 20, replace=False)):
             ids = ids.astype(np.int64)
             assert index.scores_at(q, ids).tolist() == scan[ids].tolist(), (n, ids)
+        # a batch's candidates: every query row with its own ids, in one gather (the last rows' groups are cut)
+        qm = rng.standard_normal((5, dims)).astype(np.float32)
+        qm /= np.linalg.norm(qm, axis=1, keepdims=True)
+        many = np.stack([rng.choice(n, size=4, replace=False) for _ in range(5)]).astype(np.int64)
+        many[0] = [n - 1, n - 2, 0, 1]
+        assert index.scores_at_rows(qm, many).tolist() == [index.scores(qm[j], 0, n)[many[j]].tolist() for j in range(5)], n
 
 
 # -- the committed reference files, quantized storage ------------------------------------------------------------

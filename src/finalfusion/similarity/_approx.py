@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from finalfusion._threads import run_tasks, threads_for
 from finalfusion.similarity._base import QueryIndex
-from finalfusion.similarity._topk import F32, I64, NEG_INF, top_k
+from finalfusion.similarity._topk import F32, I64, NEG_INF, top_k, top_k_rows
 
 __all__ = ["RESCORE_CHUNK", "AnnSearch", "approx_search", "approx_search_batch", "as_ann", "is_ann"]
 
@@ -148,15 +148,44 @@ def approx_search_batch(
     bounds = np.searchsorted(ex_q, np.arange(nq + 1))
     most = int(np.diff(bounds).max()) if nq else 0
     found, _ = ann.search(np.ascontiguousarray(qm[rows]), _pool(index, k, rerank, most))
-    found = np.asarray(found)
+    found = np.asarray(found, dtype=np.int64)
+    keep = _kept(index, found, rows, ex_q, ex_r, nq)
+    one_pass = rerank is None or not index.approximate  # else: ADC, then float64 re-scoring, query by query
 
     def answer(lo: int, hi: int) -> None:  # queries lo:hi of ``rows``; each writes its own output rows
+        if one_pass:
+            ids = np.where(keep[lo:hi], found[lo:hi], 0)
+            scores = index.scores_at_rows(np.ascontiguousarray(qm[rows[lo:hi]]), ids)
+            scores[~keep[lo:hi]] = NEG_INF
+            s, i = top_k_rows(scores, ids, width, index)
+            best_s[rows[lo:hi], : s.shape[1]], best_i[rows[lo:hi], : i.shape[1]] = s, i
+            return
         for j, r in enumerate(rows[lo:hi].tolist(), lo):
-            ex = ex_r[bounds[r] : bounds[r + 1]]
-            s, i = _select(index, qm[r], _candidates(index, found[j], ex), width, rerank)
+            s, i = _select(index, qm[r], found[j][keep[j]], width, rerank)
             best_s[r, : len(s)], best_i[r, : len(i)] = s, i
 
-    # the re-scoring is many small gathers and matrix-vector products (numpy releases the GIL in both)
+    # the re-scoring gathers the candidates' rows and multiplies them (numpy releases the GIL in both)
     step = max(RESCORE_CHUNK, -(-len(rows) // threads_for()))
     run_tasks((functools.partial(answer, lo, min(len(rows), lo + step)) for lo in range(0, len(rows), step)), threads_for())
     return best_s, best_i, answered
+
+
+def _kept(index: QueryIndex, found: I64, rows: I64, ex_q: I64, ex_r: I64, nq: int) -> npt.NDArray[np.bool_]:
+    """Which proposed ids ``found[j]`` query ``rows[j]`` may return: valid, each once, not excluded for it, not a bad row."""
+    n = index.n
+    keep = (found >= 0) & (found < n)
+    if found.shape[1] > 1:  # a backend may repeat a row: keep its first place
+        order = np.argsort(found, axis=1, kind="stable")
+        ranked = np.take_along_axis(found, order, axis=1)
+        again = np.zeros(found.shape, dtype=bool)
+        np.put_along_axis(again, order[:, 1:], ranked[:, 1:] == ranked[:, :-1], axis=1)
+        keep &= ~again
+    if len(index.bad):
+        keep &= ~np.isin(found, index.bad)
+    if len(ex_q):
+        position = np.full(nq, -1, dtype=np.int64)
+        position[rows] = np.arange(len(rows))
+        mine = position[ex_q] >= 0
+        banned = position[ex_q[mine]] * n + ex_r[mine]
+        keep &= ~np.isin(np.arange(len(rows), dtype=np.int64)[:, None] * n + found, banned)
+    return keep

@@ -88,6 +88,13 @@ class QueryIndex(ABC):
     def dots_at(self, q: F32, ids: I64) -> F32:
         """Dot products of ``q`` with the scored rows ``ids``, bit for bit as :meth:`dots` of the single-query scan computes them."""
 
+    def dots_at_rows(self, qm: F32, ids: I64) -> F32:
+        """``(Q, P)`` dot products of query row ``j`` with the scored rows ``ids[j]``: :meth:`dots_at` row by row."""
+        out: F32 = np.empty(ids.shape, dtype=np.float32)
+        for j in range(len(ids)):
+            out[j] = self.dots_at(qm[j], ids[j])
+        return out
+
     def row_signs(self) -> npt.NDArray[np.float64] | None:
         """Signs every scored row is multiplied by, or ``None`` when all are positive."""
         return None
@@ -201,6 +208,19 @@ class QueryIndex(ABC):
                 if len(hit):
                     rows = ids[hit]
                     s[hit] = (self.scored_rows_at(rows).astype(np.float64) @ q.astype(np.float64)) * mult[pos[hit]]
+        return s
+
+    def scores_at_rows(self, qm: F32, ids: I64) -> F32:
+        """``(Q, P)`` cosines of unit query row ``j`` with the rows ``ids[j]``: the values :meth:`scores_at` gives, row by row."""
+        s = self.dots_at_rows(qm, ids)
+        scale = self.scale
+        if scale is not None and ids.size:
+            with np.errstate(invalid="ignore", over="ignore"):
+                s *= scale[ids]
+            _, _, exact, _ = self._row_facts()
+            if len(exact):  # rows scored in float64: the few queries that have one, as scores_at scores them
+                for j in np.flatnonzero(np.isin(ids, exact).any(axis=1)).tolist():
+                    s[j] = self.scores_at(qm[j], ids[j])
         return s
 
     def batch_scores(self, qm: F32, lo: int, hi: int) -> F32:

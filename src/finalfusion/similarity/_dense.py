@@ -85,3 +85,28 @@ class DenseIndex(QueryIndex):
     def batch_dots(self, qm: F32, lo: int, hi: int) -> F32:
         s: F32 = qm @ self.matrix[lo:hi].T
         return s
+
+    def dots_at_rows(self, qm: F32, ids: I64) -> F32:
+        """:meth:`dots_at` of every query row with its own ``P`` candidates, in one gather (same groups, same products).
+
+        Query ``j``'s candidate groups are gathered into ``rows[j]`` and scored
+        by one matrix-vector product ``matrix[rows[j]] @ qm[j]``, the call
+        :meth:`dots_at` makes; a group cut by the end of its scan block goes
+        through :meth:`dots_at` itself.
+        """
+        q, p = ids.shape
+        if not ids.size or p * ROW_GROUP >= self.n:
+            return super().dots_at_rows(qm, ids)
+        step = self.block_rows(1)
+        block = ids // step * step
+        start = block + (ids - block) // ROW_GROUP * ROW_GROUP
+        cut = start + ROW_GROUP > np.minimum(block + step, self.n)
+        start[cut] = 0  # any full group will do: these are scored again below
+        groups = self.matrix[(start[:, :, None] + _GROUP).reshape(q, p * ROW_GROUP)]
+        at = np.arange(0, ROW_GROUP * p, ROW_GROUP) + np.where(cut, 0, ids - start)
+        out: F32 = np.empty((q, p), dtype=np.float32)
+        for j in range(q):
+            out[j] = (groups[j] @ qm[j])[at[j]]
+        for j, i in zip(*np.nonzero(cut), strict=True):
+            out[j, i] = self.dots_at(qm[j], ids[j, i : i + 1])[0]
+        return out
