@@ -146,7 +146,7 @@ def test_default_backend_and_parameters(synthetic: Embeddings) -> None:
     ix = ann.build_index(small)
     assert ix.backend == ann.DEFAULT_BACKEND == "faiss-ivf"
     # 4 sqrt(500) = 89 cells would hold 5.6 rows each: at most 500 / 39 = 12 (faiss's fewest training rows per cell);
-    # nprobe: 8 cells, or enough to hold 2,000 rows (here all 12); training on 50 rows a cell, at most all 500
+    # nprobe: 5 cells, or enough to hold 1,250 rows (here all 12); training on 50 rows a cell, at most all 500
     assert ix.params == {"nlist": 12, "nprobe": 12, "train_rows": 500, "seed": 0}
     assert len(ix) == ix.n == 500
     graph = ann.build_index(small, "hnswlib")
@@ -157,8 +157,8 @@ def test_default_backend_and_parameters(synthetic: Embeddings) -> None:
     from finalfusion.ann._backends import backend_class
 
     big = backend_class("faiss-ivf").resolve({}, 2_000_000, 300)
-    assert big == {"nlist": 5657, "nprobe": 8, "train_rows": 282_850, "seed": 0}  # 5,657 cells of 354 rows: 8 hold 2,829
-    assert backend_class("faiss-ivf").resolve({}, 50_000, 300)["nprobe"] == 36  # 894 cells of 56 rows
+    assert big == {"nlist": 5657, "nprobe": 5, "train_rows": 282_850, "seed": 0}  # 5,657 cells of 354 rows: 4 hold 1,414
+    assert backend_class("faiss-ivf").resolve({}, 50_000, 300)["nprobe"] == 23  # 894 cells of 56 rows
     assert ix.dims == 8
     assert repr(ix) == "AnnIndex(backend='faiss-ivf', nlist=12, nprobe=12, train_rows=500, seed=0, n=500, dims=8, indexed=500)"
     assert "hnswlib" in repr(graph)

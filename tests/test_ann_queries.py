@@ -33,7 +33,7 @@ DATA = Path(__file__).parent / "data" / "testdata"
 #: ``ef`` at least the rows of every small vocabulary here: HNSW then visits every row and is exact.
 EXACT = {"M": 16, "ef_construction": 200, "ef": 512}
 #: Build parameters per backend in the tests run with both: a wide graph, and the default IVF (its default nprobe
-#: searches enough cells for ~2,000 rows: every cell of these small vocabularies, some of the fastText model's).
+#: searches enough cells for ~1,250 rows: every cell of these small vocabularies, some of the fastText model's).
 BUILD: dict[str, dict[str, Any]] = {"hnswlib": EXACT, "faiss-ivf": {}}
 
 
@@ -198,7 +198,7 @@ def test_set_index_is_the_default_of_batches_and_index_false_forces_the_scan(sma
 @pytest.mark.parametrize("backend", ["hnswlib", "default"])
 def test_recall_at_10_on_clustered_data(big: tuple[Embeddings, Any], backend: str) -> None:
     emb, ix = big
-    if backend == "default":  # faiss-ivf: 153 cells of ~39 rows, 52 searched (enough for ~2,000 rows)
+    if backend == "default":  # faiss-ivf: 153 cells of ~39 rows, 32 searched (enough for ~1,250 rows)
         pytest.importorskip("faiss")
         ix = ann.build_index(emb)
     queries = emb.vocab.words[::20]

@@ -36,9 +36,9 @@ DEFAULT_TRAIN_ROWS: Final = 100_000
 #: Training rows per coarse cell of IVF-Flat when ``train_rows`` is not given (faiss asks for at least 39).
 TRAIN_ROWS_PER_CELL: Final = 50
 #: IVF-Flat without ``nprobe``: at least this many cells searched per query ...
-MIN_NPROBE: Final = 8
-#: ... and enough of them to hold about this many rows (recall@10 0.99 at 1M clustered rows, docs/performance-queries.md).
-NPROBE_ROWS: Final = 2_000
+MIN_NPROBE: Final = 5
+#: ... and enough of them to hold about this many rows (recall@10 0.97 at 1M and 2M clustered rows, docs/performance-queries.md).
+NPROBE_ROWS: Final = 1_250
 
 
 def _lib() -> Any:

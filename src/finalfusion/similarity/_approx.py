@@ -165,7 +165,7 @@ def approx_search_batch(
             best_s[r, : len(s)], best_i[r, : len(i)] = s, i
 
     # the re-scoring gathers the candidates' rows and multiplies them (numpy releases the GIL in both)
-    step = max(RESCORE_CHUNK, -(-len(rows) // threads_for()))
+    step = RESCORE_CHUNK
     run_tasks((functools.partial(answer, lo, min(len(rows), lo + step)) for lo in range(0, len(rows), step)), threads_for())
     return best_s, best_i, answered
 
