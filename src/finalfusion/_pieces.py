@@ -84,24 +84,23 @@ def _pre_tokenizer_ok(pre: Any) -> bool:
     return isinstance(steps, list) and bool(steps) and _kind(steps[0]) in SPACE_SPLITTERS and all(_kind(s) in PIECE_SPLITTERS for s in steps)
 
 
-def _normalizer_ok(norm: Any) -> bool:
-    if norm is None:
+def _all_in(part: Any, steps_key: str, allowed: Any) -> bool:
+    """Whether a pipeline part is absent, one of ``allowed``, or a ``Sequence`` (steps under ``steps_key``) of them."""
+    if part is None:
         return True
-    kind = _kind(norm)
+    kind = _kind(part)
     if kind == "Sequence":
-        steps = norm.get("normalizers")
-        return isinstance(steps, list) and all(_kind(s) in LOCAL_NORMALIZERS for s in steps)
-    return kind in LOCAL_NORMALIZERS
+        steps = part.get(steps_key)
+        return isinstance(steps, list) and all(_kind(s) in allowed for s in steps)
+    return kind in allowed
+
+
+def _normalizer_ok(norm: Any) -> bool:
+    return _all_in(norm, "normalizers", LOCAL_NORMALIZERS)
 
 
 def _processor_ok(proc: Any) -> bool:
-    if proc is None:
-        return True
-    kind = _kind(proc)
-    if kind == "Sequence":
-        steps = proc.get("processors")
-        return isinstance(steps, list) and all(_kind(s) in ID_KEEPING_PROCESSORS for s in steps)
-    return kind in ID_KEEPING_PROCESSORS
+    return _all_in(proc, "processors", ID_KEEPING_PROCESSORS)
 
 
 def _added_ok(added: Any) -> bool:

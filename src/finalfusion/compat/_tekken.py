@@ -42,6 +42,7 @@ from typing import Any, Final
 
 from finalfusion import limits
 from finalfusion._tokenizers import KNOWN_REGEXES
+from finalfusion.compat._bpe_json import bpe_document, split_isolated
 from finalfusion.errors import FormatError
 
 __all__ = ["DEFAULT_SPECIAL_TOKENS", "TekkenModel", "byte_char", "is_tekken", "read_tekken", "tekken_merges"]
@@ -347,31 +348,13 @@ def tekken_merges(tokens: list[bytes], where: str = _WHERE) -> list[tuple[bytes,
 
 def _tokenizer_doc(pattern: str, tokens: list[bytes], merges: list[tuple[bytes, bytes]], num_special: int) -> dict[str, Any]:
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [],  # Tekkenizer never reads special tokens from text
-        "normalizer": None,
-        "pre_tokenizer": {
-            "type": "Sequence",
-            "pretokenizers": [{"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}, byte_level],
-        },
-        "post_processor": None,
-        "decoder": dict(byte_level, use_regex=True),
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": True,
-            "vocab": {byte_char(t): num_special + r for r, t in enumerate(tokens)},
-            "merges": [[byte_char(a), byte_char(b)] for a, b in merges],
-        },
-    }
+    return bpe_document(
+        {byte_char(t): num_special + r for r, t in enumerate(tokens)},
+        [[byte_char(a), byte_char(b)] for a, b in merges],
+        pre_tokenizer={"type": "Sequence", "pretokenizers": [split_isolated(pattern), byte_level]},
+        decoder=dict(byte_level, use_regex=True),
+        ignore_merges=True,
+    )  # no added tokens: Tekkenizer never reads special tokens from text
 
 
 def read_tekken(data: bytes, where: str = _WHERE) -> TekkenModel:

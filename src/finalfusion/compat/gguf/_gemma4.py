@@ -22,6 +22,7 @@ from typing import Any
 import numpy.typing as npt
 
 from finalfusion._llamacpp_pre import GEMMA4_SPLIT
+from finalfusion.compat._bpe_json import bpe_document, split_isolated
 from finalfusion.compat._spmodel import CONTROL, USER_DEFINED
 from finalfusion.compat.gguf._layout import FORMAT
 from finalfusion.errors import FormatError
@@ -77,26 +78,14 @@ def gemma4_json(kv: dict[str, Any], tokens: list[str], types: npt.NDArray[Any] |
             special = kind == CONTROL
             added.append({"id": i, "content": token, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": special})
     unk = kv.get("tokenizer.ggml.unknown_token_id")
-    doc = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": added,
-        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
-        "pre_tokenizer": {"type": "Split", "pattern": {"Regex": GEMMA4_SPLIT}, "behavior": "Isolated", "invert": False},
-        "post_processor": None,
-        "decoder": None,
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": tokens[unk] if isinstance(unk, int) and not isinstance(unk, bool) and 0 <= unk < len(tokens) else None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": True,
-            "ignore_merges": False,
-            "vocab": {t: i for i, t in enumerate(tokens)},
-            "merges": pairs,
-        },
-    }
+    doc = bpe_document(
+        {t: i for i, t in enumerate(tokens)},
+        pairs,
+        normalizer={"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        pre_tokenizer=split_isolated(GEMMA4_SPLIT),
+        decoder=None,
+        added_tokens=added,
+        unk_token=tokens[unk] if isinstance(unk, int) and not isinstance(unk, bool) and 0 <= unk < len(tokens) else None,
+        byte_fallback=True,
+    )
     return json.dumps(doc, ensure_ascii=False)

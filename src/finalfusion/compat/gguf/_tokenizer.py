@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from finalfusion._llamacpp_pre import IGNORE_MERGES, PRE_REGEXES, UNSUPPORTED
 from finalfusion._tokenizers import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer
+from finalfusion.compat._bpe_json import bpe_document, split_isolated
 from finalfusion.compat._spmodel import (
     BPE_MODEL,
     CONTROL,
@@ -72,32 +73,18 @@ def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray
         pre_tokenizer = {
             "type": "Sequence",
             "pretokenizers": [
-                *({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False} for r in _pre_regexes(pre)),
+                *(split_isolated(r) for r in _pre_regexes(pre)),
                 dict(byte_level, use_regex=False),
             ],
         }
-    doc = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": added,
-        "normalizer": None,
-        "pre_tokenizer": pre_tokenizer,
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": pre in IGNORE_MERGES,
-            "vocab": {t: i for i, t in enumerate(tokens)},
-            "merges": merges,
-        },
-    }
+    doc = bpe_document(
+        {t: i for i, t in enumerate(tokens)},
+        merges,
+        pre_tokenizer=pre_tokenizer,
+        decoder={"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        added_tokens=added,
+        ignore_merges=pre in IGNORE_MERGES,
+    )
     return json.dumps(doc, ensure_ascii=False)
 
 
