@@ -67,6 +67,7 @@ __all__ = [
     "SentencePieceTokenizer",
     "Tokenizer",
     "check_added_token_ids",
+    "check_known_regex",
     "check_tokenize_length",
     "checked_tokenizer_json",
     "is_rust_panic",
@@ -499,8 +500,16 @@ KNOWN_REGEXES: Final[frozenset[str]] = frozenset(
 )
 
 
-def _regex_allowed(pattern: str) -> bool:
-    return pattern in KNOWN_REGEXES or pattern in limits.TRUSTED_TOKENIZER_REGEXES
+def check_known_regex(pattern: object, what: str, where: str) -> None:
+    """Raise :class:`FormatError` (``"<what> is not one of the known tokenizer regexes"``) unless ``pattern`` is allowed to run."""
+    if not (isinstance(pattern, str) and (pattern in KNOWN_REGEXES or pattern in limits.TRUSTED_TOKENIZER_REGEXES)):
+        raise FormatError(
+            f"{what} is not one of the known tokenizer regexes",
+            chunk=where,
+            expected="a pattern of finalfusion._tokenizers.KNOWN_REGEXES or finalfusion.limits.TRUSTED_TOKENIZER_REGEXES "
+            "(an arbitrary regex can backtrack for minutes on one word)",
+            found=repr(pattern)[:200],
+        )
 
 
 def _check_charsmap(node: dict[str, Any]) -> None:
@@ -584,14 +593,8 @@ def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
         if isinstance(node, dict):
             spec = node.get("pattern")  # Split and Replace: {"String": ...} or {"Regex": ...}
             pattern = spec.get("Regex") if isinstance(spec, dict) else None
-            if pattern is not None and not (isinstance(pattern, str) and _regex_allowed(pattern)):
-                raise FormatError(
-                    "a regex pattern is not one of the known tokenizer regexes",
-                    chunk=where,
-                    expected="a pattern of finalfusion._tokenizers.KNOWN_REGEXES or finalfusion.limits.TRUSTED_TOKENIZER_REGEXES "
-                    "(an arbitrary regex can backtrack for minutes on one word)",
-                    found=repr(pattern)[:200],
-                )
+            if pattern is not None:
+                check_known_regex(pattern, "a regex pattern", where)
             if node.get("type") == "Precompiled":
                 _check_charsmap(node)
             _check_wordpiece_chars(node)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from finalfusion import limits
-from finalfusion._tokenizers import KNOWN_REGEXES
+from finalfusion._tokenizers import check_known_regex
 from finalfusion.compat._bpe_json import bpe_document, split_isolated
 from finalfusion.errors import FormatError
 
@@ -156,14 +156,7 @@ def _config(doc: dict[str, Any], name: str) -> tuple[str, int, int, str]:
     pattern = config.get("pattern")
     if not isinstance(pattern, str):
         raise FormatError("config.pattern is not a string", chunk=where, expected="the split regex (a string)", found=repr(pattern)[:60])
-    if pattern not in KNOWN_REGEXES and pattern not in limits.TRUSTED_TOKENIZER_REGEXES:
-        raise FormatError(
-            "config.pattern is not one of the known tokenizer regexes",
-            chunk=where,
-            expected="a pattern of finalfusion._tokenizers.KNOWN_REGEXES or finalfusion.limits.TRUSTED_TOKENIZER_REGEXES "
-            "(an arbitrary regex can backtrack for minutes on one word)",
-            found=repr(pattern)[:200],
-        )
+    check_known_regex(pattern, "config.pattern", where)
     version = config.get("version")
     if not isinstance(version, str) or not re.fullmatch(r"v[0-9]{1,4}", version):
         raise FormatError("config.version is not a Tekken version", chunk=where, expected='"v1", "v3", "v7", ...', found=repr(version)[:40])
