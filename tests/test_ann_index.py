@@ -153,7 +153,8 @@ def test_default_backend_and_parameters(synthetic: Embeddings) -> None:
     assert graph.params == {"M": ann.DEFAULT_M, "ef_construction": ann.DEFAULT_EF_CONSTRUCTION, "ef": ann.DEFAULT_EF}
     for other in ("faiss-hnsw", "usearch", "voyager"):
         needs(other)
-        assert ann.build_index(small, other).params == graph.params
+        extra = {"scalar": "f32"} if other == "usearch" else {}  # usearch also chooses how it stores the rows
+        assert ann.build_index(small, other).params == {**graph.params, **extra}
     from finalfusion.ann._backends import backend_class
 
     big = backend_class("faiss-ivf").resolve({}, 2_000_000, 300)
@@ -320,6 +321,8 @@ def test_faiss_ivf_lists_hold_every_row_once(monkeypatch: pytest.MonkeyPatch, sy
         ("hnswlib", {"Mx": 3}, "hnswlib: unknown parameter 'Mx'"),
         ("hnswlib", {"M": 1}, r"hnswlib: parameter M must be in \[2, 2048\]"),
         ("usearch", {"ef": "64"}, "usearch: parameter ef must be a whole number"),
+        ("usearch", {"scalar": "f64"}, "usearch: parameter scalar must be one of f32, f16, not 'f64'"),
+        ("usearch", {"scalar": 16}, "usearch: parameter scalar must be one of f32, f16, not 16"),
         ("voyager", {"ef_construction": True}, "voyager: parameter ef_construction must be a whole number"),
         ("faiss-ivfpq", {"m": 5}, "faiss-ivfpq: parameter m must divide the 16 dimensions"),
         ("faiss-ivfpq", {"nlist": 100000}, "faiss-ivfpq: parameter train_rows: training needs at least"),
@@ -436,6 +439,44 @@ def test_save_refuses_a_file_or_another_directory(synthetic: Embeddings, built: 
             ix.save(tmp_path / target)
     assert (tmp_path / "file").read_bytes() == b"data"
     assert (tmp_path / "dir" / "keep.txt").read_text() == "mine"
+
+
+# -- usearch's row types ----------------------------------------------------------------------
+def test_usearch_f16_stores_half_the_rows(synthetic: Embeddings, queries: np.ndarray, built: dict[str, Any], tmp_path: Path) -> None:
+    """An f16 graph: recall against the exact answer, scores within f16 rounding of the exact cosines, a smaller file, kept on load."""
+    needs("usearch")
+    ix = ann.build_index(synthetic, "usearch", scalar="f16", **FAST)
+    assert ix.params["scalar"] == "f16"
+    exact, exact_scores = synthetic.embedding_similarity_batch(queries, 10)
+    ids, scores = ix.search(queries, 10)
+    assert recall(ids, exact) >= MIN_RECALL["usearch"]
+    hit = ids[:, 0] == exact[:, 0]
+    assert hit.mean() > 0.5
+    np.testing.assert_allclose(scores[hit, 0], exact_scores[hit, 0], atol=2e-3)
+    ix.save(tmp_path / "small.ann")
+    index_of(built, synthetic, "usearch").save(tmp_path / "f32.ann")
+    small, full = ((tmp_path / name / "index.bin").stat().st_size for name in ("small.ann", "f32.ann"))
+    rows = len(synthetic.vocab) * 16 * 4  # the f32 rows; the links are the same size in both files
+    assert full - small >= rows * 0.5 * 0.99
+    for mmap in (True, False):
+        loaded = ann.load_index(tmp_path / "small.ann", synthetic, mmap=mmap)
+        assert loaded.params == ix.params
+        np.testing.assert_array_equal(loaded.search(queries, 10)[0], ids)
+
+
+def test_usearch_header_without_scalar_is_an_older_f32_index(synthetic: Embeddings, built: dict[str, Any], tmp_path: Path) -> None:
+    """Indexes saved before ``scalar`` existed load as f32; a header that names another row type than the file is refused."""
+    needs("usearch")
+    out = tmp_path / "old.ann"
+    index_of(built, synthetic, "usearch").save(out)
+    header = json.loads((out / "ann.json").read_text())
+    del header["params"]["scalar"]
+    (out / "ann.json").write_text(json.dumps(header))
+    assert ann.load_index(out, synthetic).params == {**FAST, "scalar": "f32"}
+    header["params"]["scalar"] = "f16"
+    (out / "ann.json").write_text(json.dumps(header))
+    with pytest.raises(FormatError, match=r"another layout: expected 16 dims, f16, ip, found 16 dims, .*F32"):
+        ann.load_index(out, synthetic)
 
 
 # -- staleness --------------------------------------------------------------------------------
@@ -633,6 +674,10 @@ def test_cli_index_build(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     ix = ann.load_index(tmp_path / "default.ann", emb)
     assert (ix.backend, ix.params["nprobe"], ix.n) == ("faiss-ivf", 4, len(emb.vocab))
+    needs("usearch")
+    proc = run_cli("index", "build", str(TUTORIAL), str(tmp_path / "f16.ann"), "--backend", "usearch", "--param", "scalar=f16", "--param", "M=8")
+    assert proc.returncode == 0, proc.stderr
+    assert ann.load_index(tmp_path / "f16.ann", emb).params == {"M": 8, "ef_construction": 100, "ef": 256, "scalar": "f16"}
 
 
 def test_cli_index_build_errors(tmp_path: Path) -> None:

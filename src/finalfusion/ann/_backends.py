@@ -31,6 +31,7 @@ __all__ = [
     "backend_names",
     "bool_param",
     "check_params",
+    "choice_param",
     "int_param",
     "register_backend",
 ]
@@ -64,11 +65,16 @@ class Rows(Protocol):
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter of a backend: its default and its check (``None``: the check's own default, worked out from the rows)."""
+    """One parameter of a backend: its default and its check (``None``: the check's own default, worked out from the rows).
+
+    ``added`` marks a parameter a backend gained after indexes were first saved: a saved header without it means
+    its default (the layout every index had before), so older index files still load.
+    """
 
     default: Any
     check: Callable[[str, str, Any], Any]
     doc: str
+    added: bool = False
 
 
 def bool_param(default: bool, doc: str) -> Param:
@@ -80,6 +86,17 @@ def bool_param(default: bool, doc: str) -> Param:
         raise ValueError(f"{backend}: parameter {name} must be true or false (1 or 0), not {value!r}")
 
     return Param(default, check, doc)
+
+
+def choice_param(default: str, choices: tuple[str, ...], doc: str, *, added: bool = False) -> Param:
+    """A parameter that is one of a few names (``choices``)."""
+
+    def check(backend: str, name: str, value: Any) -> Any:
+        if value not in choices or not isinstance(value, str):
+            raise ValueError(f"{backend}: parameter {name} must be one of {', '.join(choices)}, not {value!r}")
+        return value
+
+    return Param(default, check, doc, added)
 
 
 def int_param(default: int | None, low: int, high: int, doc: str) -> Param:

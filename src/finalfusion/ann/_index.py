@@ -112,7 +112,8 @@ class AnnIndex:
         ids : numpy.ndarray
             ``(Q, k)`` int64 word ids, best first; ``-1`` where fewer than ``k`` rows were found.
         scores : numpy.ndarray
-            ``(Q, k)`` float32 inner products (cosines for unit queries); ``nan`` beside a ``-1``.
+            ``(Q, k)`` float32 inner products (cosines for unit queries) as the backend computes them (estimates for
+            ``faiss-ivfpq``, half precision for ``usearch`` with ``scalar="f16"``); ``nan`` beside a ``-1``.
 
         Raises
         ------

@@ -207,6 +207,8 @@ def read_header(directory: str) -> dict[str, Any]:
     except ValueError as exc:
         raise _bad(str(exc), "backend", "a known backend", repr(name)[:80]) from None
     params = _field(header, "params", dict, "")
+    # a parameter the backend gained later is missing from older headers: their indexes have its default layout
+    params = {**{k: p.default for k, p in cls.params.items() if p.added and k not in params}, **params}
     try:
         checked = cls.resolve(params, 1 << 40, _count(header, "dims", "", 1, MAX_DIMS))
     except ValueError as exc:

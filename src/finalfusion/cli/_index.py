@@ -53,7 +53,9 @@ def register(subparsers: Any) -> None:
         """
         finalfusion index build --backend hnswlib --param M=32 --param ef=128 vectors.fifu vectors.ann""",
         "parameters (--param NAME=VALUE, see docs/ann.md):\n"
+        "  faiss-ivf (default): nlist, nprobe, train_rows, seed (0)\n"
         "  hnswlib, faiss-hnsw, usearch, voyager: M (16), ef_construction (100), ef (256)\n"
+        "  usearch also: scalar (f32; f16: half the rows' memory)\n"
         "  faiss-ivfpq: nlist, m, nbits (8), nprobe (16), train_rows, seed (0), reuse_pq (0)",
     )
     b.add_argument("input", metavar="EMB", help="embeddings (any format)")
