@@ -680,6 +680,17 @@ def test_cli_index_build(tmp_path: Path) -> None:
     assert ann.load_index(tmp_path / "f16.ann", emb).params == {"M": 8, "ef_construction": 100, "ef": 256, "scalar": "f16"}
 
 
+def test_cli_index_build_help_lists_every_backends_parameters() -> None:
+    proc = run_cli("index", "build", "--help")
+    assert proc.returncode == 0, proc.stderr
+    listed = proc.stdout.split("parameters (--param NAME=VALUE", 1)[1]
+    assert "  faiss-ivf (default): nlist, nprobe, train_rows, seed (0)\n" in listed
+    assert "  usearch: M (16), ef_construction (100), ef (256), scalar (f32)\n" in listed
+    assert "reuse_pq (0)" in listed
+    for name in ann.backend_names():
+        assert name in listed
+
+
 def test_cli_index_build_errors(tmp_path: Path) -> None:
     proc = run_cli("index", "build", str(TUTORIAL), str(tmp_path / "x"), "--param", "bogus=1")
     assert proc.returncode == 1

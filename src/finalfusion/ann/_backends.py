@@ -92,7 +92,7 @@ def choice_param(default: str, choices: tuple[str, ...], doc: str, *, added: boo
     """A parameter that is one of a few names (``choices``)."""
 
     def check(backend: str, name: str, value: Any) -> Any:
-        if value not in choices or not isinstance(value, str):
+        if not isinstance(value, str) or value not in choices:
             raise ValueError(f"{backend}: parameter {name} must be one of {', '.join(choices)}, not {value!r}")
         return value
 

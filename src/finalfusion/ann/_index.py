@@ -325,7 +325,8 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
         The backend's parameters: ``faiss-ivf`` ``nlist`` (4 sqrt(rows), at most
         rows / 39), ``nprobe`` (the search width: 5 cells, or more to hold about
         1,250 rows), ``train_rows``, ``seed``; HNSW backends ``M`` (16),
-        ``ef_construction`` (100), ``ef`` (256, the search width); ``faiss-ivfpq`` ``nlist``, ``m``,
+        ``ef_construction`` (100), ``ef`` (256, the search width), and for ``usearch`` ``scalar``
+        (``"f32"``, or ``"f16"``: half the rows' memory); ``faiss-ivfpq`` ``nlist``, ``m``,
         ``nbits`` (8), ``nprobe`` (16), ``train_rows``, ``seed``, ``reuse_pq`` (see docs/ann.md).
 
     Returns

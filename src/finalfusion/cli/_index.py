@@ -24,6 +24,20 @@ def _param(text: str) -> tuple[str, Any]:
         return name.strip(), value
 
 
+def _params_help(default: str) -> str:
+    """One line per set of backends with the same parameters, read from the backends' own tables: ``name (default)``."""
+    from finalfusion.ann._backends import backend_class, backend_names
+
+    def shown(value: Any) -> str:
+        return f" ({int(value) if isinstance(value, bool) else value})" if value is not None else ""
+
+    lines: dict[str, list[str]] = {}
+    for name in backend_names():
+        text = ", ".join(f"{k}{shown(p.default)}" for k, p in backend_class(name).params.items())
+        lines.setdefault(text, []).append(f"{name} (default)" if name == default else name)
+    return "\n".join(f"  {', '.join(names)}: {text}" for text, names in lines.items())
+
+
 def _check_output(path: str) -> None:
     """Refuse an OUT that cannot be written before any work is done: a missing directory, a file or a directory that is not an index."""
     parent = os.path.dirname(os.path.abspath(path))
@@ -52,11 +66,7 @@ def register(subparsers: Any) -> None:
         "build an approximate-nearest-neighbour index of the known words",
         """
         finalfusion index build --backend hnswlib --param M=32 --param ef=128 vectors.fifu vectors.ann""",
-        "parameters (--param NAME=VALUE, see docs/ann.md):\n"
-        "  faiss-ivf (default): nlist, nprobe, train_rows, seed (0)\n"
-        "  hnswlib, faiss-hnsw, usearch, voyager: M (16), ef_construction (100), ef (256)\n"
-        "  usearch also: scalar (f32; f16: half the rows' memory)\n"
-        "  faiss-ivfpq: nlist, m, nbits (8), nprobe (16), train_rows, seed (0), reuse_pq (0)",
+        "parameters (--param NAME=VALUE, see docs/ann.md; a default left out is worked out from the rows):\n" + _params_help(DEFAULT_BACKEND),
     )
     b.add_argument("input", metavar="EMB", help="embeddings (any format)")
     b.add_argument("output", metavar="OUT", help="index directory to write (atomically replaced)")
