@@ -475,7 +475,7 @@ def test_usearch_header_without_scalar_is_an_older_f32_index(synthetic: Embeddin
     assert ann.load_index(out, synthetic).params == {**FAST, "scalar": "f32"}
     header["params"]["scalar"] = "f16"
     (out / "ann.json").write_text(json.dumps(header))
-    with pytest.raises(FormatError, match=r"another layout: expected 16 dims, f16, ip, found 16 dims, .*F32"):
+    with pytest.raises(FormatError, match=r"another layout: expected usearch 2.x, 16 dims, f16, ip.*found .* 16 dims, f32"):
         ann.load_index(out, synthetic)
 
 

@@ -11,10 +11,12 @@ built or loaded.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Protocol
 
+from finalfusion.errors import FormatError
 from finalfusion.similarity._topk import F32, I64
 from finalfusion.storage.quantized import QuantizedArray
 
@@ -27,12 +29,14 @@ __all__ = [
     "BackendIndex",
     "Param",
     "Rows",
+    "Shape",
     "backend_class",
     "backend_names",
     "bool_param",
     "check_params",
     "choice_param",
     "int_param",
+    "library_errors",
     "register_backend",
 ]
 
@@ -114,6 +118,29 @@ def int_param(default: int | None, low: int, high: int, doc: str) -> Param:
     return Param(default, check, doc)
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What a saved index must be for: the embeddings' ``n`` word rows of ``dims``."""
+
+    n: int
+    dims: int
+
+
+@contextlib.contextmanager
+def library_errors(library: str, stage: str, kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """Turn the exceptions ``kinds`` that ``library`` raises while doing ``stage`` into a :class:`FormatError` (DESIGN rule 16).
+
+    Each backend wraps every call into its library (load and search) in this, once, naming the library's own exception
+    types: a file the library refuses, or an index it cannot search, is a format error of that backend's file.
+    """
+    try:
+        yield
+    except FormatError:
+        raise
+    except kinds as exc:
+        raise FormatError(f"{library} cannot {stage}: {type(exc).__name__}: {exc}", chunk=f"{library} index") from None
+
+
 class BackendIndex(Protocol):
     """A built or loaded index of one backend."""
 
@@ -153,12 +180,13 @@ class Backend(Protocol):
         """Build an index of ``rows`` with resolved ``params`` on ``threads`` threads."""
 
     @classmethod
-    def load(cls, path: str, dims: int, params: Mapping[str, Any], mmap: bool) -> BackendIndex:
-        """Open the index file at ``path`` (memory-mapped when ``mmap`` and the backend can)."""
+    def load(cls, path: str, shape: Shape, params: Mapping[str, Any], mmap: bool) -> BackendIndex:
+        """Open the index file at ``path`` (memory-mapped when ``mmap`` and the backend can), checked against ``shape`` and
+        ``params`` before its library reads a byte of it (:class:`FormatError` otherwise)."""
 
     @classmethod
-    def from_bytes(cls, data: bytes, dims: int, params: Mapping[str, Any]) -> BackendIndex:
-        """The index :meth:`BackendIndex.to_bytes` wrote."""
+    def from_bytes(cls, data: bytes, shape: Shape, params: Mapping[str, Any]) -> BackendIndex:
+        """The index :meth:`BackendIndex.to_bytes` wrote, checked like :meth:`load`."""
 
 
 _BACKENDS: dict[str, type[Backend]] = {}

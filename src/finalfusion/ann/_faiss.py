@@ -13,6 +13,13 @@ quantizer and codes and trains only the coarse cells (see
 :meth:`FaissIVFPQIndex._build_reusing`); its scores are the PQ estimates,
 not the exact cosines (``rerank=`` in the queries re-scores them). faiss's thread count is a process-wide setting:
 a build sets it for its duration and restores it.
+
+faiss checks its own files as it reads them (``validate_HNSW``, list
+sizes, ids); a loaded index is also checked for its kind (the index
+classes this backend builds), dims, metric and build parameters, its
+results for row ids the embeddings have, and every error faiss raises
+while loading or searching is a :class:`~finalfusion.errors.FormatError`
+(:data:`_ERRORS`).
 """
 
 from __future__ import annotations
@@ -24,9 +31,9 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 
-from finalfusion.ann._backends import Param, Rows, bool_param, check_params, int_param, register_backend
+from finalfusion.ann._backends import Param, Rows, Shape, bool_param, check_params, int_param, library_errors, register_backend
 from finalfusion.ann._hnswlib import hnsw_params
-from finalfusion.errors import import_extra
+from finalfusion.errors import FormatError, import_extra
 from finalfusion.similarity._topk import F32, I64
 
 __all__ = ["FaissHNSWIndex", "FaissIVFIndex", "FaissIVFPQIndex"]
@@ -39,6 +46,8 @@ TRAIN_ROWS_PER_CELL: Final = 50
 MIN_NPROBE: Final = 5
 #: ... and enough of them to hold about this many rows (recall@10 0.97 at 1M and 2M clustered rows, docs/performance-queries.md).
 NPROBE_ROWS: Final = 1_250
+#: What faiss raises for a file it cannot read or an index it cannot search.
+_ERRORS: Final = (RuntimeError, ValueError, SystemError)
 
 
 def _lib() -> Any:
@@ -62,9 +71,11 @@ class _FaissBase:
     module: ClassVar[str] = "faiss"
     can_mmap: ClassVar[bool] = True
 
-    def __init__(self, index: Any, params: Mapping[str, Any]) -> None:
+    def __init__(self, index: Any, params: Mapping[str, Any], n: int | None = None) -> None:
         self._index = index
         self.count = int(index.ntotal)
+        #: Row ids of a loaded index are checked against this (the embeddings' rows) in every result.
+        self._n = n
         self._params = dict(params)
         #: The parameters the index was built with (IVF-PQ reusing a quantizer: its ``m`` and ``nbits``).
         self.resolved_params = self._params
@@ -77,9 +88,12 @@ class _FaissBase:
 
     def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
         faiss = _lib()
-        scores, ids = self._index.search(queries, k, params=self._search_params(faiss, k))
+        with library_errors("faiss", "search", _ERRORS):
+            scores, ids = self._index.search(queries, k, params=self._search_params(faiss, k))
         scores = np.asarray(scores, dtype=np.float32)
         ids = np.asarray(ids, dtype=np.int64)
+        if self._n is not None and ids.size and int(ids.max()) >= self._n:
+            raise FormatError("the index holds a row id the embeddings do not have", chunk="faiss index", expected=f"ids < {self._n}", found=int(ids.max()))
         scores[ids < 0] = np.nan
         return ids, scores
 
@@ -94,29 +108,42 @@ class _FaissBase:
         raise NotImplementedError
 
     @classmethod
-    def load(cls, path: str, dims: int, params: Mapping[str, Any], mmap: bool) -> Any:
-        faiss = _lib()
-        index = faiss.read_index(path, cls._flags(faiss) if mmap else 0)
-        return cls._checked(index, dims, params)
+    def _kind(cls, faiss: Any, index: Any, params: Mapping[str, Any]) -> str | None:
+        """``None`` if ``index`` is what this backend builds with ``params``, else what it is instead."""
+        raise NotImplementedError
 
     @classmethod
-    def from_bytes(cls, data: bytes, dims: int, params: Mapping[str, Any]) -> Any:
+    def load(cls, path: str, shape: Shape, params: Mapping[str, Any], mmap: bool) -> Any:
         faiss = _lib()
-        return cls._checked(faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8)), dims, params)
+        with library_errors("faiss", "read its index file", (*_ERRORS, MemoryError)):
+            index = faiss.read_index(path, cls._flags(faiss) if mmap else 0)
+        return cls._checked(index, shape, params)
 
     @classmethod
-    def _checked(cls, index: Any, dims: int, params: Mapping[str, Any]) -> Any:
-        from finalfusion.errors import FormatError
-
+    def from_bytes(cls, data: bytes, shape: Shape, params: Mapping[str, Any]) -> Any:
         faiss = _lib()
-        if index.d != dims or index.metric_type != faiss.METRIC_INNER_PRODUCT:
+        with library_errors("faiss", "read its index file", (*_ERRORS, MemoryError)):
+            index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+        return cls._checked(index, shape, params)
+
+    @classmethod
+    def _checked(cls, index: Any, shape: Shape, params: Mapping[str, Any]) -> Any:
+        faiss = _lib()
+        other = cls._kind(faiss, index, params)
+        if other is not None:
+            raise FormatError(f"the file is not a {cls.name} index", chunk="faiss index", expected=f"the index a {cls.name} build writes", found=other)
+        if index.d != shape.dims or index.metric_type != faiss.METRIC_INNER_PRODUCT:
             raise FormatError(
                 f"the {cls.name} index has another layout",
                 chunk="faiss index",
-                expected=f"{dims} dims, inner product",
+                expected=f"{shape.dims} dims, inner product",
                 found=f"{index.d} dims, metric {index.metric_type}",
             )
-        return cls(index, params)
+        return cls(index, params, shape.n)
+
+
+def _name(faiss: Any, index: Any) -> str:
+    return type(faiss.downcast_index(index)).__name__
 
 
 @register_backend
@@ -130,6 +157,15 @@ class FaissHNSWIndex(_FaissBase):
     @classmethod
     def _flags(cls, faiss: Any) -> int:
         return int(faiss.IO_FLAG_MMAP_IFC)
+
+    @classmethod
+    def _kind(cls, faiss: Any, index: Any, params: Mapping[str, Any]) -> str | None:
+        outer = _name(faiss, index)
+        inner = _name(faiss, index.index) if outer == "IndexIDMap" else None
+        if inner != "IndexHNSWFlat":
+            return outer if inner is None else f"{outer}({inner})"
+        m = faiss.downcast_index(index.index).hnsw.nb_neighbors(1)
+        return None if m == params["M"] else f"IndexHNSWFlat with M={m}, not {params['M']}"
 
     @classmethod
     def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:
@@ -180,6 +216,12 @@ class FaissIVFIndex(_FaissBase):
     @classmethod
     def _flags(cls, faiss: Any) -> int:
         return int(faiss.IO_FLAG_MMAP)
+
+    @classmethod
+    def _kind(cls, faiss: Any, index: Any, params: Mapping[str, Any]) -> str | None:
+        if _name(faiss, index) != "IndexIVFFlat":
+            return _name(faiss, index)
+        return None if index.nlist == params["nlist"] else f"IndexIVFFlat with nlist={index.nlist}, not {params['nlist']}"
 
     @classmethod
     def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:
@@ -267,6 +309,16 @@ class FaissIVFPQIndex(_FaissBase):
     @classmethod
     def _flags(cls, faiss: Any) -> int:
         return int(faiss.IO_FLAG_MMAP)
+
+    @classmethod
+    def _kind(cls, faiss: Any, index: Any, params: Mapping[str, Any]) -> str | None:
+        ivf = index.index if _name(faiss, index) == "IndexPreTransform" else index
+        if _name(faiss, ivf) != "IndexIVFPQ":
+            return _name(faiss, index)
+        ivf = faiss.downcast_index(ivf)
+        found = (ivf.nlist, ivf.pq.M, ivf.pq.nbits)
+        want = (params["nlist"], params["m"], params["nbits"])
+        return None if found == want else f"IndexIVFPQ with nlist, m, nbits = {found}, not {want}"
 
     @classmethod
     def resolve(cls, params: Mapping[str, Any], n: int, dims: int) -> dict[str, Any]:

@@ -1,7 +1,10 @@
 """The ``hnswlib`` backend: an HNSW graph over the float32 rows, inner-product space.
 
 hnswlib reads its file into memory (it cannot memory-map); its distance is
-``1 - inner product``.
+``1 - inner product``. hnswlib trusts its file, so every file is checked
+structurally first (:func:`finalfusion.ann._graphs.check_hnswlib`), and
+every error hnswlib raises while loading or searching is a
+:class:`~finalfusion.errors.FormatError` (:data:`_ERRORS`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,19 @@ from typing import Any, ClassVar, Final
 
 import numpy as np
 
-from finalfusion.ann._backends import DEFAULT_EF, DEFAULT_EF_CONSTRUCTION, DEFAULT_M, Param, Rows, check_params, int_param, register_backend
+from finalfusion.ann._backends import (
+    DEFAULT_EF,
+    DEFAULT_EF_CONSTRUCTION,
+    DEFAULT_M,
+    Param,
+    Rows,
+    Shape,
+    check_params,
+    int_param,
+    library_errors,
+    register_backend,
+)
+from finalfusion.ann._graphs import check_hnswlib, mapped
 from finalfusion.errors import import_extra
 from finalfusion.similarity._topk import F32, I64
 
@@ -22,6 +37,8 @@ __all__ = ["HnswlibIndex", "hnsw_params"]
 
 #: Largest graph parameter accepted (M, ef_construction, ef).
 _BIG: Final = 1 << 16
+#: What hnswlib raises for a file it cannot read or an index it cannot search.
+_ERRORS: Final = (RuntimeError, ValueError, SystemError)
 
 
 def hnsw_params() -> dict[str, Param]:
@@ -72,18 +89,22 @@ class HnswlibIndex:
         return cls(index, params["ef"])
 
     @classmethod
-    def load(cls, path: str, dims: int, params: Mapping[str, Any], mmap: bool) -> HnswlibIndex:
-        index = _lib().Index(space="ip", dim=dims)
-        index.load_index(path)
-        return cls(index, params["ef"])
+    def load(cls, path: str, shape: Shape, params: Mapping[str, Any], mmap: bool) -> HnswlibIndex:
+        lib = _lib()  # a missing library first: the file is checked only for a library that can read it
+        with mapped(path) as buf:
+            check_hnswlib(buf, shape, params["M"])
+        with library_errors("hnswlib", "read its index file", (*_ERRORS, MemoryError)):
+            index = lib.Index(space="ip", dim=shape.dims)
+            index.load_index(path)
+            return cls(index, params["ef"])
 
     @classmethod
-    def from_bytes(cls, data: bytes, dims: int, params: Mapping[str, Any]) -> HnswlibIndex:
+    def from_bytes(cls, data: bytes, shape: Shape, params: Mapping[str, Any]) -> HnswlibIndex:
         fd, path = tempfile.mkstemp(suffix=".hnswlib")
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-            return cls.load(path, dims, params, False)
+            return cls.load(path, shape, params, False)
         finally:
             os.unlink(path)
 
@@ -93,15 +114,16 @@ class HnswlibIndex:
                 if k > self._ef:
                     self._index.set_ef(k)
                     self._ef = k
-        try:
-            labels, dist = self._index.knn_query(queries, k=k, num_threads=threads)
-        except RuntimeError:  # fewer than k reachable: ask again with every row as a candidate
-            with self._lock:
-                self._index.set_ef(max(self._ef, self.count))
-                try:
-                    labels, dist = self._index.knn_query(queries, k=k, num_threads=threads)
-                finally:
-                    self._index.set_ef(self._ef)
+        with library_errors("hnswlib", "search", _ERRORS):
+            try:
+                labels, dist = self._index.knn_query(queries, k=k, num_threads=threads)
+            except RuntimeError:  # fewer than k reachable: ask again with every row as a candidate
+                with self._lock:
+                    self._index.set_ef(max(self._ef, self.count))
+                    try:
+                        labels, dist = self._index.knn_query(queries, k=k, num_threads=threads)
+                    finally:
+                        self._index.set_ef(self._ef)
         return labels.astype(np.int64), (1.0 - dist).astype(np.float32)
 
     def save(self, path: str) -> None:

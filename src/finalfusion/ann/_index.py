@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion._threads import threads_for
-from finalfusion.ann._backends import DEFAULT_BACKEND, BackendIndex, backend_class
+from finalfusion.ann._backends import DEFAULT_BACKEND, BackendIndex, Shape, backend_class
 from finalfusion.ann._fingerprint import Fingerprint, SourceFile, fingerprint, source_file, words_digest
 from finalfusion.ann._persist import open_backend, read_header, save_index
 from finalfusion.ann._rows import RowSource
@@ -119,6 +119,8 @@ class AnnIndex:
         ------
         ValueError
             If ``k < 1``, or the queries do not have :attr:`dims` columns or are not finite.
+        FormatError
+            The backend's library fails to search the index (its error and message, naming the library).
         """
         given: object = k
         if isinstance(given, bool) or not isinstance(given, int | np.integer) or given < 1:
@@ -263,7 +265,7 @@ def _from_bytes(backend: str, params: dict[str, Any], fp: dict[str, Any], source
     """Unpickle an index sent by value."""
     cls = backend_class(backend)
     fingerprint = Fingerprint(**fp)
-    return AnnIndex(backend, params, cls.from_bytes(data, fingerprint.dims, params), fingerprint, source=source)
+    return AnnIndex(backend, params, cls.from_bytes(data, Shape(fingerprint.n, fingerprint.dims), params), fingerprint, source=source)
 
 
 class _Counted:

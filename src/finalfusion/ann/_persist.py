@@ -20,9 +20,11 @@ header is untrusted input: every field is checked (type, range, the
 backend's parameter checks) and a bad one raises
 :class:`~finalfusion.errors.FormatError` naming the format, what was
 expected, what was found and the field. The backend's file is checked for
-its size and edge digest, then parsed by its library (whose own checks
-guard it: a file crafted against a native library is beyond what a header
-can catch -- load indexes you or your pipeline wrote).
+its size and edge digest, then by its backend before the library reads it
+(the graph files of hnswlib, voyager and usearch structurally, every
+count, level and neighbour id: :mod:`finalfusion.ann._graphs`; faiss's by
+faiss's own reader, then for its kind), and every error of the library is
+a :class:`~finalfusion.errors.FormatError`.
 
 Saving is atomic: the new directory is written beside the target and
 swapped in with one ``renameat2(RENAME_EXCHANGE)`` (Linux), elsewhere with
@@ -42,7 +44,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from finalfusion._atomic import atomic_output, temporary_name
-from finalfusion.ann._backends import BackendIndex, backend_class
+from finalfusion.ann._backends import BackendIndex, Shape, backend_class
 from finalfusion.ann._fingerprint import Fingerprint, SourceFile
 from finalfusion.errors import FormatError
 from finalfusion.limits import MAX_DIMS
@@ -269,7 +271,7 @@ def open_backend(directory: str, header: Mapping[str, Any], mmap: bool) -> Backe
         )
     cls = backend_class(header["backend"])
     try:
-        impl = cls.load(index_path, header["dims"], header["params"], mmap)
+        impl = cls.load(index_path, Shape(header["n"], header["dims"]), header["params"], mmap)
     except FormatError:
         raise
     except (RuntimeError, ValueError, OSError, MemoryError, TypeError) as exc:

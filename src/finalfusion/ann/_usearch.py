@@ -1,17 +1,23 @@
 """The ``usearch`` backend: HNSW over rows stored as float32 or float16 (``scalar``), metric ``ip``; its file can be
 memory-mapped (``view``).
 
-usearch's distance is ``1 - inner product``.
+usearch's distance is ``1 - inner product``. usearch trusts its file, so
+every file is checked structurally first
+(:func:`finalfusion.ann._graphs.check_usearch`), and every error usearch
+raises while loading or searching is a :class:`~finalfusion.errors.FormatError`
+(:data:`_ERRORS`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import numpy as np
 
-from finalfusion.ann._backends import Param, Rows, check_params, choice_param, register_backend
+from finalfusion._binary import Buffer
+from finalfusion.ann._backends import Param, Rows, Shape, check_params, choice_param, library_errors, register_backend
+from finalfusion.ann._graphs import check_usearch, mapped
 from finalfusion.ann._hnswlib import hnsw_params
 from finalfusion.errors import FormatError, import_extra
 from finalfusion.similarity._topk import F32, I64
@@ -21,6 +27,8 @@ __all__ = ["SCALARS", "UsearchIndex"]
 #: The row types the graph can store (usearch's ``dtype``). Not ``i8``: its distances are not on the inner product's scale,
 #: and at 1M clustered rows its recall stopped at 0.88 (docs/performance-queries.md).
 SCALARS = ("f32", "f16")
+#: What usearch raises for a file it cannot read or an index it cannot search.
+_ERRORS: Final = (RuntimeError, ValueError, SystemError, OSError)
 
 
 def _lib() -> Any:
@@ -69,31 +77,39 @@ class UsearchIndex:
         return cls(index, params["ef"])
 
     @classmethod
-    def _restored(cls, source: Any, dims: int, params: Mapping[str, Any], view: bool) -> UsearchIndex:
+    def _restored(cls, source: str | bytearray, buf: Buffer, shape: Shape, params: Mapping[str, Any], view: bool) -> UsearchIndex:
+        """Check ``buf`` (the bytes of ``source``), then restore ``source`` with usearch."""
+        scalar = params["scalar"]
         lib = _lib()
-        index = lib.Index.restore(source, view=view)
+        check_usearch(buf, shape, params["M"], scalar)
+        with library_errors("usearch", "read its index file", (*_ERRORS, MemoryError)):
+            index = lib.Index.restore(source, view=view)
         if index is None:
             raise FormatError("not a usearch index file", chunk="usearch index")
-        scalar = params["scalar"]
-        if index.ndim != dims or str(index.dtype).lower().rsplit(".", 1)[-1] != scalar or "IP" not in str(index.metric):
+        if index.ndim != shape.dims or str(index.dtype).lower().rsplit(".", 1)[-1] != scalar or "IP" not in str(index.metric):
             raise FormatError(
                 "the usearch index has another layout",
                 chunk="usearch index",
-                expected=f"{dims} dims, {scalar}, ip",
+                expected=f"{shape.dims} dims, {scalar}, ip",
                 found=f"{index.ndim} dims, {index.dtype}, {index.metric}",
             )
         return cls(index, params["ef"])
 
     @classmethod
-    def load(cls, path: str, dims: int, params: Mapping[str, Any], mmap: bool) -> UsearchIndex:
-        return cls._restored(path, dims, params, mmap)
+    def load(cls, path: str, shape: Shape, params: Mapping[str, Any], mmap: bool) -> UsearchIndex:
+        with mapped(path) as buf:
+            if mmap:  # usearch maps the file itself
+                return cls._restored(path, buf, shape, params, True)
+            data = bytearray(buf)  # usearch reads the bytes that were checked, not the file again
+        return cls._restored(data, data, shape, params, False)
 
     @classmethod
-    def from_bytes(cls, data: bytes, dims: int, params: Mapping[str, Any]) -> UsearchIndex:
-        return cls._restored(bytearray(data), dims, params, False)
+    def from_bytes(cls, data: bytes, shape: Shape, params: Mapping[str, Any]) -> UsearchIndex:
+        return cls._restored(bytearray(data), data, shape, params, False)
 
     def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
-        m = self._index.search(queries, k, threads=threads)  # usearch widens its search to k itself
+        with library_errors("usearch", "search", _ERRORS):
+            m = self._index.search(queries, k, threads=threads)  # usearch widens its search to k itself
         q = len(queries)
         keys = np.full((q, k), -1, dtype=np.int64)
         dist = np.full((q, k), np.nan, dtype=np.float32)
