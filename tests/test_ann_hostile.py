@@ -386,3 +386,37 @@ def test_the_command_line_refuses_a_crafted_index(world: dict[str, Any]) -> None
         )
         assert proc.returncode > 0, (kind, proc.returncode, proc.stderr)
         assert f"{kind} index: bad header field" in proc.stderr, (kind, proc.stderr)
+
+
+def test_an_index_pickled_by_value_is_checked_too(world: dict[str, Any]) -> None:
+    """Unpickling an index sent by value (``from_bytes``) checks the bytes like a load does."""
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from finalfusion import FormatError
+        from finalfusion.ann import _index
+        from finalfusion.ann._persist import read_header
+        for line in sys.stdin:
+            path = json.loads(line)
+            header = read_header(path)
+            with open(path + "/index.bin", "rb") as f:
+                data = f.read()
+            try:
+                _index._from_bytes(header["backend"], header["params"], header["fingerprint"].to_dict(), None, data)
+                print("loaded", flush=True)
+            except FormatError as exc:
+                print("FormatError", str(exc)[:200], flush=True)
+        """
+    )
+    cases = [
+        mutated(world, "hnswlib", "by-value", targeted(world, "hnswlib")["neighbour id out of range"]),
+        mutated(world, "voyager", "by-value", targeted(world, "voyager")["upper neighbour out of range"]),
+        mutated(world, "usearch", "by-value", targeted(world, "usearch")["base neighbour out of range"]),
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", script], input="".join(json.dumps(str(p)) + "\n" for p in cases), capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == len(cases)
+    assert all(line.startswith("FormatError") and "neighbour id is out of range" in line for line in lines), lines
