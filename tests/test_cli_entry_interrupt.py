@@ -48,16 +48,19 @@ def _ignored_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _entry(tmp_path: Path, how: str) -> list[str]:
+    """The interpreter's arguments that run the command: ``-m finalfusion``, or a console script as pip writes it."""
+    if how == "module":
+        return ["-m", "finalfusion"]
+    script = tmp_path / "finalfusion"
+    script.write_text(CONSOLE_SCRIPT)
+    return [str(script)]
+
+
 def _start(tmp_path: Path, how: str, preexec: object = _default_sigint) -> subprocess.Popen[bytes]:
     """``finalfusion similar SAMPLE`` with the words from a standard input that stays open: it runs until interrupted."""
-    if how == "module":
-        entry = ["-m", "finalfusion"]
-    else:
-        script = tmp_path / "finalfusion"
-        script.write_text(CONSOLE_SCRIPT)
-        entry = [str(script)]
     return subprocess.Popen(
-        [sys.executable, "-X", "importtime", *entry, "similar", str(SAMPLE)],
+        [sys.executable, "-X", "importtime", *_entry(tmp_path, how), "similar", str(SAMPLE)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -209,14 +212,8 @@ def test_ctrl_c_right_after_the_package_starts_exits_130_quietly(tmp_path: Path,
     e = env()
     e["PYTHONPATH"] = str(site) + os.pathsep + e["PYTHONPATH"]
     e.update(FF_SIGINT_AFTER="finalfusion._interrupt", FF_SIGINT_SKIP=str(skip))
-    if how == "module":
-        entry = ["-m", "finalfusion"]
-    else:
-        script = tmp_path / "finalfusion"
-        script.write_text(CONSOLE_SCRIPT)
-        entry = [str(script)]
     proc = subprocess.run(
-        [sys.executable, *entry, "similar", str(SAMPLE)],
+        [sys.executable, *_entry(tmp_path, how), "similar", str(SAMPLE)],
         input=b"",
         capture_output=True,
         env=e,

@@ -93,9 +93,9 @@ def command_name(argv: list[str] | None = None, orig_argv: list[str] | None = No
 
 def _quit(signum: int, frame: object) -> None:
     """SIGINT while nothing can be half-written: one line, status 130, now."""
-    try:
+    try:  # noqa: SIM105 - contextlib.suppress would cost an import before the handler is in place
         sys.stdout.flush()
-    except BaseException:  # noqa: S110 - a closed pipe or a reentrant flush: the output is given up anyway
+    except BaseException:  # a closed pipe or a reentrant flush: the output is given up anyway
         pass
     try:
         os.write(2, f"{_prog}: interrupted\n".encode())
