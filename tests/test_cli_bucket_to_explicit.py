@@ -69,7 +69,7 @@ def test_fasttext_input_is_recognised_by_the_command_and_named_for_the_script(in
     r = ffp("ffp-bucket-to-explicit", inputs["fasttext"], tmp_path / "x.fifu")  # 0.7's default --from is finalfusion
     assert r.returncode == 1
     assert r.stderr.startswith(f"ffp-bucket-to-explicit: error: {inputs['fasttext']}: not finalfusion (header: not a finalfusion file")
-    assert r.stderr.endswith("the content looks like fasttext: use -f fasttext, or leave -f out\n")
+    assert r.stderr.endswith("the content looks like fasttext: use -f fasttext\n")  # leaving -f out reads finalfusion again
 
 
 def test_a_vocabulary_without_buckets_is_the_same_one_line_error(inputs: dict[str, Path], tmp_path: Path) -> None:

@@ -48,16 +48,19 @@ def _ignored_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _entry(tmp_path: Path, how: str) -> list[str]:
+    """The interpreter's arguments that run the command: ``-m finalfusion``, or a console script as pip writes it."""
+    if how == "module":
+        return ["-m", "finalfusion"]
+    script = tmp_path / "finalfusion"
+    script.write_text(CONSOLE_SCRIPT)
+    return [str(script)]
+
+
 def _start(tmp_path: Path, how: str, preexec: object = _default_sigint) -> subprocess.Popen[bytes]:
     """``finalfusion similar SAMPLE`` with the words from a standard input that stays open: it runs until interrupted."""
-    if how == "module":
-        entry = ["-m", "finalfusion"]
-    else:
-        script = tmp_path / "finalfusion"
-        script.write_text(CONSOLE_SCRIPT)
-        entry = [str(script)]
     return subprocess.Popen(
-        [sys.executable, "-X", "importtime", *entry, "similar", str(SAMPLE)],
+        [sys.executable, "-X", "importtime", *_entry(tmp_path, how), "similar", str(SAMPLE)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -166,3 +169,71 @@ def test_every_console_script_is_known_as_the_command() -> None:
 
     declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
     assert set(declared) == SCRIPTS
+
+
+#: A ``sitecustomize`` for the child: SIGINT to itself when the import of the module ``FF_SIGINT_AFTER`` names has
+#: begun and ``FF_SIGINT_SKIP`` more new modules have started importing -- a chosen moment of the start, every time,
+#: instead of a delay. ``_signal`` and ``os`` are loaded before site runs: the hook imports nothing itself.
+SIGINT_AT_AN_IMPORT = """\
+import os
+import sys
+
+import _signal
+
+_after = os.environ["FF_SIGINT_AFTER"]
+_left = [None, int(os.environ["FF_SIGINT_SKIP"])]
+
+
+def _hook(event, args):
+    if event != "import" or _left[1] < 0:
+        return
+    if _left[0] is None:
+        if args[0] == _after:
+            _left[0] = True
+        return
+    if _left[1] == 0:
+        os.kill(os.getpid(), _signal.SIGINT)
+    _left[1] -= 1
+
+
+sys.addaudithook(_hook)
+"""
+
+
+@pytest.mark.parametrize("how", ["module", "console-script"])
+@pytest.mark.parametrize("skip", [0, 1, 2, 4, 8, 16])
+def test_ctrl_c_right_after_the_package_starts_exits_130_quietly(tmp_path: Path, how: str, skip: int) -> None:
+    # The package's first line imports finalfusion._interrupt; SIGINT as each of the imports that follow begins (the
+    # first of them were _interrupt's own typing, re, enum and signal, with Python's handler still in place: a
+    # KeyboardInterrupt traceback, issue 34). Several moments right after the start, each hit exactly.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SIGINT_AT_AN_IMPORT)
+    e = env()
+    e["PYTHONPATH"] = str(site) + os.pathsep + e["PYTHONPATH"]
+    e.update(FF_SIGINT_AFTER="finalfusion._interrupt", FF_SIGINT_SKIP=str(skip))
+    proc = subprocess.run(
+        [sys.executable, *_entry(tmp_path, how), "similar", str(SAMPLE)],
+        input=b"",
+        capture_output=True,
+        env=e,
+        preexec_fn=_default_sigint,
+        timeout=120,
+    )
+    messages = proc.stderr.decode(errors="replace")
+    assert "Traceback" not in messages
+    assert proc.returncode == 130, messages
+    assert messages == "finalfusion: interrupted\n"
+    assert proc.stdout == b""
+
+
+def test_the_handler_is_in_place_before_any_module_is_imported() -> None:
+    # finalfusion._interrupt imports nothing the interpreter had not loaded before the package's first line: in
+    # -X importtime's tree no import is nested under it.
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "finalfusion", "--version"], capture_output=True, env=env(), timeout=120)
+    lines = [line for line in proc.stderr.decode().splitlines() if line.startswith("import time:")]
+    at = next(i for i, line in enumerate(lines) if line.rsplit("|", 1)[-1].strip() == "finalfusion._interrupt")
+    depth = len(lines[at].rsplit("|", 1)[-1]) - len(lines[at].rsplit("|", 1)[-1].lstrip())
+    before = lines[at - 1].rsplit("|", 1)[-1]
+    # importtime prints a module after its children: the line before is a child when it is indented deeper.
+    assert len(before) - len(before.lstrip()) <= depth, lines[at - 3 : at + 1]

@@ -357,6 +357,10 @@ class FaissIVFPQIndex(_FaissBase):
         coarse.this.disown()
         index.cp.seed = params["seed"]
         index.pq.cp.seed = params["seed"]
+        # The sample size is the caller's choice (resolve checked the fewest faiss can train on): faiss would only warn, on
+        # stderr, once per k-means run -- 16 identical lines for m=16 subquantizers under 9,984 rows (39 per centroid).
+        index.cp.min_points_per_centroid = 1
+        index.pq.cp.min_points_per_centroid = 1
         with _omp_threads(faiss, threads):
             index.train(np.ascontiguousarray(sample))
             for ids, unit in rows.blocks():
@@ -396,7 +400,7 @@ class FaissIVFPQIndex(_FaissBase):
         coarse.this.disown()
         ivf.by_residual = False
         with _omp_threads(faiss, threads):
-            kmeans = faiss.Kmeans(d, params["nlist"], niter=20, seed=params["seed"], spherical=True)
+            kmeans = faiss.Kmeans(d, params["nlist"], niter=20, seed=params["seed"], spherical=True, min_points_per_centroid=1)
             kmeans.train(np.ascontiguousarray(raw))
             coarse.add(kmeans.centroids)
             faiss.copy_array_to_vector(np.ascontiguousarray(pq.quantizers, dtype=np.float32).ravel(), ivf.pq.centroids)

@@ -35,10 +35,21 @@ from finalfusion.similarity._protocol import Queryable
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.storage.quantized import QuantizedArray
 
-__all__ = ["PIECE_BYTES", "Fingerprint", "SourceFile", "fingerprint", "source_file"]
+__all__ = ["PIECE_BYTES", "Fingerprint", "SourceFile", "fingerprint", "shape_difference", "source_file"]
 
 #: Bytes hashed per task: the digests of the pieces are hashed again (a two-level hash, so threads can share the work).
 PIECE_BYTES: Final = 1 << 26
+
+
+def shape_difference(built: tuple[int, int], given: tuple[int, int]) -> str:
+    """The words and dims an index was built for, then (in parentheses) those of the embeddings given.
+
+    Examples
+    --------
+    >>> shape_difference((5338, 64), (84, 16))
+    '5,338 words x 64 dims (these have 84 words x 16 dims)'
+    """
+    return f"{built[0]:,} words x {built[1]} dims (these have {given[0]:,} words x {given[1]} dims)"
 
 
 @dataclass(frozen=True)
@@ -75,13 +86,20 @@ class Fingerprint:
     rows: str
 
     def difference(self, other: Fingerprint) -> str | None:
-        """What differs between the embeddings of ``self`` and ``other``, in words, or ``None``."""
+        """What differs between the embeddings of ``self`` (an index's) and ``other`` (those given), in words, or ``None``.
+
+        Examples
+        --------
+        >>> index = Fingerprint("NdArray", 5338, 64, "", "")
+        >>> index.difference(Fingerprint("NdArray", 84, 16, "", ""))
+        '5,338 words x 64 dims (these have 84 words x 16 dims)'
+        """
         if (self.n, self.dims) != (other.n, other.dims):
-            return f"{other.n} words x {other.dims} dims instead of {self.n} x {self.dims}"
+            return shape_difference((self.n, self.dims), (other.n, other.dims))
         if self.words != other.words:
             return "different words"
         if self.storage != other.storage:
-            return f"{other.storage} storage instead of {self.storage}"
+            return f"{self.storage} storage (these have {other.storage} storage)"
         if self.rows != other.rows:
             return "different row data"
         return None

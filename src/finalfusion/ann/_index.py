@@ -14,7 +14,7 @@ import numpy.typing as npt
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion._threads import threads_for
 from finalfusion.ann._backends import DEFAULT_BACKEND, BackendIndex, Shape, backend_class
-from finalfusion.ann._fingerprint import Fingerprint, SourceFile, fingerprint, source_file, words_digest
+from finalfusion.ann._fingerprint import Fingerprint, SourceFile, fingerprint, shape_difference, source_file, words_digest
 from finalfusion.ann._persist import open_backend, read_header, save_index
 from finalfusion.ann._rows import RowSource
 from finalfusion.errors import StaleIndexError
@@ -220,7 +220,7 @@ class AnnIndex:
         fp = self.fingerprint
         shape = (len(words), emb.storage.shape[1])
         if shape != (fp.n, fp.dims):
-            raise StaleIndexError(f"the index was built for other embeddings: {shape[0]} words x {shape[1]} dims instead of {fp.n} x {fp.dims}")
+            raise StaleIndexError(f"the index was built for other embeddings: {shape_difference((fp.n, fp.dims), shape)}")
         if verify == "file" and self.source is not None and source_file(emb) == self.source and words_digest(words) == fp.words:
             return
         problem = fp.difference(fingerprint(emb))

@@ -34,7 +34,8 @@ from collections.abc import Callable, Sequence
 from finalfusion import _interrupt
 from finalfusion._tokenizers import is_rust_panic
 from finalfusion.cli import _completions, _convert, _encode, _index, _inspect, _quantize, _query, _select
-from finalfusion.cli._common import CliError, UsageError, one_line
+from finalfusion.cli._common import CliError, UsageError, one_line, plain_warnings
+from finalfusion.errors import FinalfusionError, MissingExtraError
 
 __all__ = ["build_parser", "execute", "main"]
 
@@ -82,9 +83,10 @@ def _commands(parser: argparse.ArgumentParser) -> set[str]:
 def execute(func: Callable[[argparse.Namespace], int], args: argparse.Namespace, prog: str = PROG) -> int:
     """Run a subcommand; turn failures into one line on stderr and an exit status.
 
-    1 for any failure (the input's, the environment's, a model tokenizer's
-    -- an exception or a Rust panic -- or an unexpected one, named by its
-    type), 2 for an option's value found wrong when the input is read
+    1 for any failure (the input's, the environment's, a missing optional
+    package's, a model tokenizer's -- an exception or a Rust panic -- or an
+    unexpected one, named by its type: a class name of this package never
+    is), 2 for an option's value found wrong when the input is read
     (:class:`~finalfusion.cli._common.UsageError`: ``--tensor`` naming no
     tensor of the file), 130 for Ctrl-C, 141 for a closed output pipe.
 
@@ -99,7 +101,8 @@ def execute(func: Callable[[argparse.Namespace], int], args: argparse.Namespace,
         # From here on Ctrl-C raises KeyboardInterrupt (the writers remove their temporary files); inside the try, as a SIGINT
         # pending when the handler is switched raises at once.
         _interrupt.release()
-        return func(args)
+        with plain_warnings(prog):
+            return func(args)
     except UsageError as exc:  # a wrong option value found when the input was read: a usage error (status 2, as argparse's)
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
@@ -114,7 +117,9 @@ def execute(func: Callable[[argparse.Namespace], int], args: argparse.Namespace,
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
-    except (OSError, ValueError, TypeError, MemoryError) as exc:  # FormatError is a ValueError
+    except (OSError, ValueError, TypeError, MemoryError, FinalfusionError, MissingExtraError, Warning) as exc:  # FormatError is a ValueError
+        # The message says what happened (for a missing package, which extra installs it; a warning made an error by -W
+        # error, what it warned of): no class name of ours.
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 1
     except Exception as exc:  # e.g. the tokenizers library's bare ``Exception``: one line, never a traceback

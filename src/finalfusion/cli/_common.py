@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import textwrap
+import warnings
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -20,8 +22,10 @@ __all__ = [
     "UsageError",
     "bars",
     "example",
+    "naming",
     "numbered_lines",
     "one_line",
+    "plain_warnings",
     "positive_int",
     "read_lines",
     "rust_float",
@@ -114,6 +118,45 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         text = exc.strerror + (f": {exc.filename}" if exc.filename is not None else "")
     return " ".join(text.split())
+
+
+@contextlib.contextmanager
+def plain_warnings(prog: str) -> Iterator[None]:
+    """While a command runs, each warning is one line on stderr, ``PROG: warning: MESSAGE``, and a message is shown once.
+
+    Python's own format names the warning's class, the file and line of the
+    library code that warned and that line's source; a command's user
+    needs the message only. The filters are untouched (``-W error`` still
+    turns a warning into an error).
+
+    Examples
+    --------
+    >>> with plain_warnings("prog"):  # stderr: prog: warning: the file is old
+    ...     warnings.warn("the file is old")
+    """
+    shown: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+        text = " ".join(str(message).split())
+        if text not in shown:
+            shown.add(text)
+            print(f"{prog}: warning: {text}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
+@contextlib.contextmanager
+def naming(path: str) -> Iterator[None]:
+    """Warnings raised while ``path`` is read, warned again with ``path:`` in front (a reader's warning says "the file").
+
+    Nothing is warned again when the reading fails: the error says what matters.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        yield
+    for w in caught:
+        warnings.warn_explicit(f"{path}: {w.message}", w.category, w.filename, w.lineno)
 
 
 def about(path: Any, exc: BaseException) -> str:

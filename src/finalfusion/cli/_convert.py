@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from finalfusion.cli._common import CliError, UsageError, bars, one_line, positive_int, subparser
+from finalfusion.cli._common import CliError, UsageError, bars, naming, one_line, positive_int, subparser
 from finalfusion.compat import _registry
 from finalfusion.compat._registry import formats
 from finalfusion.embeddings import Embeddings
@@ -217,19 +217,31 @@ def _sniff(path: str, sample: bytes) -> str:
         raise CliError("\n".join(lines)) from None
 
 
-#: Longest ``found`` shown in an error: a wrong ``-f`` must not print a screenful of raw bytes.
+#: Most raw bytes of the input shown as an error's ``found``: a wrong ``-f`` must not print a screenful of them.
 _FOUND_SHOWN = 12
 
 
 def _short(exc: BaseException) -> BaseException:
-    """``exc``, with a long ``found`` value (bytes read from the input) cut to :data:`_FOUND_SHOWN` bytes."""
+    """``exc``, with a long ``found`` of raw bytes read from the input cut to :data:`_FOUND_SHOWN` bytes.
+
+    Text is never cut: a ``found`` that is a string is the reader's own words
+    ("a declared length of 21778 bytes"), and the number at its end is what
+    the message is about.
+
+    Examples
+    --------
+    >>> from finalfusion.errors import FormatError
+    >>> str(_short(FormatError("bad", expected="2 integers", found=b"x" * 20)))
+    "bad: expected 2 integers, found b'xxxxxxxxxxxx...'"
+    >>> str(_short(FormatError("too long", expected="at most 2162 bytes", found="a declared length of 21778 bytes")))
+    'too long: expected at most 2162 bytes, found a declared length of 21778 bytes'
+    """
     from finalfusion.errors import FormatError
 
     found = getattr(exc, "found", None)
-    if not isinstance(exc, FormatError) or not isinstance(found, (bytes, str)) or len(found) <= _FOUND_SHOWN:
+    if not isinstance(exc, FormatError) or not isinstance(found, bytes) or len(found) <= _FOUND_SHOWN:
         return exc
-    cut: object = found[:_FOUND_SHOWN] + b"..." if isinstance(found, bytes) else found[:_FOUND_SHOWN] + "..."
-    return FormatError(exc.message, offset=exc.offset, chunk=exc.chunk, expected=exc.expected, found=cut)
+    return FormatError(exc.message, offset=exc.offset, chunk=exc.chunk, expected=exc.expected, found=found[:_FOUND_SHOWN] + b"...")
 
 
 def _reason(exc: BaseException, path: str) -> str:
@@ -239,11 +251,18 @@ def _reason(exc: BaseException, path: str) -> str:
     return one_line(_short(exc))
 
 
-def load_as(path: str, fmt: str | None, options: LoadOptions) -> Embeddings:
+def _use_from(actual: str) -> str:
+    """The ``finalfusion`` command's advice for input in format ``actual`` read with the wrong ``-f``."""
+    return f"use -f {actual}, or leave -f out"
+
+
+def load_as(path: str, fmt: str | None, options: LoadOptions, *, advice: Callable[[str], str] = _use_from) -> Embeddings:
     """Load ``path`` in format ``fmt`` (recognised from the content when ``None``).
 
     A pipe or FIFO is read once (the format is recognised from its first bytes, which the loader
-    reads again); ``--mmap`` needs a regular file.
+    reads again); ``--mmap`` needs a regular file. When ``fmt`` fails on content recognised as
+    another format, the error names that format and ``advice(name)`` says what to do (0.7's
+    scripts, whose ``-f`` has a fixed default, cannot "leave -f out").
 
     Raises
     ------
@@ -263,14 +282,17 @@ def load_as(path: str, fmt: str | None, options: LoadOptions) -> Embeddings:
                 if getattr(options, option) != default and option not in spec.honours:
                     raise CliError(f"{path}: --{option} does not apply to {spec.name} input")
             _check_model_options(path, spec, options)
+            if "tokenizer" in spec.honours and options.tokenizer is None and not isinstance(source, str):
+                raise CliError(f"{path}: a {spec.name} model read from a pipe or device has no tokenizer beside it: name one with --tokenizer PATH")
             if options.mmap and not isinstance(source, str):
                 raise CliError(f"{path}: --mmap needs a regular file, and this is a pipe or device (leave --mmap out to read it)")
             assert spec.load is not None  # every format in the table can be read
             try:
-                return spec.load(source, options)
+                with naming(path):
+                    return spec.load(source, options)
             except FinalfusionError as exc:
                 if fmt is not None and sample:
-                    _name_the_right_format(path, fmt, sample, exc)
+                    _name_the_right_format(path, fmt, sample, exc, advice)
                 _blame_model_options(path, options, exc)
                 raise
             except (OSError, ValueError, TypeError) as exc:
@@ -307,8 +329,11 @@ def _blame_model_options(path: str, options: LoadOptions, exc: BaseException) ->
 
     Any other failure is the input's (status 1): this returns and the caller re-raises.
     """
+    from finalfusion.compat._model_vocab import TokenizerNotFound, model_vocab
     from finalfusion.errors import FormatError
 
+    if isinstance(exc, TokenizerNotFound) and options.tokenizer is None:  # not one beside the weights; the message's advice is Python's
+        raise CliError(f"{path}: {exc.what}: name the tokenizer with --tokenizer PATH") from None
     if isinstance(exc, FormatError) and exc.message.startswith(("no tensor ", "no input-embedding table found")):
         if options.tensor is not None and exc.expected == options.tensor:
             raise UsageError(f"{path}: --tensor {options.tensor}: the model has no such tensor; it has: {_names(exc.found)}") from None
@@ -319,19 +344,18 @@ def _blame_model_options(path: str, options: LoadOptions, exc: BaseException) ->
             raise UsageError(f"{path}: no embedding table {default}: name it with --tensor, one of: {_names(exc.found)}") from None
     if options.tokenizer is None:
         return
-    from finalfusion.compat._model_vocab import model_vocab
-
     try:  # the tokenizer alone: only when the load failed, so a good one is read once
         _, n_tokens, _ = model_vocab(options.tokenizer, None, sys.maxsize, "tokenizer")
     except Exception as bad:
-        raise UsageError(f"{path}: --tokenizer {options.tokenizer}: not a tokenizer this library reads: {_reason(bad, options.tokenizer)}") from None
+        reason = bad.what if isinstance(bad, TokenizerNotFound) else _reason(bad, options.tokenizer)
+        raise UsageError(f"{path}: --tokenizer {options.tokenizer}: not a tokenizer this library reads: {reason}") from None
     if isinstance(exc, FormatError) and exc.message.startswith("the table has fewer rows than the vocabulary has tokens"):
         raise UsageError(
             f"{path}: --tokenizer {options.tokenizer} has {n_tokens:,} tokens and the table {exc.found}: it is another model's tokenizer"
         ) from None
 
 
-def _name_the_right_format(path: str, fmt: str, sample: bytes, exc: BaseException) -> None:
+def _name_the_right_format(path: str, fmt: str, sample: bytes, exc: BaseException, advice: Callable[[str], str]) -> None:
     """Raise a :class:`CliError` when ``-f fmt`` failed on content recognised as another format."""
     from finalfusion.compat import sniff_format
     from finalfusion.errors import FormatError
@@ -341,7 +365,7 @@ def _name_the_right_format(path: str, fmt: str, sample: bytes, exc: BaseExceptio
     except FormatError:
         return
     if actual != _BY_NAME[fmt].name:
-        raise CliError(f"{path}: not {fmt} ({_reason(exc, path)}); the content looks like {actual}: use -f {actual}, or leave -f out")
+        raise CliError(f"{path}: not {fmt} ({_reason(exc, path)}); the content looks like {actual}: {advice(actual)}")
 
 
 def output_format(path: str, emb: Embeddings | None = None, default: str | None = None) -> Format:
@@ -414,16 +438,20 @@ def read_metadata(path: str) -> Any:
             return Metadata.from_toml(f.read(limits.MAX_METADATA_BYTES + 1), where=path)
     except OSError as exc:
         raise CliError(f"{path}: {_reason(exc, path)}") from None
-    except FormatError as exc:
-        raise CliError(f"{path}: not valid TOML: {one_line(exc)}") from None
+    except FormatError as exc:  # names the file already (where=path)
+        raise CliError(one_line(exc)) from None
 
 
-def add_input_options(parser: argparse.ArgumentParser) -> None:
-    """``--from``, ``--lossy``, ``--mmap``, ``--limit``, ``--no-normalize``, ``--tensor``, ``--tokenizer`` for commands that read embeddings."""
+def add_input_options(parser: argparse.ArgumentParser, *, from_aliases: tuple[str, ...] = ()) -> None:
+    """``--from``, ``--lossy``, ``--mmap``, ``--limit``, ``--no-normalize``, ``--tensor``, ``--tokenizer`` for commands that read embeddings.
+
+    ``from_aliases``: more spellings of ``-f/--from`` (finalfusion-utils' ``bucket-to-explicit --format``).
+    """
     group = parser.add_argument_group("input")
     group.add_argument(
         "-f",
         "--from",
+        *from_aliases,
         dest="input_format",
         metavar="FORMAT",
         choices=input_format_names(),

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from finalfusion.cli._common import CliError, about, subparser
+from finalfusion.cli._common import CliError, about, naming, one_line, subparser
 from finalfusion.cli._convert import add_input_options, load_with_bars
 from finalfusion.embeddings import Embeddings
 
@@ -142,6 +142,8 @@ def _model_line(metadata: dict[str, Any] | None) -> str:
     'tensor e.weight (F32 [96, 16]), tokenizer.json (t.json), 6 padding rows dropped'
     >>> _model_line({"gguf": {"tensor": "token_embd.weight", "type": "Q8_0", "tokenizer": "llama"}}), _model_line(None)
     ('tensor token_embd.weight (Q8_0), llama tokenizer', '')
+    >>> _model_line({"gguf": {"tensor": "t", "tokenizer": "none", "tokenizer_keys": ["tokenizer.ggml.model", "tokenizer.huggingface.json"]}})
+    'tensor t, tokenizer from tokenizer.huggingface.json'
     """
     for fmt in ("safetensors", "gguf"):
         md = (metadata or {}).get(fmt)
@@ -149,6 +151,9 @@ def _model_line(metadata: dict[str, Any] | None) -> str:
             kind = " ".join(str(md[k]) for k in ("dtype", "type", "shape") if k in md)
             tokenizer = md.get("tokenizer")
             described = "" if tokenizer is None else f", {tokenizer}" + (" tokenizer" if fmt == "gguf" else "")
+            if fmt == "gguf" and tokenizer == "none":  # llama.cpp's "no tokenizer"; the GGUF key tokenizer.huggingface.json may hold one
+                hf = "tokenizer.huggingface.json" in (md.get("tokenizer_keys") or ())
+                described = ", tokenizer from tokenizer.huggingface.json" if hf else ", no tokenizer (a token list)"
             dropped = md.get("padding_rows_dropped")
             padding = f", {dropped:,} padding rows dropped" if isinstance(dropped, int) and dropped > 0 else ""
             return f"tensor {md['tensor']}" + (f" ({kind})" if kind else "") + described + padding
@@ -159,16 +164,18 @@ def run_info(args: argparse.Namespace) -> int:
     """Describe ``args.input``."""
     from finalfusion.errors import FinalfusionError
 
-    # --tensor/--tokenizer go through the loader, which refuses them for finalfusion input (status 2) rather than ignore them.
-    model_options = args.tensor is not None or args.tokenizer is not None
+    # --tensor/--tokenizer/--limit go through the loader, which refuses them for finalfusion input rather than ignore them.
+    loader_options = args.tensor is not None or args.tokenizer is not None or args.limit is not None
     try:
-        layout = _finalfusion_layout(args.input) if args.input_format in (None, "finalfusion") and not model_options else None
+        with naming(args.input):
+            layout = _finalfusion_layout(args.input) if args.input_format in (None, "finalfusion") and not loader_options else None
     except (FinalfusionError, OSError, ValueError) as exc:
         raise CliError(about(args.input, exc)) from None
     if layout is not None:
         from finalfusion.embeddings import load_finalfusion
 
-        emb = load_finalfusion(args.input, mmap=True)
+        with naming(args.input):
+            emb = load_finalfusion(args.input, mmap=True)
         fmt = "finalfusion"
     else:
         from finalfusion.cli._convert import detect
@@ -219,7 +226,8 @@ def _load_finalfusion(path: str) -> Embeddings:
                 raise CliError(f"{path}: not a finalfusion file (only finalfusion files hold metadata); convert it first")
         from finalfusion.embeddings import load_finalfusion
 
-        return load_finalfusion(path, mmap=True)
+        with naming(path):
+            return load_finalfusion(path, mmap=True)
     except (FinalfusionError, OSError) as exc:
         raise CliError(about(path, exc)) from None
 
@@ -230,8 +238,8 @@ def _write_text(path: str, text: str) -> None:
     try:
         with atomic_output(path) as f:
             f.write(text.encode("utf-8"))
-    except OSError as exc:
-        raise CliError(about(path, exc)) from None
+    except OSError as exc:  # the error may name the temporary file: it is ours, not the user's; name the target only
+        raise CliError(f"{path}: cannot write: {exc.strerror or one_line(exc)}") from None
 
 
 def run_metadata(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from finalfusion.cli._common import CliError, about, bars, numbered_lines, positive_int, read_lines, rust_float, subparser
+from finalfusion.cli._common import CliError, about, bars, numbered_lines, one_line, positive_int, read_lines, rust_float, subparser
 from finalfusion.cli._convert import add_input_options, load_with_bars
 from finalfusion.embeddings import Embeddings
 from finalfusion.limits import MAX_LINE_BYTES
@@ -108,12 +109,21 @@ def _query_options(p: argparse.ArgumentParser, words_help: str) -> None:
     p.add_argument(
         "--index",
         metavar="DIR",
+        type=_index_dir,
         help="take the candidates from the approximate-neighbour index saved in DIR (finalfusion index build), scored exactly; "
         "refused if it was built for other embeddings (addition)",
     )
     p.add_argument("--json", action="store_true", help="one JSON object per query: {'query': ..., 'results': [{'word': ..., 'similarity': ...}]} (addition)")
     p.add_argument("--quiet", action="store_true", help="no progress bar while loading")
     add_input_options(p)
+
+
+def _index_dir(text: str) -> str:
+    """argparse type of ``--index``: an existing directory, named as given (its content is read with the embeddings)."""
+    if not os.path.isdir(text):
+        what = "not a directory" if os.path.exists(text) else "no such directory"
+        raise argparse.ArgumentTypeError(f"{text}: {what} (an index saved by finalfusion index build)")
+    return text
 
 
 def similarity_value(cosine: float, measure: str) -> np.float32:
@@ -160,8 +170,18 @@ def _open_index(args: argparse.Namespace, emb: Embeddings) -> Any:
     if args.index is None:
         return False
     from finalfusion.ann import load_index
+    from finalfusion.errors import FinalfusionError
 
-    return load_index(args.index, emb)
+    try:
+        return load_index(args.index, emb)
+    except OSError as exc:  # named inside the directory as the user named it, not by the absolute path the loader opened
+        inside = os.path.relpath(os.fsdecode(exc.filename), os.path.abspath(args.index)) if exc.filename is not None else None
+        where = "" if inside in (None, ".") else f" ({os.path.join(args.index, inside)})"
+        missing = isinstance(exc, FileNotFoundError) and inside == "ann.json"
+        reason = "not an index saved by finalfusion index build (no ann.json)" if missing else f"{exc.strerror or one_line(exc)}{where}"
+        raise CliError(f"--index {args.index}: {reason}") from None
+    except (FinalfusionError, ValueError) as exc:  # StaleIndexError, FormatError
+        raise CliError(f"--index {args.index}: {one_line(exc)}") from None
 
 
 def run_similar(args: argparse.Namespace) -> int:

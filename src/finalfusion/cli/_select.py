@@ -64,7 +64,7 @@ def register(subparsers: Any) -> None:
     b.add_argument("input", metavar="IN", help="embeddings with a bucket vocabulary (finalfusion or fastText)")
     b.add_argument("output", metavar="OUT", help="finalfusion file to write")
     b.add_argument("--quiet", action="store_true", help="no progress bars")
-    add_input_options(b)
+    add_input_options(b, from_aliases=("--format",))  # finalfusion-utils' spelling (src/bucket_to_explicit.rs: -f/--format)
     b.set_defaults(func=run_bucket_to_explicit)
 
 
@@ -138,12 +138,17 @@ def select_words(
 def run_select(args: argparse.Namespace) -> int:
     """Write the embeddings of the listed words."""
     words = list(read_lines(args.words))
+    if not words:  # finalfusion-utils writes a file of 0 words here; an empty list is a mistake, not a selection
+        source = "standard input" if args.words in (None, "-") else args.words
+        raise CliError(f"no words to select: {source} has none (one word per line); nothing written")
     with bars(args) as progress:
         emb = load_input(args, args.input, progress)
         small, missing = select_words(emb, words, subwords=args.subwords, ignore_unknown=args.ignore_unknown, progress=progress, source=args.input)
     if args.verbose:
         for w in missing:
             print(f"finalfusion select: left out {w!r} (no embedding)", file=sys.stderr)
+    if len(small.vocab) == 0:
+        raise CliError(f"no word of the list has an embedding in {args.input} ({len(missing):,} left out); nothing written")
     fmt = args.output_format
     write_as(args.output, small, fmt, WriteOptions())
     return 0

@@ -26,6 +26,8 @@ from finalfusion.cli._select import select_words, write_explicit
 __all__ = ["analogy", "bucket_to_explicit", "convert", "select", "similar"]
 
 FORMATS = ["word2vec", "finalfusion", "fasttext", "text", "textdims"]
+#: ``ffp-bucket-to-explicit -f``: the formats with bucket vocabularies.
+BUCKET_FORMATS = ["finalfusion", "fasttext"]
 
 
 def _format_arg(parser: argparse.ArgumentParser, short: str, name: str, formats: list[str], default: str, metavar: str = "FORMAT") -> None:
@@ -45,10 +47,19 @@ def _common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mmap", action="store_true", default=False, help="Memory-map the storage. Only applicable to finalfusion files.")
 
 
-def _load(path: str, fmt: str, args: argparse.Namespace, *, mmap: bool | None = None) -> Any:
+def _load(path: str, fmt: str, args: argparse.Namespace, prog: str, *, mmap: bool | None = None, formats: Sequence[str] = FORMATS) -> Any:
+    """``path`` read as 0.7's format ``fmt``; a wrong ``-f`` is answered with the script's ``-f`` names (``formats``)."""
     name = "text-dims" if fmt == "textdims" else fmt
     use_mmap = (args.mmap if mmap is None else mmap) and name == "finalfusion"
-    return load_as(path, name, LoadOptions(lossy=getattr(args, "lossy", False), mmap=use_mmap))
+
+    def advice(actual: str) -> str:
+        # -f has a fixed default here (word2vec for ffp-convert): leaving it out reads that format again.
+        spelled = "textdims" if actual == "text-dims" else actual
+        if spelled in formats:
+            return f"use -f {spelled}"
+        return f"{prog} reads only {', '.join(formats)}; 'finalfusion convert {path} OUT' reads {actual}"
+
+    return load_as(path, name, LoadOptions(lossy=getattr(args, "lossy", False), mmap=use_mmap), advice=advice)
 
 
 def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, func: Any) -> int:
@@ -66,7 +77,7 @@ def convert(argv: Sequence[str] | None = None) -> int:
 
     def run(args: argparse.Namespace) -> int:
         # 0.7 memory-mapped finalfusion input for conversions.
-        emb = _load(args.input, getattr(args, "from"), args, mmap=True)
+        emb = _load(args.input, getattr(args, "from"), args, parser.prog, mmap=True)
         write_as(args.output, emb, "text-dims" if args.to == "textdims" else args.to, WriteOptions())
         return 0
 
@@ -87,7 +98,7 @@ def similar(argv: Sequence[str] | None = None) -> int:
     _common_args(parser)
 
     def run(args: argparse.Namespace) -> int:
-        emb = _load(args.embeddings, args.format, args)
+        emb = _load(args.embeddings, args.format, args, parser.prog)
         for query in _queries(args.input):
             res = emb.word_similarity(query, k=args.k)
             if res is None:
@@ -124,7 +135,7 @@ def analogy(argv: Sequence[str] | None = None) -> int:
     def run(args: argparse.Namespace) -> int:
         if len(args.include) > 3:
             raise CliError("-i/--include can take up to 3 unique values: a, b and c.")
-        emb = _load(args.embeddings, args.format, args)
+        emb = _load(args.embeddings, args.format, args, parser.prog)
         for no, line in enumerate(_queries(args.input), 1):
             parts = line.split()
             if len(parts) != 3:
@@ -145,11 +156,11 @@ def bucket_to_explicit(argv: Sequence[str] | None = None) -> int:
     """``ffp-bucket-to-explicit INPUT OUTPUT [-f finalfusion|fasttext]``."""
     parser = argparse.ArgumentParser(prog="ffp-bucket-to-explicit", description="Convert bucket embeddings to explicit lookups.")
     _input_output(parser, "Input bucket embeddings")
-    _format_arg(parser, "f", "from", ["finalfusion", "fasttext"], "finalfusion", "INPUT_FORMAT")
+    _format_arg(parser, "f", "from", BUCKET_FORMATS, "finalfusion", "INPUT_FORMAT")
     _common_args(parser)
 
     def run(args: argparse.Namespace) -> int:
-        write_explicit(_load(args.input, getattr(args, "from"), args), args.input, args.output)
+        write_explicit(_load(args.input, getattr(args, "from"), args, parser.prog, formats=BUCKET_FORMATS), args.input, args.output)
         return 0
 
     return _run(parser, argv, run)
@@ -174,7 +185,7 @@ def select(argv: Sequence[str] | None = None) -> int:
 
     def run(args: argparse.Namespace) -> int:
         words = list(_queries(args.words))
-        emb = _load(args.input, args.format, argparse.Namespace(lossy=False, mmap=True))
+        emb = _load(args.input, args.format, argparse.Namespace(lossy=False, mmap=True), parser.prog)
         small, missing = select_words(emb, words, subwords=True, ignore_unknown=True, source=args.input)
         if missing:
             if args.verbose or not args.ignore_unk:

@@ -25,7 +25,7 @@ from finalfusion.errors import FormatError
 from finalfusion.vocab.base import Vocab
 from finalfusion.vocab.simple import SimpleVocab
 
-__all__ = ["FAIRSEQ_SPECIALS", "PLACEHOLDER", "hf_tokens", "model_vocab", "read_fairseq_dict", "sentencepiece_tokens"]
+__all__ = ["FAIRSEQ_SPECIALS", "PLACEHOLDER", "TokenizerNotFound", "hf_tokens", "model_vocab", "read_fairseq_dict", "sentencepiece_tokens"]
 
 #: The four symbols a fairseq ``Dictionary`` puts before the entries of ``dict.txt`` (ids 0-3).
 FAIRSEQ_SPECIALS: Final = ("<s>", "<pad>", "</s>", "<unk>")
@@ -226,6 +226,26 @@ def _tekken_vocab(data: bytes, name: str) -> Vocab:
     return vocab
 
 
+class TokenizerNotFound(FileNotFoundError):
+    """No tokenizer file where one was looked for.
+
+    ``str(err)`` tells a Python caller what to pass (``tokenizer=...``);
+    :attr:`what` says what is missing without that, so that the command line
+    can name its own option instead.
+
+    Examples
+    --------
+    >>> err = TokenizerNotFound("no tokenizer.json for models/x")
+    >>> str(err), err.what
+    ('no tokenizer.json for models/x: pass the vocabulary explicitly (tokenizer=...)', 'no tokenizer.json for models/x')
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}: pass the vocabulary explicitly (tokenizer=...)")
+        #: What is missing, without the advice.
+        self.what = what
+
+
 #: WordLlama's weight files: ``<config>_<dims>.safetensors`` (``_binary`` for packed bits).
 _WORDLLAMA_WEIGHTS: Final = re.compile(r"(.+?)_[0-9]+(?:_binary)?\.safetensors")
 
@@ -241,7 +261,7 @@ def _find_tokenizer(directory: Path, weights_name: str | None = None) -> Path:
     for path in candidates:
         if path.is_file():
             return path
-    raise FileNotFoundError(f"no {' or '.join(p.name for p in candidates)} for {directory}: pass the vocabulary explicitly (tokenizer=...)")
+    raise TokenizerNotFound(f"no {' or '.join(p.name for p in candidates)} for {directory}")
 
 
 def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str, *, weights_name: str | None = None) -> tuple[Vocab, int, str]:
