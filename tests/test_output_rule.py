@@ -49,6 +49,11 @@ def cli(*args: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "finalfusion", *map(str, args)], capture_output=True, text=True, env=env(), timeout=300, check=False)
 
 
+def legacy(function: str, *args: Any) -> subprocess.CompletedProcess[str]:
+    code = f"import sys; from finalfusion.cli.legacy import {function} as main; sys.exit(main())"
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env(), timeout=300, check=False)
+
+
 def refused(proc: subprocess.CompletedProcess[str], text: str) -> None:
     """The command failed with status 1 and a one-line message holding ``text``, no traceback."""
     assert proc.returncode == 1, proc.stderr
@@ -394,3 +399,77 @@ def test_cli_index_build_refuses_its_input_and_foreign_directories(tmp_path: Pat
     proc = cli("index", "build", emb_file, out, "--backend", "hnswlib", "--quiet")
     refused(proc, "did not write there: extra.txt")
     assert (out / "extra.txt").read_text() == "mine"
+
+
+def test_cli_metadata_never_clobbers(tmp_path: Path) -> None:
+    with_md = tmp_path / "with.fifu"
+    shutil.copy(GOLDEN / "tiny_simple.fifu", with_md)
+    without = tmp_path / "without.fifu"
+    shutil.copy(GOLDEN / "tiny_bucket.fifu", without)
+    other = tmp_path / "other.fifu"
+    shutil.copy(TUTORIAL, other)
+    originals = {p: p.read_bytes() for p in (with_md, without, other)}
+    for out in (with_md, f"{tmp_path}/./with.fifu"):
+        refused(cli("metadata", with_md, out), "is the input with.fifu itself: not replaced")
+    link = tmp_path / "link.toml"
+    link.symlink_to(with_md)
+    proc = cli("metadata", with_md, link)
+    refused(proc, "is the input with.fifu itself")
+    refused(cli("metadata", with_md, other), "other.fifu: exists and is not a TOML file: not replaced")
+    # no metadata: said so, nothing written, exit 1
+    proc = cli("metadata", without, tmp_path / "md.toml")
+    refused(proc, "has no metadata") and "md.toml not written" in proc.stderr
+    assert not (tmp_path / "md.toml").exists()
+    assert {p: p.read_bytes() for p in originals} == originals
+    # an earlier TOML output is replaced; standard output as before
+    (tmp_path / "md.toml").write_text("old = 1\n")
+    proc = cli("metadata", with_md, tmp_path / "md.toml")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "md.toml").read_text() == "dims = 2\n"
+    proc = cli("metadata", without)
+    assert (proc.returncode, proc.stdout) == (0, "")
+    assert "has no metadata" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["convert", "{in}", "{in}"],
+        ["convert", "{in}", "{link}"],
+        ["convert", "{in}", "{dotted}", "-t", "text"],
+        ["convert", "-m", "{toml}", "{in}", "{toml}", "-t", "finalfusion"],
+        ["quantize", "{in}", "{in}", "-s", "1"],
+        ["reconstruct", "{in}", "{in}"],
+        ["select", "{in}", "{in}", "{words}"],
+        ["select", "{in}", "{words}", "{words}", "-t", "finalfusion"],
+        ["bucket-to-explicit", "{in}", "{in}"],
+    ],
+    ids=["convert", "convert-link", "convert-spelling", "convert-metadata", "quantize", "reconstruct", "select", "select-words", "bucket"],
+)
+def test_cli_file_writers_refuse_their_own_input(tmp_path: Path, command: list[str]) -> None:
+    src = tmp_path / "in.fifu"
+    shutil.copy(GOLDEN / "tiny_bucket.fifu", src)
+    (tmp_path / "words.txt").write_text("a\n")
+    (tmp_path / "md.toml").write_text("x = 1\n")
+    (tmp_path / "link.fifu").symlink_to(src)
+    names = {"in": src, "link": tmp_path / "link.fifu", "dotted": f"{tmp_path}/./in.fifu", "toml": tmp_path / "md.toml", "words": tmp_path / "words.txt"}
+    before = snapshot(tmp_path)
+    proc = cli(*(part.format(**names) for part in command))
+    refused(proc, "itself: not replaced (write to another path)")
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(("function", "extra"), [("convert", ["-f", "finalfusion"]), ("select", []), ("bucket_to_explicit", [])])
+def test_legacy_scripts_refuse_their_own_input(tmp_path: Path, function: str, extra: list[str]) -> None:
+    src = tmp_path / "in.fifu"
+    shutil.copy(GOLDEN / "tiny_bucket.fifu", src)
+    proc = legacy(function, src, src, *extra)
+    refused(proc, "is the input in.fifu itself")
+    assert src.read_bytes() == (GOLDEN / "tiny_bucket.fifu").read_bytes()
+
+
+def test_cli_refuses_an_output_inside_an_input_directory(upstream_model: Path) -> None:
+    before = snapshot(upstream_model)
+    proc = cli("convert", upstream_model, upstream_model / "model2.safetensors", "-t", "finalfusion")
+    refused(proc, "lies inside the input directory upstream")
+    assert snapshot(upstream_model) == before

@@ -145,7 +145,7 @@ def reconstruction_error(original: Embeddings, quantized: Embeddings) -> tuple[f
 
 def run_quantize(args: argparse.Namespace) -> int:
     """Quantize ``args.input`` into ``args.output`` (checked first: a wrong OUT costs no training)."""
-    check_output(args.output)
+    check_output(args.output, [args.input])
     _quantized_output(args.output)
     if args.quantizer == "opq" and args.attempts != 1:
         raise CliError(
@@ -169,7 +169,7 @@ def run_quantize(args: argparse.Namespace) -> int:
                 )
         except ValueError as exc:
             raise CliError(f"{args.input}: cannot quantize: {one_line(exc)}") from None
-    write_as(args.output, small, "finalfusion", WriteOptions())
+    write_as(args.output, small, "finalfusion", WriteOptions(), inputs=[args.input])
     if not args.quiet:
         cos, dist = reconstruction_error(emb, small)
         print(f"Average cosine similarity: {cos:.6f}", file=sys.stderr)
@@ -186,7 +186,7 @@ def run_reconstruct(args: argparse.Namespace) -> int:
     from finalfusion.cli._convert import detect
     from finalfusion.storage import QuantizedArray
 
-    check_output(args.output)
+    check_output(args.output, [args.input])
     fmt = args.output_format if args.output_format is not None else output_format(args.output, default="finalfusion").name
     # A model directory or file is never quantized, and its options (--tensor) are not reconstruct's: say so before loading it.
     # (Files and directories only: a pipe's bytes, read here, would be gone for the loader.)
@@ -203,7 +203,7 @@ def run_reconstruct(args: argparse.Namespace) -> int:
     dense = emb.reconstruct()
     if dense.norms is None:
         dense = _unit_word_rows(dense)
-    write_as(args.output, dense, fmt, WriteOptions())
+    write_as(args.output, dense, fmt, WriteOptions(), inputs=[args.input])
     return 0
 
 
