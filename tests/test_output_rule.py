@@ -468,6 +468,15 @@ def test_legacy_scripts_refuse_their_own_input(tmp_path: Path, function: str, ex
     assert src.read_bytes() == (GOLDEN / "tiny_bucket.fifu").read_bytes()
 
 
+def test_cli_refuses_to_write_over_its_tokenizer(upstream_model: Path, tmp_path: Path) -> None:
+    tokenizer = tmp_path / "tok.json"
+    shutil.copy(upstream_model / "tokenizer.json", tokenizer)
+    before = tokenizer.read_bytes()
+    refused(cli("convert", upstream_model, tokenizer, "--tokenizer", tokenizer, "-t", "text"), "is the input tok.json itself")
+    refused(cli("index", "build", upstream_model, tokenizer, "--tokenizer", tokenizer), "is the input tok.json itself")
+    assert tokenizer.read_bytes() == before
+
+
 def test_cli_refuses_an_output_inside_an_input_directory(upstream_model: Path) -> None:
     before = snapshot(upstream_model)
     proc = cli("convert", upstream_model, upstream_model / "model2.safetensors", "-t", "finalfusion")

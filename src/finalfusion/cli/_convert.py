@@ -401,6 +401,11 @@ def check_output(path: str, inputs: Sequence[str | None]) -> None:
         raise CliError(about(path, exc)) from None
 
 
+def inputs_of(args: argparse.Namespace, *more: str | None) -> list[str | None]:
+    """The paths a command reads, for :func:`check_output`: its input, its ``--tokenizer`` (commands with the input options) and ``more``."""
+    return [args.input, getattr(args, "tokenizer", None), *more]
+
+
 def write_as(path: str, emb: Embeddings, fmt: str | None, options: WriteOptions, *, inputs: Sequence[str | None]) -> None:
     """Write ``emb`` to ``path`` atomically unless it is one of ``inputs`` (:func:`check_output`); a failure becomes a :class:`CliError` naming the file."""
     check_output(path, inputs)
@@ -535,7 +540,7 @@ def run(args: argparse.Namespace) -> int:
     mistake there costs no loading time.
     """
     fmt = args.output_format
-    inputs = (args.input, args.metadata)
+    inputs = inputs_of(args, args.metadata)
     check_output(args.output, inputs)
     spec = _BY_NAME[fmt] if fmt is not None else output_format(args.output)
     metadata = None

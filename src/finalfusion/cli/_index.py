@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from finalfusion.cli._common import CliError, about, bars, one_line, subparser
-from finalfusion.cli._convert import add_input_options, load_input
+from finalfusion.cli._convert import add_input_options, inputs_of, load_input
 
 __all__ = ["register"]
 
@@ -38,7 +38,7 @@ def _params_help(default: str) -> str:
     return "\n".join(f"  {', '.join(names)}: {text}" for text, names in lines.items())
 
 
-def _check_output(path: str, source: str) -> None:
+def _check_output(path: str, sources: list[str | None]) -> None:
     """Refuse an OUT that cannot be written before any work is done: a missing directory, the input, or a path the output rule refuses."""
     from finalfusion._output import check_directory_target, refuse_own_input
     from finalfusion.ann._persist import KIND
@@ -47,7 +47,7 @@ def _check_output(path: str, source: str) -> None:
     if not os.path.isdir(parent):
         raise CliError(f"{path}: cannot write: the directory {parent!r} does not exist")
     try:
-        refuse_own_input(path, [source])
+        refuse_own_input(path, sources)
         check_directory_target(os.path.abspath(path), KIND)
     except OSError as exc:
         raise CliError(about(path, exc)) from None
@@ -88,7 +88,7 @@ def run_build(args: argparse.Namespace) -> int:
     from finalfusion.ann import build_index
 
     params = dict(args.param)
-    _check_output(args.output, args.input)
+    _check_output(args.output, inputs_of(args))
     with bars(args) as progress:
         emb = load_input(args, args.input, progress)
         try:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from finalfusion.cli._common import CliError, about, bars, read_lines, subparser
-from finalfusion.cli._convert import WriteOptions, add_input_options, check_output, load_input, load_with_bars, output_format_names, write_as
+from finalfusion.cli._convert import WriteOptions, add_input_options, check_output, inputs_of, load_input, load_with_bars, output_format_names, write_as
 from finalfusion.embeddings import Embeddings
 
 __all__ = ["register", "select_words", "write_explicit"]
@@ -137,7 +137,7 @@ def select_words(
 
 def run_select(args: argparse.Namespace) -> int:
     """Write the embeddings of the listed words."""
-    inputs = (args.input, args.words)
+    inputs = inputs_of(args, args.words)
     check_output(args.output, inputs)
     words = list(read_lines(args.words))
     with bars(args) as progress:
@@ -174,6 +174,6 @@ def write_explicit(emb: Embeddings, source: str, output: str) -> None:
 
 def run_bucket_to_explicit(args: argparse.Namespace) -> int:
     """Convert the bucket vocabulary of ``args.input``."""
-    check_output(args.output, [args.input])
+    check_output(args.output, inputs_of(args))
     write_explicit(load_with_bars(args, args.input), args.input, args.output)
     return 0
