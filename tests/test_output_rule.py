@@ -161,6 +161,28 @@ def test_without_an_atomic_exchange_two_renames_keep_the_same_rule(index: ann.An
     assert (saved / "notes.txt").read_text() == "mine"
 
 
+def test_what_appears_in_the_old_directory_during_the_swap_is_kept(index: ann.AnnIndex, saved: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from finalfusion import _output
+
+    old_dirs = []
+
+    def racing_exchange(a: str, b: str) -> bool:
+        os.rename(b, a + ".swap")  # the swap, in three renames
+        os.rename(a, b)
+        os.rename(a + ".swap", a)
+        Path(a, "late.txt").write_text("written during the swap")  # another process, in the old directory
+        Path(a, "ann.json").write_text("changed during the swap")
+        old_dirs.append(Path(a))
+        return True
+
+    monkeypatch.setattr(_output, "_exchange", racing_exchange)
+    index.save(saved)
+    assert sorted(os.listdir(saved)) == INDEX_FILES
+    (old,) = old_dirs
+    assert sorted(os.listdir(old)) == ["ann.json", "late.txt"]  # the old index.bin and manifest went; what changed stays
+    assert (old / "ann.json").read_text() == "changed during the swap"
+
+
 def test_a_failed_write_leaves_the_old_directory_and_no_staging(m2v_emb: finalfusion.Embeddings, tmp_path: Path) -> None:
     from finalfusion._output import write_directory
 

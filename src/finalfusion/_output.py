@@ -203,10 +203,10 @@ def _read_manifest(directory: str) -> dict[str, Any] | None:
     return doc
 
 
-def check_directory_target(target: str, kind: str) -> list[str]:
-    """Check that the directory ``target`` may be replaced by a ``kind`` directory; the names of the library's files in it.
+def check_directory_target(target: str, kind: str) -> dict[str, tuple[int, str] | None]:
+    """Check that the directory ``target`` may be replaced by a ``kind`` directory; the library's files in it (name: size and digest).
 
-    A missing path and an empty directory may be written (no names). An
+    A missing path and an empty directory may be written (nothing in them). An
     existing directory may be replaced only when it holds a manifest of the
     same ``kind`` that lists every other entry, each a regular file with the
     recorded size and edge digest (listed files that are gone do not matter).
@@ -222,7 +222,7 @@ def check_directory_target(target: str, kind: str) -> list[str]:
     >>> import tempfile
     >>> d = tempfile.mkdtemp()
     >>> check_directory_target(os.path.join(d, "new"), "ann-index")
-    []
+    {}
     >>> with open(os.path.join(d, "notes.txt"), "w") as f:
     ...     _ = f.write("mine")
     >>> try:
@@ -234,14 +234,14 @@ def check_directory_target(target: str, kind: str) -> list[str]:
     try:
         st = os.lstat(target)
     except FileNotFoundError:
-        return []
+        return {}
     if stat.S_ISLNK(st.st_mode):
         raise _refuse(target, "is a symbolic link (name the directory itself)")
     if not stat.S_ISDIR(st.st_mode):
         raise _refuse(target, "exists and is not a directory")
     names = sorted(os.listdir(target))
     if not names:
-        return []
+        return {}
     manifest = _read_manifest(target)
     if manifest is None:
         why = "it has no finalfusion-manifest.json" if MANIFEST_NAME not in names else "its finalfusion-manifest.json is not one finalfusion wrote"
@@ -251,7 +251,7 @@ def check_directory_target(target: str, kind: str) -> list[str]:
     listed: dict[str, dict[str, Any]] = manifest["files"]
     foreign = [n for n in names if n != MANIFEST_NAME and n not in listed]
     changed = []
-    own = []
+    own: dict[str, tuple[int, str] | None] = {MANIFEST_NAME: None}
     for name in sorted(set(listed) & set(names)):
         path = os.path.join(target, name)
         try:
@@ -262,12 +262,12 @@ def check_directory_target(target: str, kind: str) -> list[str]:
         if size != listed[name]["size"] or digest != listed[name]["digest"]:
             changed.append(f"{name} (changed since finalfusion wrote it)")
         else:
-            own.append(name)
+            own[name] = (size, digest)
     if foreign:
         raise _refuse(target, f"holds files finalfusion did not write there: {_listing(foreign)}")
     if changed:
         raise _refuse(target, f"holds files changed since finalfusion wrote them: {_listing(changed)}")
-    return [*own, MANIFEST_NAME]
+    return own
 
 
 def _write_manifest(directory: str, kind: str) -> None:
@@ -306,12 +306,12 @@ def _exchange(a: str, b: str) -> bool:
     raise OSError(err, os.strerror(err), b)
 
 
-def _remove_own(directory: str, names: list[str]) -> None:
-    """Remove the regular files ``names`` from ``directory``, then the directory if that left it empty (else it stays)."""
-    for name in names:
+def _remove_own(directory: str, own: dict[str, tuple[int, str] | None]) -> None:
+    """Remove the library's files ``own`` from ``directory``, each only while it is the file checked, then the directory if that left it empty."""
+    for name, check in own.items():
         path = os.path.join(directory, name)
         with contextlib.suppress(OSError):
-            if stat.S_ISREG(os.lstat(path).st_mode):
+            if stat.S_ISREG(os.lstat(path).st_mode) and (check is None or edge_digest(path) == check):
                 os.unlink(path)
     with contextlib.suppress(OSError):
         os.rmdir(directory)
@@ -326,9 +326,9 @@ def write_directory(target: str | os.PathLike[str], kind: str, fill: Callable[[s
     elsewhere; processes that memory-map the old files keep them. The
     target is checked with :func:`check_directory_target` before ``fill``
     and again just before the swap; afterwards only the old directory's own
-    files (those its manifest listed) are removed -- anything that appeared
-    in it meanwhile stays, and so does the old directory then, under its
-    temporary name.
+    files (those its manifest listed, each still the file checked) are
+    removed -- anything that appeared or changed in it meanwhile stays, and
+    so does the old directory then, under its temporary name.
 
     Raises
     ------
