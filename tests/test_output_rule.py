@@ -504,3 +504,66 @@ def test_cli_refuses_an_output_inside_an_input_directory(upstream_model: Path) -
     proc = cli("convert", upstream_model, upstream_model / "model2.safetensors", "-t", "finalfusion")
     refused(proc, "lies inside the input directory upstream")
     assert snapshot(upstream_model) == before
+
+
+# -- structure: the rule has one place -------------------------------------------------------------------
+#: Calls that create, replace or remove a path, or open one for writing.
+_WRITING_CALLS = {
+    ("os", "mkdir"),
+    ("os", "makedirs"),
+    ("os", "rename"),
+    ("os", "replace"),
+    ("os", "unlink"),
+    ("os", "remove"),
+    ("os", "rmdir"),
+    ("os", "symlink"),
+    ("os", "link"),
+    ("shutil", "rmtree"),
+    ("shutil", "move"),
+    ("shutil", "copy"),
+    ("shutil", "copyfile"),
+    ("shutil", "copytree"),
+}
+#: The modules that hold the rule, and the few other writes with their reason.
+_ALLOWED = {
+    "_atomic.py": "atomic file writes (the file half of the rule)",
+    "_output.py": "the output rule",
+    "ann/_hnswlib.py": "its own private mkstemp temporary file, removed after use (to_bytes/from_bytes)",
+    "_gensim_api.py": "gensim's save_word2vec_format(append=True): appending to the caller's file is that call's meaning",
+}
+
+
+def _writes(tree: Any) -> list[str]:
+    import ast
+
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (func.value.id, func.attr) in _WRITING_CALLS:
+            found.append(f"{func.value.id}.{func.attr} (line {node.lineno})")
+        elif isinstance(func, ast.Attribute) and func.attr in ("write_text", "write_bytes", "mkdir", "unlink", "rmdir", "symlink_to", "touch"):
+            found.append(f"Path.{func.attr} (line {node.lineno})")  # (str.replace and Path.replace are alike: os.replace above)
+        elif (isinstance(func, ast.Name) and func.id == "open") or (isinstance(func, ast.Attribute) and func.attr == "fdopen"):
+            modes = [*node.args[1:2]] + [k.value for k in node.keywords if k.arg == "mode"]
+            if any(isinstance(m, ast.Constant) and isinstance(m.value, str) and set(m.value) & set("wax+") for m in modes):
+                found.append(f"open for writing (line {node.lineno})")
+            elif any(not isinstance(m, ast.Constant) for m in modes):
+                found.append(f"open with a computed mode (line {node.lineno})")
+    return found
+
+
+def test_only_the_output_rule_writes_paths() -> None:
+    """A writer outside _atomic/_output would bypass the rule: every such call in src/ is listed here, with its reason."""
+    import ast
+
+    root = REPO / "src" / "finalfusion"
+    offenders = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        found = _writes(ast.parse(path.read_text(encoding="utf-8")))
+        if found and rel not in _ALLOWED:
+            offenders[rel] = found
+    assert offenders == {}, f"paths written outside finalfusion._output/_atomic (route them through the output rule): {offenders}"
+    assert all((root / rel).is_file() and _writes(ast.parse((root / rel).read_text(encoding="utf-8"))) for rel in _ALLOWED)  # no stale exemption
