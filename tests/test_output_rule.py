@@ -200,6 +200,14 @@ def test_a_failed_write_leaves_the_old_directory_and_no_staging(m2v_emb: finalfu
     assert sorted(os.listdir(tmp_path)) == ["model"]
 
 
+def test_a_missing_parent_is_named(index: ann.AnnIndex, m2v_emb: finalfusion.Embeddings, tmp_path: Path) -> None:
+    for write in (index.save, lambda p: finalfusion.write_model2vec(p, m2v_emb)):
+        with pytest.raises(FileNotFoundError, match="does not exist") as info:
+            write(tmp_path / "no" / "out")
+        assert info.value.filename == str(tmp_path / "no" / "out")
+    assert os.listdir(tmp_path) == []
+
+
 def test_save_into_an_empty_directory(index: ann.AnnIndex, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     index.save(tmp_path / "empty")

@@ -334,6 +334,8 @@ def write_directory(target: str | os.PathLike[str], kind: str, fill: Callable[[s
     ------
     OutputRefused
         The target may not be replaced (see :func:`check_directory_target`).
+    FileNotFoundError
+        The target's parent directory does not exist.
     OSError
         Any I/O error; the new directory is removed, the target is untouched.
 
@@ -352,6 +354,8 @@ def write_directory(target: str | os.PathLike[str], kind: str, fill: Callable[[s
     path = os.path.abspath(os.fspath(target))
     check_directory_target(path, kind)
     parent, base = os.path.split(path)
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(errno.ENOENT, f"the directory {parent} does not exist", path)
     staging = os.path.join(parent, temporary_name(parent, base))
     os.mkdir(staging)  # mode 0o777 less the umask, as any new directory
     try:
