@@ -413,7 +413,7 @@ def test_save_load_round_trip(backend: str, synthetic: Embeddings, queries: np.n
     before = ix.search(queries, 10)
     out = tmp_path / "x.ann"
     ix.save(out)
-    assert sorted(os.listdir(out)) == ["ann.json", "index.bin"]
+    assert sorted(os.listdir(out)) == ["ann.json", "finalfusion-manifest.json", "index.bin"]
     assert sorted(os.listdir(tmp_path)) == ["x.ann"]  # no temporary left behind
     for mmap in (True, False):
         loaded = ann.load_index(out, synthetic, mmap=mmap)
@@ -706,7 +706,7 @@ def test_cli_index_build_errors(tmp_path: Path) -> None:
     (tmp_path / "taken").write_text("mine")
     proc = run_cli("index", "build", str(TUTORIAL), str(tmp_path / "taken"))
     assert proc.returncode == 1
-    assert "exists and is not a saved index" in proc.stderr
+    assert "taken: exists and is not a directory; not replaced" in proc.stderr
     assert (tmp_path / "taken").read_text() == "mine"
     proc = run_cli("index", "build", str(TUTORIAL), str(tmp_path / "no" / "x"))
     assert proc.returncode == 1

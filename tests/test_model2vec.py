@@ -259,7 +259,8 @@ def test_written_model_loads_in_model2vec_with_same_encode(m2v_dir: Path, tmp_pa
     # written again over the existing directory: files replaced, same result
     finalfusion.write_model2vec(tmp_path / "out", emb, normalize=not ref.normalize)
     assert model2vec.StaticModel.from_pretrained(tmp_path / "out").normalize == (not ref.normalize)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["config.json", "model.safetensors", "modules.json", "tokenizer.json"]
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["config.json", "finalfusion-manifest.json", "model.safetensors", "modules.json", "tokenizer.json"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging directory left
 
 

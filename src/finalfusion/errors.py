@@ -36,6 +36,7 @@ __all__ = [
     "LimitExceeded",
     "MissingExtraError",
     "NonFiniteError",
+    "OutputRefused",
     "StaleIndexError",
     "Truncated",
     "UnknownChunk",
@@ -296,6 +297,26 @@ class NonFiniteError(FinalfusionError, ValueError):
     ... except NonFiniteError as err:
     ...     print(err, isinstance(err, ValueError))
     the vector of the word 'a' has a NaN or infinite component: [nan, 1.0] True
+    """
+
+
+class OutputRefused(FinalfusionError, FileExistsError):
+    """A write refused because it would replace or destroy something the library did not write.
+
+    Raised by every writer of a directory (:meth:`finalfusion.ann.AnnIndex.save`,
+    :func:`finalfusion.compat.model2vec.write_model2vec`) for a target that
+    is a file, a symbolic link, or a directory holding files finalfusion did
+    not write there (its manifest does not list them, or they changed); the
+    message names those files. The command line raises it for an output
+    that is one of the command's own inputs. A :class:`FileExistsError`
+    (``errno.EEXIST``), as such targets were refused before.
+
+    Examples
+    --------
+    >>> import errno
+    >>> err = OutputRefused(errno.EEXIST, "holds files finalfusion did not write: notes.txt; not replaced", "out")
+    >>> isinstance(err, FinalfusionError), isinstance(err, FileExistsError), err.filename
+    (True, True, 'out')
     """
 
 

@@ -230,12 +230,20 @@ class AnnIndex:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Save the index to the directory ``path`` atomically (see :func:`finalfusion.ann.load_index`).
 
-        Afterwards the index pickles as a reference to ``path``.
+        Afterwards the index pickles as a reference to ``path``. The
+        directory gets a manifest (``finalfusion-manifest.json``) of the
+        files written; an existing ``path`` is replaced only when it is an
+        empty directory or holds exactly an index saved there (every file
+        listed in its manifest, unchanged). Anything else -- a file, a
+        symbolic link, a directory with other files, a directory saved
+        before manifests existed -- is refused and left as it is.
 
         Raises
         ------
-        FileExistsError
-            ``path`` is a file, or a directory that is not a saved index.
+        OutputRefused
+            (a :class:`FileExistsError`) ``path`` is a file or a symbolic
+            link, or a directory holding anything else; the message names
+            those files.
         OSError
             On any I/O error (nothing is left behind).
         """

@@ -26,24 +26,25 @@ count, level and neighbour id: :mod:`finalfusion.ann._graphs`; faiss's by
 faiss's own reader, then for its kind), and every error of the library is
 a :class:`~finalfusion.errors.FormatError`.
 
-Saving is atomic: the new directory is written beside the target and
-swapped in with one ``renameat2(RENAME_EXCHANGE)`` (Linux), elsewhere with
-two renames; processes that memory-map the old files keep them.
+Saving is atomic and follows the library's output rule
+(:mod:`finalfusion._output`): the new directory, with a manifest
+(``finalfusion-manifest.json``), is written beside the target and swapped
+in with one ``renameat2(RENAME_EXCHANGE)`` (Linux), elsewhere with two
+renames; processes that memory-map the old files keep them. An existing
+directory is replaced only when it holds exactly an index saved there
+(its manifest lists every file, unchanged); anything else is refused.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import hashlib
 import json
 import os
-import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
-from finalfusion._atomic import atomic_output, temporary_name
+from finalfusion._atomic import atomic_output
+from finalfusion._output import edge_digest, write_directory
 from finalfusion.ann._backends import BackendIndex, Shape, backend_class
 from finalfusion.ann._fingerprint import Fingerprint, SourceFile
 from finalfusion.errors import FormatError
@@ -75,72 +76,35 @@ def _edge_digest(path: str) -> tuple[int, str]:
 
 
 # -- saving ----------------------------------------------------------------------------
-@functools.cache
-def _renameat2() -> Callable[..., int] | None:
-    if not hasattr(os, "O_DIRECTORY") or os.name != "posix":
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        fn: Callable[..., int] = libc.renameat2
-    except (OSError, AttributeError):
-        return None
-    return fn
-
-
-def _exchange(a: str, b: str) -> bool:
-    """Swap the directories ``a`` and ``b`` in one step (Linux ``RENAME_EXCHANGE``); ``False`` where that is not available."""
-    fn = _renameat2()
-    if fn is None:
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: the file system cannot
-        return False
-    raise OSError(err, os.strerror(err), b)
-
-
-def _is_index_dir(path: str) -> bool:
-    return os.path.isdir(path) and not os.path.islink(path) and os.path.isfile(os.path.join(path, HEADER_NAME))
+#: The kind of directory a saved index is, in its manifest.
+KIND: Final = "finalfusion-ann index"
 
 
 def save_index(impl: BackendIndex, fields: Mapping[str, Any], path: str | os.PathLike[str]) -> str:
     """Write the index ``impl`` and the header ``fields`` (all but format, version and index_file) to the directory ``path`` atomically; its absolute path.
 
+    The directory is written whole by :func:`finalfusion._output.write_directory`
+    (with its manifest): an existing ``path`` is replaced only when it is
+    empty or holds exactly an index this library saved there.
+
     Raises
     ------
-    FileExistsError
-        ``path`` exists and is not an index directory (a file, or a directory without ``ann.json``).
+    OutputRefused
+        ``path`` is a file or a symbolic link, or a directory holding
+        anything else (named in the message).
     OSError
         On any I/O error (nothing is left behind).
     """
-    target = os.path.abspath(os.fspath(path))
-    if os.path.lexists(target) and not _is_index_dir(target):
-        raise FileExistsError(17, "exists and is not a saved index (a directory with ann.json); not replaced", target)
-    parent, base = os.path.split(target)
-    tmp = os.path.join(parent, temporary_name(parent, base))
-    os.mkdir(tmp)
-    try:
-        index_path = os.path.join(tmp, INDEX_NAME)
+
+    def fill(directory: str) -> None:
+        index_path = os.path.join(directory, INDEX_NAME)
         impl.save(index_path)
-        size, digest = _edge_digest(index_path)
+        size, digest = edge_digest(index_path)
         header = {"format": FORMAT, "version": VERSION, **fields, "index_file": {"size": size, "digest": digest}}
-        with atomic_output(os.path.join(tmp, HEADER_NAME)) as f:
+        with atomic_output(os.path.join(directory, HEADER_NAME)) as f:
             f.write((json.dumps(header, indent=1, sort_keys=True) + "\n").encode("utf-8"))
-        if not os.path.lexists(target):
-            os.rename(tmp, target)
-        elif _exchange(tmp, target):
-            shutil.rmtree(tmp, ignore_errors=True)  # now the old index
-        else:
-            old = os.path.join(parent, temporary_name(parent, base))
-            os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+
+    return write_directory(path, KIND, fill)
 
 
 # -- the header, checked -----------------------------------------------------------------

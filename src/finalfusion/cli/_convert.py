@@ -17,11 +17,11 @@ import io
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from finalfusion.cli._common import CliError, UsageError, bars, naming, one_line, positive_int, subparser
+from finalfusion.cli._common import CliError, UsageError, about, bars, naming, one_line, positive_int, subparser
 from finalfusion.compat import _registry
 from finalfusion.compat._registry import formats
 from finalfusion.embeddings import Embeddings
@@ -404,18 +404,35 @@ def _writable_list() -> str:
     return ", ".join(f"{f.name} ({' '.join(f.extensions)})" if f.extensions else f.name for f in FORMATS if f.write is not None)
 
 
-def check_output(path: str) -> None:
-    """Refuse a compressed output, or one whose directory does not exist, before any work is done."""
+def check_output(path: str, inputs: Sequence[str | None]) -> None:
+    """Refuse a compressed output, one whose directory does not exist, or one of the command's ``inputs``, before any work is done.
+
+    ``inputs`` are the files (and directories) the command reads: an OUT
+    that is one of them (the same file, whatever the spelling or link) or
+    lies inside an input directory is refused by the library's output rule
+    (:func:`finalfusion._output.refuse_own_input`).
+    """
+    from finalfusion._output import refuse_own_input
+
     if path.lower().endswith(".gz"):
         raise CliError(f"{path}: compressed output is not supported (gzip input is read transparently); write without .gz and compress afterwards")
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
         raise CliError(f"{path}: cannot write: the directory {directory!r} does not exist")
+    try:
+        refuse_own_input(path, inputs)
+    except OSError as exc:
+        raise CliError(about(path, exc)) from None
 
 
-def write_as(path: str, emb: Embeddings, fmt: str | None, options: WriteOptions) -> None:
-    """Write ``emb`` to ``path`` atomically; a failure becomes a :class:`CliError` naming the file."""
-    check_output(path)
+def inputs_of(args: argparse.Namespace, *more: str | None) -> list[str | None]:
+    """The paths a command reads, for :func:`check_output`: its input, its ``--tokenizer`` (commands with the input options) and ``more``."""
+    return [args.input, getattr(args, "tokenizer", None), *more]
+
+
+def write_as(path: str, emb: Embeddings, fmt: str | None, options: WriteOptions, *, inputs: Sequence[str | None]) -> None:
+    """Write ``emb`` to ``path`` atomically unless it is one of ``inputs`` (:func:`check_output`); a failure becomes a :class:`CliError` naming the file."""
+    check_output(path, inputs)
     spec = _BY_NAME[fmt] if fmt is not None else output_format(path, emb)
     assert spec.write is not None  # every format in the table can be written
     if spec.words_only and len(emb.vocab) == 0 and emb.storage.shape[0] > 0:
@@ -551,7 +568,8 @@ def run(args: argparse.Namespace) -> int:
     mistake there costs no loading time.
     """
     fmt = args.output_format
-    check_output(args.output)
+    inputs = inputs_of(args, args.metadata)
+    check_output(args.output, inputs)
     spec = _BY_NAME[fmt] if fmt is not None else output_format(args.output)
     metadata = None
     if args.metadata is not None:
@@ -561,5 +579,5 @@ def run(args: argparse.Namespace) -> int:
     emb = load_with_bars(args, args.input)
     if metadata is not None:
         emb.metadata = metadata
-    write_as(args.output, emb, spec.name, WriteOptions(unnormalize=args.unnormalize))
+    write_as(args.output, emb, spec.name, WriteOptions(unnormalize=args.unnormalize), inputs=inputs)
     return 0

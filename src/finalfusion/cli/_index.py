@@ -6,8 +6,8 @@ import argparse
 import os
 from typing import Any
 
-from finalfusion.cli._common import CliError, bars, one_line, subparser
-from finalfusion.cli._convert import add_input_options, load_input
+from finalfusion.cli._common import CliError, about, bars, one_line, subparser
+from finalfusion.cli._convert import add_input_options, inputs_of, load_input
 
 __all__ = ["register"]
 
@@ -38,13 +38,19 @@ def _params_help(default: str) -> str:
     return "\n".join(f"  {', '.join(names)}: {text}" for text, names in lines.items())
 
 
-def _check_output(path: str) -> None:
-    """Refuse an OUT that cannot be written before any work is done: a missing directory, a file or a directory that is not an index."""
+def _check_output(path: str, sources: list[str | None]) -> None:
+    """Refuse an OUT that cannot be written before any work is done: a missing directory, the input, or a path the output rule refuses."""
+    from finalfusion._output import check_directory_target, refuse_own_input
+    from finalfusion.ann._persist import KIND
+
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise CliError(f"{path}: cannot write: the directory {parent!r} does not exist")
-    if os.path.lexists(path) and not os.path.isfile(os.path.join(path, "ann.json")):
-        raise CliError(f"{path}: exists and is not a saved index (a directory with ann.json); not replaced")
+    try:
+        refuse_own_input(path, sources)
+        check_directory_target(os.path.abspath(path), KIND)
+    except OSError as exc:
+        raise CliError(about(path, exc)) from None
 
 
 def register(subparsers: Any) -> None:
@@ -82,7 +88,7 @@ def run_build(args: argparse.Namespace) -> int:
     from finalfusion.ann import build_index
 
     params = dict(args.param)
-    _check_output(args.output)
+    _check_output(args.output, inputs_of(args))
     with bars(args) as progress:
         emb = load_input(args, args.input, progress)
         try:
@@ -92,5 +98,5 @@ def run_build(args: argparse.Namespace) -> int:
     try:
         ix.save(args.output)
     except OSError as exc:
-        raise CliError(f"{args.output}: cannot write the index: {one_line(exc)}") from None
+        raise CliError(f"{args.output}: cannot write the index: {exc.strerror or one_line(exc)}") from None
     return 0

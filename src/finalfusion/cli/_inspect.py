@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 from typing import Any
 
@@ -46,7 +47,15 @@ def register(subparsers: Any) -> None:
         finalfusion metadata --set training.toml vectors.fifu""",
     )
     m.add_argument("input", metavar="FILE", help="finalfusion file")
-    m.add_argument("output", metavar="OUT", nargs="?", help="write the TOML to this file (default, or '-': standard output), as finalfusion-utils")
+    m.add_argument(
+        "output",
+        metavar="OUT",
+        nargs="?",
+        help=(
+            "write the TOML to this file (default, or '-': standard output), as finalfusion-utils; "
+            "never FILE itself or an existing file that is not TOML; not written (exit 1) when FILE has no metadata"
+        ),
+    )
     m.add_argument("--set", metavar="FILE.toml", help="replace the metadata by this TOML file (the file is rewritten atomically)")
     m.add_argument("--remove", action="store_true", help="remove the metadata chunk (rewritten atomically)")
     m.set_defaults(func=run_metadata)
@@ -232,6 +241,34 @@ def _load_finalfusion(path: str) -> Embeddings:
         raise CliError(about(path, exc)) from None
 
 
+def _check_toml_output(path: str, source: str) -> None:
+    """Refuse an OUT that is FILE itself, or an existing file that is not TOML (embeddings, say): OUT only ever holds metadata."""
+    from finalfusion import limits
+    from finalfusion._output import refuse_own_input
+    from finalfusion.errors import FormatError
+    from finalfusion.metadata import Metadata
+
+    try:
+        refuse_own_input(path, [source])
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise CliError(about(path, exc)) from None
+    if not stat.S_ISREG(st.st_mode):
+        return  # a pipe or device (standard output): streamed into, nothing replaced
+    refusal = f"{path}: exists and is not a TOML file: not replaced by the metadata (remove it first, or name another file)"
+    if st.st_size > limits.MAX_METADATA_BYTES:
+        raise CliError(refusal)
+    try:
+        with open(path, "rb") as f:
+            Metadata.from_toml(f.read(limits.MAX_METADATA_BYTES + 1), where=path)
+    except FormatError:
+        raise CliError(refusal) from None
+    except OSError as exc:
+        raise CliError(about(path, exc)) from None
+
+
 def _write_text(path: str, text: str) -> None:
     from finalfusion._atomic import atomic_output
 
@@ -250,19 +287,23 @@ def run_metadata(args: argparse.Namespace) -> int:
         raise CliError("--set and --remove exclude each other")
     if args.output is not None and (args.set is not None or args.remove):
         raise CliError(f"OUT ({args.output}) is where the metadata is printed; --set and --remove rewrite FILE itself")
+    to_file = args.set is None and not args.remove and args.output not in (None, "-")
+    if to_file:
+        _check_toml_output(args.output, args.input)
     emb = _load_finalfusion(args.input)
     if args.set is None and not args.remove:
-        # finalfusion-utils src/metadata.rs lines 45-60: the TOML (nothing without metadata) to OUT or stdout.
-        text = "" if emb.metadata is None else emb.metadata.to_toml()
+        # finalfusion-utils src/metadata.rs lines 45-60: the TOML (nothing without metadata) to stdout.
         if emb.metadata is None:
-            print(f"finalfusion metadata: {args.input} has no metadata", file=sys.stderr)
-        if args.output in (None, "-"):
-            sys.stdout.write(text)
-        else:
+            print(f"finalfusion metadata: {args.input} has no metadata" + (f"; {args.output} not written" if to_file else ""), file=sys.stderr)
+            return 1 if to_file else 0
+        text = emb.metadata.to_toml()
+        if to_file:
             _write_text(args.output, text)
+        else:
+            sys.stdout.write(text)
         return 0
     emb.metadata = None if args.remove else read_metadata(args.set)
-    write_as(args.input, emb, "finalfusion", WriteOptions())
+    write_as(args.input, emb, "finalfusion", WriteOptions(), inputs=[args.set])  # FILE itself, deliberately
     return 0
 
 

@@ -14,7 +14,16 @@ import numpy as np
 from finalfusion import _threads
 from finalfusion._threads import set_threads
 from finalfusion.cli._common import CliError, bars, one_line, positive_int, subparser
-from finalfusion.cli._convert import WriteOptions, add_input_options, check_output, load_input, output_format, output_format_names, write_as
+from finalfusion.cli._convert import (
+    WriteOptions,
+    add_input_options,
+    check_output,
+    inputs_of,
+    load_input,
+    output_format,
+    output_format_names,
+    write_as,
+)
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import MissingExtraError, import_extra
 
@@ -145,7 +154,7 @@ def reconstruction_error(original: Embeddings, quantized: Embeddings) -> tuple[f
 
 def run_quantize(args: argparse.Namespace) -> int:
     """Quantize ``args.input`` into ``args.output`` (checked first: a wrong OUT costs no training)."""
-    check_output(args.output)
+    check_output(args.output, inputs_of(args))
     _quantized_output(args.output)
     if args.quantizer == "opq" and args.attempts != 1:
         raise CliError(
@@ -169,7 +178,7 @@ def run_quantize(args: argparse.Namespace) -> int:
                 )
         except ValueError as exc:
             raise CliError(f"{args.input}: cannot quantize: {one_line(exc)}") from None
-    write_as(args.output, small, "finalfusion", WriteOptions())
+    write_as(args.output, small, "finalfusion", WriteOptions(), inputs=inputs_of(args))
     if not args.quiet:
         cos, dist = reconstruction_error(emb, small)
         print(f"Average cosine similarity: {cos:.6f}", file=sys.stderr)
@@ -186,7 +195,7 @@ def run_reconstruct(args: argparse.Namespace) -> int:
     from finalfusion.cli._convert import detect
     from finalfusion.storage import QuantizedArray
 
-    check_output(args.output)
+    check_output(args.output, inputs_of(args))
     fmt = args.output_format if args.output_format is not None else output_format(args.output, default="finalfusion").name
     # A model directory or file is never quantized, and its options (--tensor) are not reconstruct's: say so before loading it.
     # (Files and directories only: a pipe's bytes, read here, would be gone for the loader.)
@@ -203,7 +212,7 @@ def run_reconstruct(args: argparse.Namespace) -> int:
     dense = emb.reconstruct()
     if dense.norms is None:
         dense = _unit_word_rows(dense)
-    write_as(args.output, dense, fmt, WriteOptions())
+    write_as(args.output, dense, fmt, WriteOptions(), inputs=inputs_of(args))
     return 0
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from finalfusion.cli._common import CliError, about, bars, read_lines, subparser
-from finalfusion.cli._convert import WriteOptions, add_input_options, load_input, load_with_bars, output_format_names, write_as
+from finalfusion.cli._convert import WriteOptions, add_input_options, check_output, inputs_of, load_input, load_with_bars, output_format_names, write_as
 from finalfusion.embeddings import Embeddings
 
 __all__ = ["register", "select_words", "write_explicit"]
@@ -137,6 +137,8 @@ def select_words(
 
 def run_select(args: argparse.Namespace) -> int:
     """Write the embeddings of the listed words."""
+    inputs = inputs_of(args, args.words)
+    check_output(args.output, inputs)
     words = list(read_lines(args.words))
     if not words:  # finalfusion-utils writes a file of 0 words here; an empty list is a mistake, not a selection
         source = "standard input" if args.words in (None, "-") else args.words
@@ -150,7 +152,7 @@ def run_select(args: argparse.Namespace) -> int:
     if len(small.vocab) == 0:
         raise CliError(f"no word of the list has an embedding in {args.input} ({len(missing):,} left out); nothing written")
     fmt = args.output_format
-    write_as(args.output, small, fmt, WriteOptions())
+    write_as(args.output, small, fmt, WriteOptions(), inputs=inputs)
     return 0
 
 
@@ -172,10 +174,11 @@ def write_explicit(emb: Embeddings, source: str, output: str) -> None:
         explicit = emb.bucket_to_explicit()
     except TypeError as exc:
         raise CliError(about(source, exc)) from None
-    write_as(output, explicit, "finalfusion", WriteOptions())
+    write_as(output, explicit, "finalfusion", WriteOptions(), inputs=[source])
 
 
 def run_bucket_to_explicit(args: argparse.Namespace) -> int:
     """Convert the bucket vocabulary of ``args.input``."""
+    check_output(args.output, inputs_of(args))
     write_explicit(load_with_bars(args, args.input), args.input, args.output)
     return 0

@@ -20,7 +20,7 @@ from typing import Any
 
 from finalfusion.cli import execute
 from finalfusion.cli._common import CliError, read_lines
-from finalfusion.cli._convert import LoadOptions, WriteOptions, load_as, write_as
+from finalfusion.cli._convert import LoadOptions, WriteOptions, check_output, load_as, write_as
 from finalfusion.cli._select import select_words, write_explicit
 
 __all__ = ["analogy", "bucket_to_explicit", "convert", "select", "similar"]
@@ -77,8 +77,9 @@ def convert(argv: Sequence[str] | None = None) -> int:
 
     def run(args: argparse.Namespace) -> int:
         # 0.7 memory-mapped finalfusion input for conversions.
+        check_output(args.output, [args.input])
         emb = _load(args.input, getattr(args, "from"), args, parser.prog, mmap=True)
-        write_as(args.output, emb, "text-dims" if args.to == "textdims" else args.to, WriteOptions())
+        write_as(args.output, emb, "text-dims" if args.to == "textdims" else args.to, WriteOptions(), inputs=[args.input])
         return 0
 
     return _run(parser, argv, run)
@@ -160,6 +161,7 @@ def bucket_to_explicit(argv: Sequence[str] | None = None) -> int:
     _common_args(parser)
 
     def run(args: argparse.Namespace) -> int:
+        check_output(args.output, [args.input])
         write_explicit(_load(args.input, getattr(args, "from"), args, parser.prog, formats=BUCKET_FORMATS), args.input, args.output)
         return 0
 
@@ -184,6 +186,7 @@ def select(argv: Sequence[str] | None = None) -> int:
     )
 
     def run(args: argparse.Namespace) -> int:
+        check_output(args.output, [args.input, args.words])
         words = list(_queries(args.words))
         emb = _load(args.input, args.format, argparse.Namespace(lossy=False, mmap=True), parser.prog)
         small, missing = select_words(emb, words, subwords=True, ignore_unknown=True, source=args.input)
@@ -193,7 +196,7 @@ def select(argv: Sequence[str] | None = None) -> int:
                     print(f"Cannot represent '{word}'.", file=sys.stderr)
             if not args.ignore_unk:
                 return 1
-        write_as(args.output, small, "finalfusion", WriteOptions())
+        write_as(args.output, small, "finalfusion", WriteOptions(), inputs=[args.input, args.words])
         return 0
 
     return _run(parser, argv, run)

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+from collections.abc import Callable
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._atomic import atomic_output, temporary_name
+from finalfusion._atomic import atomic_output
 from finalfusion._encode import model_settings
+from finalfusion._output import write_directory
 from finalfusion._tokenizers import HuggingFaceTokenizer
 from finalfusion.embeddings import Embeddings
 from finalfusion.storage.ndarray import NdArray
@@ -31,6 +32,8 @@ __all__ = ["UNK_TOKEN", "write_model2vec"]
 UNK_TOKEN: Final = "[UNK]"
 #: The files a model2vec directory needs, written in this order (``config.json`` last).
 FILES: Final = ("model.safetensors", "tokenizer.json", "modules.json", "config.json")
+#: The kind of directory written, in its manifest.
+KIND: Final = "model2vec model"
 
 
 def _safetensors(matrix: npt.NDArray[np.float32]) -> bytes:
@@ -82,8 +85,15 @@ def write_model2vec(directory: str | os.PathLike[str], emb: Embeddings, *, norma
     n-grams; texts of known words separated by whitespace give the same
     vectors.
 
-    Each file is written atomically; a new directory appears only when all
-    of them are written (an existing one has its files replaced one by one).
+    The directory is written whole beside the target, with a manifest
+    (``finalfusion-manifest.json``) of its files, and swapped in only when
+    complete. An existing ``directory`` is replaced only when it is empty
+    or holds exactly a model this function wrote there (every file listed
+    in its manifest, unchanged): the old files go with it, so nothing
+    stale (another ``*.safetensors``, a ``model.safetensors.index.json``
+    that loaders prefer) is left. Anything else -- a file, a symbolic
+    link, a model downloaded or written by another tool, a directory with
+    other files -- is refused and left as it is.
 
     Parameters
     ----------
@@ -100,6 +110,12 @@ def write_model2vec(directory: str | os.PathLike[str], emb: Embeddings, *, norma
     ValueError
         For a model vocabulary whose tokenizer is a SentencePiece model
         (model2vec reads only ``tokenizer.json``).
+    OutputRefused
+        (a :class:`FileExistsError`) ``directory`` is a file or a symbolic
+        link, or holds files this function did not write there (named in
+        the message).
+    OSError
+        Any I/O error (the target is left as it was).
 
     Examples
     --------
@@ -110,7 +126,7 @@ def write_model2vec(directory: str | os.PathLike[str], emb: Embeddings, *, norma
     >>> with tempfile.TemporaryDirectory() as d:
     ...     write_model2vec(d, emb)
     ...     sorted(os.listdir(d))
-    ['config.json', 'model.safetensors', 'modules.json', 'tokenizer.json']
+    ['config.json', 'finalfusion-manifest.json', 'model.safetensors', 'modules.json', 'tokenizer.json']
     """
     vocab = emb.vocab
     storage = emb.storage
@@ -140,23 +156,13 @@ def write_model2vec(directory: str | os.PathLike[str], emb: Embeddings, *, norma
         "modules.json": json.dumps(modules, indent=4).encode(),
         "config.json": json.dumps(config, indent=4).encode(),
     }
-    _write_directory(os.fspath(directory), contents)
+    write_directory(directory, KIND, _fill(contents))
 
 
-def _write_directory(directory: str, contents: dict[str, bytes]) -> None:
-    if not os.path.isdir(directory):
-        parent = os.path.dirname(os.path.abspath(directory))
-        staging = os.path.join(parent, temporary_name(parent, os.path.basename(os.path.abspath(directory))))
-        os.mkdir(staging)  # mode 0o777 less the umask, as any new directory
-        try:
-            for name in FILES:
-                with atomic_output(os.path.join(staging, name)) as f:
-                    f.write(contents[name])
-            os.rename(staging, directory)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        return
-    for name in FILES:
-        with atomic_output(os.path.join(directory, name)) as f:
-            f.write(contents[name])
+def _fill(contents: dict[str, bytes]) -> Callable[[str], None]:
+    def fill(directory: str) -> None:
+        for name in FILES:
+            with atomic_output(os.path.join(directory, name)) as f:
+                f.write(contents[name])
+
+    return fill
