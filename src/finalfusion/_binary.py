@@ -438,6 +438,13 @@ def _split_strings(buf: Buffer, first: int, last: int, offsets: array.array[int]
 class ByteWriter:
     """Write little-endian fields to a binary file, tracking the absolute offset.
 
+    Attributes
+    ----------
+    file
+        The binary file written to.
+    pos
+        The absolute offset of the next byte written (padding depends on it).
+
     Examples
     --------
     >>> import io

@@ -47,9 +47,24 @@ UNIGRAM_MODEL, BPE_MODEL = 1, 2
 class SentencePieceModel:
     """The parts of a SentencePiece ``ModelProto`` that tokenizing needs.
 
-    ``model_type`` is SentencePiece's (1 unigram, 2 BPE); ``special`` maps
-    ``unk``/``bos``/``eos``/``pad`` to ids (-1: none); ``charsmap`` is the
-    normaliser's precompiled character map (empty: no normalisation).
+    Attributes
+    ----------
+    pieces
+        The vocabulary: one piece per token id.
+    scores
+        One score per piece (log probabilities for unigram models, merge ranks for BPE).
+    types
+        One SentencePiece piece type per piece (``NORMAL``, ``UNKNOWN``, ``CONTROL``, ``USER_DEFINED``, ``BYTE``, ``UNUSED``).
+    special
+        The ids of ``unk``, ``bos``, ``eos`` and ``pad`` (-1: none).
+    model_type
+        SentencePiece's model type: 1 unigram, 2 BPE.
+    add_dummy_prefix
+        Whether the normaliser puts ``▁`` before the text.
+    remove_extra_whitespaces
+        Whether the normaliser collapses runs of whitespace.
+    charsmap
+        The normaliser's precompiled character map (empty: no normalisation).
 
     Examples
     --------

@@ -129,9 +129,13 @@ class GGUFTensor:
     ('F16', (3, 4), 24)
     """
 
+    #: The tensor's name (``token_embd.weight``).
     name: str
+    #: ggml's dimensions, innermost first (:attr:`shape` is numpy's order).
     ne: tuple[int, ...]
+    #: The ggml type number (0 F32, 1 F16, 8 Q8_0, ...; :attr:`type_name` names it).
     ggml_type: int
+    #: Absolute byte offset of the tensor's data in the file.
     offset: int
 
     @property
@@ -173,11 +177,19 @@ class GGUFFile:
     (3, '<', ['a', 'b'], (2, 2))
     """
 
+    #: The GGUF version (2 or 3).
     version: int
+    #: ``"<"`` for little-endian files, ``">"`` for big-endian ones.
     byte_order: str
+    #: The data alignment in bytes (``general.alignment``, 32 by default).
     alignment: int
+    #: The metadata key/value pairs, decoded to Python values.
     kv: dict[str, Any]
+    #: The tensor descriptions by name.
     tensors: dict[str, GGUFTensor]
+    #: Absolute byte offset where the tensor data section starts.
     data_start: int
+    #: The file's size in bytes.
     size: int
+    #: The bytes the header was read from (what tensor data is read from), when kept.
     buffer: Any = field(default=None, repr=False)
