@@ -6,6 +6,8 @@ and by this site. Two habits of theirs would show as raw text here:
 * Sphinx roles -- ``:class:`~finalfusion.storage.NdArray```, ``:func:`load```,
   ``:meth:`Embeddings.quantize``` -- become a code span linked to the object's
   reference entry (the ``~`` form shows the last name only);
+* RST simple tables (the byte table atop each chunk module) become Markdown
+  tables;
 * citations of this documentation -- ``docs/format.md §5.4``,
   ``docs/scaling.md`` -- link to the page, and for the format page to the
   numbered section.
@@ -44,6 +46,8 @@ from markdown.extensions.toc import slugify
 DOCS = Path(__file__).resolve().parent.parent
 ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj|const):`(?P<target>[^`]+)`")
 CITATION = re.compile(r"(?<![\w/.-])docs/(?P<page>[a-z0-9-]+)\.md(?: §(?P<section>\d+(?:\.\d+)*))?")
+#: An RST simple table (the byte tables atop the chunk modules): a border of ``=`` runs, a header row, a border, rows, a border.
+SIMPLE_TABLE = re.compile(r"^(?P<border>=+(?: +=+)+)\n(?P<head>.+)\n(?P=border)\n(?P<rows>(?:.+\n)+?)(?P=border)$", re.MULTILINE)
 HEADING = re.compile(r"^(?P<hashes>#{1,6}) (?P<title>.+?)\s*$", re.MULTILINE)
 
 
@@ -62,6 +66,20 @@ def _anchors(page: str) -> tuple[str | None, dict[str, str]]:
         if number:
             sections[number[1]] = slug
     return first, sections
+
+
+def _markdown_table(m: re.Match[str]) -> str:
+    """An RST simple table as a Markdown table (columns where the border's ``=`` runs are; the last one takes the rest of the line)."""
+    starts = [run.start() for run in re.finditer(r"=+", m["border"])]
+
+    def cells(line: str) -> str:
+        bounds = [*starts[1:], None]
+        parts = [line[a:b].strip().replace("|", "\\|") for a, b in zip(starts, bounds, strict=True)]
+        return "| " + " | ".join(parts) + " |"
+
+    rows = [cells(m["head"]), "|" + "---|" * len(starts)]
+    rows += [cells(line) for line in m["rows"].splitlines()]
+    return "\n".join(rows)
 
 
 @cache
@@ -158,6 +176,7 @@ class DocsLinks(Extension):
             _inherit_docstrings(cls)
 
     def rewrite(self, text: str, obj: Any, pkg: Any) -> str:
+        text = SIMPLE_TABLE.sub(_markdown_table, text)
         text = ROLE.sub(lambda m: self._role(m["target"], obj, pkg), text)
         return CITATION.sub(self._citation, text)
 
