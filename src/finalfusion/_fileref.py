@@ -68,7 +68,21 @@ class FileRef:
     digest: str
 
     def check(self, buf: Buffer, mtime_ns: int) -> None:
-        """Raise :class:`FileChangedError` unless ``buf`` (mapped from :attr:`path`) is the referenced file."""
+        """Raise :class:`FileChangedError` unless ``buf`` (mapped from :attr:`path`) is the referenced file.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "f.bin")
+        >>> with open(path, "wb") as f:
+        ...     _ = f.write(b"FiFu")
+        >>> buf, ref = map_with_ref(path)
+        >>> ref.check(buf, ref.mtime_ns)
+        >>> ref.check(b"FiFu!", ref.mtime_ns)
+        Traceback (most recent call last):
+        ...
+        finalfusion.errors.FileChangedError: ...
+        """
         problems = []
         if len(buf) != self.size:
             problems.append(f"size {len(buf)} instead of {self.size}")

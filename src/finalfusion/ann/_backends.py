@@ -175,7 +175,13 @@ def register_backend(cls: type[Backend]) -> type[Backend]:
 
 
 def backend_names() -> list[str]:
-    """The registered backends, sorted."""
+    """The registered backends, sorted.
+
+    Examples
+    --------
+    >>> "hnswlib" in backend_names(), backend_names() == sorted(backend_names())
+    (True, True)
+    """
     return sorted(_BACKENDS)
 
 

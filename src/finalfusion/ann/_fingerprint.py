@@ -75,7 +75,17 @@ class Fingerprint:
     rows: str
 
     def difference(self, other: Fingerprint) -> str | None:
-        """What differs between the embeddings of ``self`` and ``other``, in words, or ``None``."""
+        """What differs between the embeddings of ``self`` and ``other``, in words, or ``None``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+        >>> a = fingerprint(Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])))
+        >>> b = fingerprint(Embeddings(NdArray(np.eye(3, dtype=np.float32)), SimpleVocab(["a", "b", "c"])))
+        >>> a.difference(a), a.difference(b)
+        (None, '3 words x 3 dims instead of 2 x 2')
+        """
         if (self.n, self.dims) != (other.n, other.dims):
             return f"{other.n} words x {other.dims} dims instead of {self.n} x {self.dims}"
         if self.words != other.words:
@@ -87,7 +97,16 @@ class Fingerprint:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a JSON-ready dictionary."""
+        """The fields as a JSON-ready dictionary.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+        >>> d = fingerprint(Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))).to_dict()
+        >>> sorted(d), d["n"], d["storage"]
+        (['dims', 'n', 'rows', 'storage', 'words'], 2, 'NdArray')
+        """
         return asdict(self)
 
 

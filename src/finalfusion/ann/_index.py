@@ -119,6 +119,16 @@ class AnnIndex:
         ------
         ValueError
             If ``k < 1``, or the queries do not have :attr:`dims` columns or are not finite.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+        >>> from finalfusion.ann import build_index
+        >>> ix = build_index(Embeddings(NdArray(np.eye(3, dtype=np.float32)), SimpleVocab(["a", "b", "c"])), "hnswlib")
+        >>> ids, scores = ix.search(np.array([[0.0, 0.6, 0.8]], dtype=np.float32), 2)
+        >>> ids.tolist(), scores.astype(float).round(2).tolist()
+        ([[2, 1]], [[0.8, 0.6]])
         """
         given: object = k
         if isinstance(given, bool) or not isinstance(given, int | np.integer) or given < 1:
@@ -202,6 +212,19 @@ class AnnIndex:
             Naming what differs: the number of words or dims, the words, the storage type, the rows.
         ValueError
             For another ``verify``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+        >>> from finalfusion.ann import build_index
+        >>> emb = Embeddings(NdArray(np.eye(3, dtype=np.float32)), SimpleVocab(["a", "b", "c"]))
+        >>> ix = build_index(emb, "hnswlib")
+        >>> ix.check(emb)
+        >>> ix.check(Embeddings(NdArray(np.eye(3, dtype=np.float32)), SimpleVocab(["a", "b", "d"])))
+        Traceback (most recent call last):
+        ...
+        finalfusion.errors.StaleIndexError: ...different words...
         """
         if verify not in VERIFY:
             raise ValueError(f"verify must be one of {', '.join(VERIFY)}, not {verify!r}")
@@ -236,6 +259,17 @@ class AnnIndex:
             ``path`` is a file, or a directory that is not a saved index.
         OSError
             On any I/O error (nothing is left behind).
+
+        Examples
+        --------
+        >>> import os, tempfile, numpy as np
+        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+        >>> from finalfusion.ann import build_index, load_index
+        >>> emb = Embeddings(NdArray(np.eye(3, dtype=np.float32)), SimpleVocab(["a", "b", "c"]))
+        >>> path = os.path.join(tempfile.mkdtemp(), "index")
+        >>> build_index(emb, "hnswlib").save(path)
+        >>> load_index(path, emb).search(np.eye(3, dtype=np.float32)[1], 1)[0].tolist()
+        [[1]]
         """
         src = self.source
         fields = {

@@ -95,6 +95,12 @@ class SentencePieceModel:
             For a piece that is not valid text (a lone surrogate).
         OverflowError
             For a score that float32 cannot hold.
+
+        Examples
+        --------
+        >>> proto = SentencePieceModel(["<unk>", "a"], [0.0, -1.0], [UNKNOWN, NORMAL]).to_proto()
+        >>> isinstance(proto, bytes), SentencePieceModel.parse(proto).scores
+        (True, [0.0, -1.0])
         """
         types = np.asarray(self.types, dtype=np.int64)
         if len(types) != len(self.pieces) or len(self.scores) != len(self.pieces):
@@ -117,6 +123,12 @@ class SentencePieceModel:
         ------
         FormatError
             If the protobuf wire format is malformed.
+
+        Examples
+        --------
+        >>> m = SentencePieceModel.parse(SentencePieceModel(["<unk>", "▁a", "b"], [0.0, -1.0, -2.0], [UNKNOWN, NORMAL, NORMAL]).to_proto())
+        >>> m.pieces, m.types, m.special["unk"]
+        (['<unk>', '▁a', 'b'], [2, 1, 1], 0)
         """
         where = FORMAT
         pieces: list[str] = []

@@ -140,17 +140,35 @@ class GGUFTensor:
 
     @property
     def type_name(self) -> str:
-        """The ggml type's name (``F16``, ``Q8_0``, ...)."""
+        """The ggml type's name (``F16``, ``Q8_0``, ...).
+
+        Examples
+        --------
+        >>> GGUFTensor("token_embd.weight", (4, 3), 8, 0).type_name
+        'Q8_0'
+        """
         return GGML_TYPES[self.ggml_type][0]
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The numpy shape (ggml's dimensions reversed)."""
+        """The numpy shape (ggml's dimensions reversed).
+
+        Examples
+        --------
+        >>> GGUFTensor("token_embd.weight", (4, 3), 0, 0).shape
+        (3, 4)
+        """
         return tuple(reversed(self.ne))
 
     @property
     def n_bytes(self) -> int:
-        """Bytes of data."""
+        """Bytes of data.
+
+        Examples
+        --------
+        >>> GGUFTensor("t", (64, 2), 0, 0).n_bytes, GGUFTensor("t", (64, 2), 8, 0).n_bytes  # F32; Q8_0: 34 bytes per 32 values
+        (512, 136)
+        """
         _, block, size = GGML_TYPES[self.ggml_type]
         n = 1
         for d in self.ne:
