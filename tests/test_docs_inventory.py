@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One strict build of the site per test session (the notebook rendered as stored, not executed: it has no API entries)."""
-    for module in ("mkdocs", "mkdocstrings", "mkdocstrings_handlers.python", "material"):
+    for module in ("mkdocs", "mkdocstrings", "mkdocstrings_handlers.python", "material", "nbformat"):
         pytest.importorskip(module, reason="building the site needs the docs extra (pip install -e '.[docs]')")
     site = tmp_path_factory.mktemp("site")
     env = {**os.environ, "FINALFUSION_DOCS_EXECUTE": "0"}

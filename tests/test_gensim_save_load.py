@@ -198,3 +198,10 @@ def test_a_pickle_cannot_allocate_an_array_of_a_shape_it_names() -> None:
     reconstruct = b"\x80\x04cnumpy._core.multiarray\n_reconstruct\ncnumpy\nndarray\n" + billion + b"C\x01b\x87R."
     with pytest.raises(FormatError, match=r"an array built otherwise than numpy pickles arrays.*\(1000000000,\)"):
         Embeddings.load(reconstruct)
+
+
+def test_a_file_that_is_no_pickle_points_to_finalfusion_load(tmp_path: Path) -> None:
+    emb = Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))
+    emb.write(tmp_path / "e.fifu")
+    with pytest.raises(FormatError, match=r"not a pickle \(finalfusion\.load reads .*found b'Fi' \(at byte offset 0\)"):
+        Embeddings.load(tmp_path / "e.fifu")

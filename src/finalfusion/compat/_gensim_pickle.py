@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._gensim_api import register_loader
-from finalfusion._source import Source, local_path, open_stream, sibling
+from finalfusion._source import Source, local_path, open_stream, peek, sibling
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
 from finalfusion.storage.ndarray import NdArray
@@ -99,6 +99,15 @@ class _DataUnpickler(pickle.Unpickler):
 
 
 def _unpickle(f: IO[bytes]) -> _Record:
+    head, f = peek(f, 2)
+    if head[:1] != b"\x80":  # the PROTO opcode: gensim pickles with protocol 2 or later
+        raise FormatError(
+            "not a pickle (finalfusion.load reads finalfusion, word2vec, fastText, text and model files)",
+            offset=0,
+            chunk=WHAT,
+            expected="a pickle, starting with byte 0x80",
+            found=repr(head),
+        )
     try:
         obj = _DataUnpickler(f).load()
     except FormatError:
