@@ -127,10 +127,13 @@ def _document_once(module: Any) -> None:
 
     The pages render packages with their submodules (``show_submodules``); the
     package's ``__all__`` shows ``finalfusion.vocab.SimpleVocab``, so
-    ``finalfusion.vocab.simple`` leaves it out (its entry stays reachable under
-    the submodule's path too). The top-level package is not rendered whole, so
-    its re-exports do not count.
+    ``finalfusion.vocab.simple`` leaves it out, and so does a subpackage that
+    re-exports it too (``finalfusion.compat.gguf.load_gguf`` beside
+    ``finalfusion.compat.load_gguf``); its entry stays reachable under those
+    paths. The top-level package is not rendered whole, so its re-exports do
+    not count.
     """
+    hidden = set()
     for name in module.exports or ():
         member = module.members.get(name)
         if member is None or not member.is_alias:
@@ -141,6 +144,15 @@ def _document_once(module: Any) -> None:
             continue
         if target.path.startswith(module.path + ".") and not target.is_module:
             target.public = False
+            hidden.add(target.path)
+    stack = [m for m in module.members.values() if not m.is_alias and m.is_module]
+    while stack:
+        sub = stack.pop()
+        for member in sub.members.values():
+            if member.is_alias and member.target_path in hidden:
+                member.public = False
+            elif not member.is_alias and member.is_module:
+                stack.append(member)
 
 
 def _autoref(identifier: str, title: str) -> str:
