@@ -1,7 +1,7 @@
 """griffe extension for the API reference: Sphinx roles and docs/ citations in docstrings become links.
 
 The docstrings are numpydoc, read both by people in a terminal (``help()``)
-and by this site. Two habits of theirs would show as raw text here:
+and by this site. Three habits of theirs would show as raw text here:
 
 * Sphinx roles -- ``:class:`~finalfusion.storage.NdArray```, ``:func:`load```,
   ``:meth:`Embeddings.quantize``` -- become a code span linked to the object's
@@ -17,9 +17,9 @@ is not rendered anywhere in the site (a private helper, numpy) stays plain
 code instead of failing the strict build. Relative names are looked up in the
 object's class, then its module, then the top-level ``finalfusion`` package.
 
-Two more habits give attributes their entries (the reference shows only
-documented names, and tests/test_docs_inventory.py wants one for every public
-name):
+Four more rules give every public name one entry with its text (the
+reference shows only documented names, and tests/test_docs_inventory.py wants
+an entry for every public name):
 
 * a ``#:`` comment block right above an assignment (Sphinx's attribute
   comment, as in ``finalfusion.limits``) becomes the attribute's docstring;
