@@ -72,11 +72,10 @@ class FileRef:
 
         Examples
         --------
-        >>> import os, tempfile
-        >>> path = os.path.join(tempfile.mkdtemp(), "f.bin")
-        >>> with open(path, "wb") as f:
-        ...     _ = f.write(b"FiFu")
-        >>> buf, ref = map_with_ref(path)
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp(), "f.bin"); _ = path.write_bytes(b"FiFu")
+        >>> buf, ref = map_with_ref(str(path))
         >>> ref.check(buf, ref.mtime_ns)
         >>> ref.check(b"FiFu!", ref.mtime_ns)
         Traceback (most recent call last):

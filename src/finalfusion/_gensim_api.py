@@ -426,7 +426,7 @@ class KeyedVectorsMixin(GensimQueriesMixin):
         Raises
         ------
         MissingExtraError
-            (an ``ImportError``) If gensim is not installed (the ``gensim`` extra).
+            (an ``ImportError``) Without gensim, which writes the file (the ``gensim`` extra).
 
         Examples
         --------

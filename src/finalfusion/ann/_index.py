@@ -215,13 +215,12 @@ class AnnIndex:
 
         Examples
         --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> from finalfusion.ann import build_index
-        >>> emb = Embeddings(NdArray(np.eye(3, dtype=np.float32)), SimpleVocab(["a", "b", "c"]))
-        >>> ix = build_index(emb, "hnswlib")
+        >>> import numpy as np, finalfusion as ff
+        >>> rows = ff.NdArray(np.eye(3, dtype=np.float32))
+        >>> emb = ff.Embeddings(rows, ff.SimpleVocab(list("abc")))
+        >>> ix = ff.ann.build_index(emb, "hnswlib")
         >>> ix.check(emb)
-        >>> ix.check(Embeddings(NdArray(np.eye(3, dtype=np.float32)), SimpleVocab(["a", "b", "d"])))
+        >>> ix.check(ff.Embeddings(rows, ff.SimpleVocab(list("abd"))))
         Traceback (most recent call last):
         ...
         finalfusion.errors.StaleIndexError: ...different words...
@@ -262,10 +261,9 @@ class AnnIndex:
 
         Examples
         --------
-        >>> import os, tempfile, numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+        >>> import os, tempfile, numpy as np, finalfusion as ff
         >>> from finalfusion.ann import build_index, load_index
-        >>> emb = Embeddings(NdArray(np.eye(3, dtype=np.float32)), SimpleVocab(["a", "b", "c"]))
+        >>> emb = ff.Embeddings(ff.NdArray(np.eye(3, dtype=np.float32)), ff.SimpleVocab(list("abc")))
         >>> path = os.path.join(tempfile.mkdtemp(), "index")
         >>> build_index(emb, "hnswlib").save(path)
         >>> load_index(path, emb).search(np.eye(3, dtype=np.float32)[1], 1)[0].tolist()
