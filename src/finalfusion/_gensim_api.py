@@ -379,7 +379,8 @@ class KeyedVectorsMixin(GensimQueriesMixin):
             binary file object) when everything is in the one file.
         mmap
             ``"r"`` memory-maps word vectors stored aside (gensim's
-            ``mmap="r"``); ``None`` reads them.
+            ``mmap="r"``); ``None`` reads them. fastText vectors are always
+            read (their word vectors are composed from the stored rows).
 
         Raises
         ------

@@ -205,7 +205,8 @@ def load_keyedvectors(fname: Source, mmap: Literal["r"] | None = None) -> Embedd
         :meth:`~finalfusion.Embeddings.save` writes it).
     mmap
         ``"r"`` memory-maps the word vectors gensim stored aside in a
-        ``.npy`` file (gensim's ``mmap="r"``); ``None`` reads them.
+        ``.npy`` file (gensim's ``mmap="r"``); ``None`` reads them. fastText
+        vectors are always read (their word vectors are composed from the stored rows).
 
     Raises
     ------
