@@ -205,3 +205,13 @@ def test_a_file_that_is_no_pickle_points_to_finalfusion_load(tmp_path: Path) -> 
     emb.write(tmp_path / "e.fifu")
     with pytest.raises(FormatError, match=r"not a pickle \(finalfusion\.load reads .*found b'Fi' \(at byte offset 0\)"):
         Embeddings.load(tmp_path / "e.fifu")
+
+
+def test_fasttext_keyedvectors_without_buckets_are_their_word_vectors(tmp_path: Path) -> None:
+    model = gensim_models.FastText(vector_size=4, min_count=1, bucket=0, seed=1, workers=1)
+    model.build_vocab(SENTENCES)
+    model.train(SENTENCES, total_examples=len(SENTENCES), epochs=1)
+    model.wv.save(str(tmp_path / "nob.kv"))
+    emb = Embeddings.load(tmp_path / "nob.kv")
+    assert isinstance(emb.vocab, SimpleVocab)
+    assert_same(emb, gensim_models.KeyedVectors.load(str(tmp_path / "nob.kv")))

@@ -252,9 +252,11 @@ def load_keyedvectors(fname: Source, mmap: Literal["r"] | None = None) -> Embedd
     if len(set(words)) != len(words):
         raise FormatError("a word occurs twice in 'index_to_key'", chunk=WHAT)
     dims = _int(state, "vector_size")
-    # A FastTextKeyedVectors without buckets has only word vectors.
-    if record.kind == "KeyedVectors" or state.get("bucket") == 0:
+    if record.kind == "KeyedVectors":
         return Embeddings(NdArray(_matrix(state, "vectors", len(words), dims)), SimpleVocab(words))
+    if state.get("bucket") == 0:  # fastText without subwords: the word vectors are vectors_vocab (gensim's adjust_vectors)
+        name = "vectors" if state.get("vectors") is not None else "vectors_vocab"
+        return Embeddings(NdArray(_matrix(state, name, len(words), dims)), SimpleVocab(words))
     if state.get("compatible_hash") is not True:
         raise FormatError(
             "a fastText model with gensim's pre-3.8 hashing (gensim 4 refuses it too)",
