@@ -119,16 +119,6 @@ class AnnIndex:
         ------
         ValueError
             If ``k < 1``, or the queries do not have :attr:`dims` columns or are not finite.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
-        >>> from finalfusion.ann import build_index
-        >>> ix = build_index(Embeddings(NdArray(np.eye(3, dtype=np.float32)), SimpleVocab(["a", "b", "c"])), "hnswlib")
-        >>> ids, scores = ix.search(np.array([[0.0, 0.6, 0.8]], dtype=np.float32), 2)
-        >>> ids.tolist(), scores.astype(float).round(2).tolist()
-        ([[2, 1]], [[0.8, 0.6]])
         """
         given: object = k
         if isinstance(given, bool) or not isinstance(given, int | np.integer) or given < 1:
