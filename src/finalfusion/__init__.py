@@ -70,6 +70,7 @@ from finalfusion.vocab import (
     load_vocab,
 )
 
+#: The version of the installed package.
 __version__ = "0.1.0"
 
 #: finalfusion-python 0.7 name of :class:`FormatError`.

@@ -129,11 +129,25 @@ class ByteReader:
 
     @property
     def remaining(self) -> int:
-        """Bytes left before ``end``."""
+        """Bytes left before ``end``.
+
+        Examples
+        --------
+        >>> r = ByteReader(b"abcdef", end=4)
+        >>> r.take(1), r.remaining
+        (b'a', 3)
+        """
         return self.end - self.pos
 
     def error(self, message: str, *, expected: object = None, found: object = None, offset: int | None = None) -> FormatError:
-        """Build a :class:`FormatError` located at the current position."""
+        """Build a :class:`FormatError` located at the current position.
+
+        Examples
+        --------
+        >>> r = ByteReader(b"\\x07\\x00\\x00\\x00", chunk="NdArray")
+        >>> print(r.error("bad type id", expected=10, found=r.u32()))
+        NdArray: bad type id: expected 10, found 7 (at byte offset 4)
+        """
         return FormatError(
             message,
             offset=self.pos if offset is None else offset,
@@ -143,7 +157,15 @@ class ByteReader:
         )
 
     def require(self, n: int, what: str) -> None:
-        """Raise :class:`Truncated` unless ``n`` more bytes are available."""
+        """Raise :class:`Truncated` unless ``n`` more bytes are available.
+
+        Examples
+        --------
+        >>> ByteReader(b"ab", chunk="SimpleVocab").require(4, "word")
+        Traceback (most recent call last):
+        ...
+        finalfusion.errors.Truncated: SimpleVocab: data ends inside word: expected 4 bytes, found 2 bytes (at byte offset 0)
+        """
         if n > self.end - self.pos:
             raise Truncated(
                 f"data ends inside {what}",
@@ -154,14 +176,26 @@ class ByteReader:
             )
 
     def u32(self, what: str = "u32") -> int:
-        """Read a ``u32`` (in the reader's byte order)."""
+        """Read a ``u32`` (in the reader's byte order).
+
+        Examples
+        --------
+        >>> ByteReader(b"\\x01\\x00\\x00\\x00").u32(), ByteReader(b"\\x00\\x00\\x00\\x01", order=">").u32()
+        (1, 1)
+        """
         self.require(4, what)
         (value,) = self._u32.unpack_from(self.buf, self.pos)
         self.pos += 4
         return int(value)
 
     def u64(self, what: str = "u64") -> int:
-        """Read a ``u64`` (in the reader's byte order)."""
+        """Read a ``u64`` (in the reader's byte order).
+
+        Examples
+        --------
+        >>> ByteReader((2**40).to_bytes(8, "little")).u64() == 2**40
+        True
+        """
         self.require(8, what)
         (value,) = self._u64.unpack_from(self.buf, self.pos)
         self.pos += 8
@@ -184,23 +218,50 @@ class ByteReader:
         return value
 
     def take(self, n: int, what: str = "bytes") -> bytes:
-        """Read ``n`` raw bytes (copied)."""
+        """Read ``n`` raw bytes (copied).
+
+        Examples
+        --------
+        >>> r = ByteReader(b"FiFu\\x00")
+        >>> r.take(4), r.pos
+        (b'FiFu', 4)
+        """
         self.require(n, what)
         data = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
         return data
 
     def skip(self, n: int, what: str = "padding") -> None:
-        """Skip ``n`` bytes."""
+        """Skip ``n`` bytes.
+
+        Examples
+        --------
+        >>> r = ByteReader(b"\\x00\\x00\\x07\\x00\\x00\\x00")
+        >>> r.skip(2); r.u32()
+        7
+        """
         self.require(n, what)
         self.pos += n
 
     def skip_padding(self) -> None:
-        """Skip the alignment padding that precedes an ``f32`` array (docs/format.md §4)."""
+        """Skip the alignment padding that precedes an ``f32`` array (docs/format.md §4).
+
+        Examples
+        --------
+        >>> r = ByteReader(bytes(16), pos=5)
+        >>> r.skip_padding(); r.pos
+        8
+        """
         self.skip(padding(self.pos), "alignment padding")
 
     def string(self, what: str = "string") -> str:
-        """Read a ``u32`` (``u64`` with ``length_bytes=8``) byte length followed by that many bytes of UTF-8."""
+        """Read a ``u32`` (``u64`` with ``length_bytes=8``) byte length followed by that many bytes of UTF-8.
+
+        Examples
+        --------
+        >>> ByteReader(b"\\x03\\x00\\x00\\x00K\\xc3\\xb6").string()
+        'Kö'
+        """
         start = self.pos
         width = self.length_bytes
         n = self.u32(f"length of {what}") if width == 4 else self.u64(f"length of {what}")
@@ -219,6 +280,11 @@ class ByteReader:
         The count is checked against the remaining bytes (each string needs
         at least its four -- or eight -- length bytes) before anything is
         allocated.
+
+        Examples
+        --------
+        >>> ByteReader(b"\\x01\\x00\\x00\\x00a\\x02\\x00\\x00\\x00bc").strings(2)
+        ['a', 'bc']
         """
         width = self.length_bytes
         if count > self.remaining // width:
@@ -323,6 +389,13 @@ class ByteReader:
 
         The view is writable when the buffer is (``bytearray``) and
         read-only otherwise (``bytes``, read-only ``mmap``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> a = ByteReader(np.arange(4, dtype="<f4").tobytes()).array("<f4", (2, 2))
+        >>> a.tolist(), a.flags.writeable
+        ([[0.0, 1.0], [2.0, 3.0]], False)
         """
         dt = np.dtype(dtype)
         extent = dt.itemsize
@@ -341,7 +414,14 @@ class ByteReader:
         return arr
 
     def unpack(self, fmt: struct.Struct, what: str = "fields") -> tuple[Any, ...]:
-        """Read the fields of ``fmt``, a :class:`struct.Struct` that names its own byte order (fixed-size headers of foreign formats)."""
+        """Read the fields of ``fmt``, a :class:`struct.Struct` that names its own byte order (fixed-size headers of foreign formats).
+
+        Examples
+        --------
+        >>> import struct
+        >>> ByteReader(b"\\x00\\x01\\x02").unpack(struct.Struct(">HB"))
+        (1, 2)
+        """
         self.require(fmt.size, what)
         values = fmt.unpack_from(self.buf, self.pos)
         self.pos += fmt.size
@@ -438,6 +518,13 @@ def _split_strings(buf: Buffer, first: int, last: int, offsets: array.array[int]
 class ByteWriter:
     """Write little-endian fields to a binary file, tracking the absolute offset.
 
+    Attributes
+    ----------
+    file
+        The binary file written to.
+    pos
+        The absolute offset of the next byte written (padding depends on it).
+
     Examples
     --------
     >>> import io
@@ -453,33 +540,85 @@ class ByteWriter:
         self.pos = pos
 
     def raw(self, data: bytes | bytearray | memoryview) -> None:
-        """Write bytes as they are."""
+        """Write bytes as they are.
+
+        Examples
+        --------
+        >>> import io
+        >>> w = ByteWriter(io.BytesIO())
+        >>> w.raw(b"FiFu"); w.pos, w.file.getvalue()
+        (4, b'FiFu')
+        """
         n = memoryview(data).nbytes
         self.file.write(data)
         self.pos += n
 
     def u32(self, value: int) -> None:
-        """Write a ``u32``; values outside its range raise ``ValueError``."""
+        """Write a ``u32``; values outside its range raise ``ValueError``.
+
+        Examples
+        --------
+        >>> import io
+        >>> w = ByteWriter(io.BytesIO())
+        >>> w.u32(1); w.file.getvalue()
+        b'\\x01\\x00\\x00\\x00'
+        >>> w.u32(2**32)
+        Traceback (most recent call last):
+        ...
+        ValueError: 4294967296 does not fit in a u32 field
+        """
         if not 0 <= value <= _U32_MAX:
             raise ValueError(f"{value} does not fit in a u32 field")
         self.raw(_U32.pack(value))
 
     def u64(self, value: int) -> None:
-        """Write a ``u64``."""
+        """Write a ``u64``.
+
+        Examples
+        --------
+        >>> import io
+        >>> w = ByteWriter(io.BytesIO())
+        >>> w.u64(2**40); w.file.getvalue() == (2**40).to_bytes(8, "little")
+        True
+        """
         self.raw(_U64.pack(value))
 
     def string(self, text: str) -> None:
-        """Write a ``u32`` byte length and the UTF-8 bytes of ``text``."""
+        """Write a ``u32`` byte length and the UTF-8 bytes of ``text``.
+
+        Examples
+        --------
+        >>> import io
+        >>> w = ByteWriter(io.BytesIO())
+        >>> w.string("Kö"); w.file.getvalue()
+        b'\\x03\\x00\\x00\\x00K\\xc3\\xb6'
+        """
         data = text.encode("utf-8")
         self.u32(len(data))
         self.raw(data)
 
     def padding(self) -> None:
-        """Write the zero padding that precedes an ``f32`` array (docs/format.md §4)."""
+        """Write the zero padding that precedes an ``f32`` array (docs/format.md §4).
+
+        Examples
+        --------
+        >>> import io
+        >>> w = ByteWriter(io.BytesIO(), pos=5)
+        >>> w.padding(); w.pos
+        8
+        """
         self.raw(b"\x00" * padding(self.pos))
 
     def array(self, arr: npt.ArrayLike, dtype: str) -> None:
-        """Write an array as C-ordered ``dtype`` (little-endian) bytes, without copying when possible."""
+        """Write an array as C-ordered ``dtype`` (little-endian) bytes, without copying when possible.
+
+        Examples
+        --------
+        >>> import io
+        >>> w = ByteWriter(io.BytesIO())
+        >>> w.array([1.0, 2.0], "<f4"); w.file.getvalue()
+        b'\\x00\\x00\\x80?\\x00\\x00\\x00@'
+        """
         data = np.ascontiguousarray(arr, dtype=np.dtype(dtype))
         if data.size:
             self.raw(memoryview(data).cast("B"))  # type: ignore[arg-type]

@@ -68,7 +68,20 @@ class FileRef:
     digest: str
 
     def check(self, buf: Buffer, mtime_ns: int) -> None:
-        """Raise :class:`FileChangedError` unless ``buf`` (mapped from :attr:`path`) is the referenced file."""
+        """Raise :class:`FileChangedError` unless ``buf`` (mapped from :attr:`path`) is the referenced file.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp(), "f.bin"); _ = path.write_bytes(b"FiFu")
+        >>> buf, ref = map_with_ref(str(path))
+        >>> ref.check(buf, ref.mtime_ns)
+        >>> ref.check(b"FiFu!", ref.mtime_ns)
+        Traceback (most recent call last):
+        ...
+        finalfusion.errors.FileChangedError: ...
+        """
         problems = []
         if len(buf) != self.size:
             problems.append(f"size {len(buf)} instead of {self.size}")

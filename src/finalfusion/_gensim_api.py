@@ -10,8 +10,9 @@ finalfusion's unit rows times their norms; finalfusion's own spellings
 differences (a word without an embedding is always a ``KeyError``; zero
 vectors stay zero instead of becoming NaN) are in docs/migrating.md.
 
-gensim itself is imported only by :meth:`KeyedVectorsMixin.from_gensim` and
-:meth:`KeyedVectorsMixin.to_gensim` (the ``gensim`` extra).
+gensim itself is imported only by :meth:`KeyedVectorsMixin.from_gensim`,
+:meth:`KeyedVectorsMixin.to_gensim` and :meth:`KeyedVectorsMixin.save` (the
+``gensim`` extra); :meth:`KeyedVectorsMixin.load` reads gensim's files without it.
 """
 
 from __future__ import annotations
@@ -41,26 +42,32 @@ if TYPE_CHECKING:
     from finalfusion.storage.ndarray import Storage
     from finalfusion.vocab.base import Vocab
 
-__all__ = ["KeyedVectorsMixin", "register_word2vec_loader"]
+__all__ = ["KeyedVectorsMixin", "register_loader"]
 
 F32 = npt.NDArray[np.float32]
 
-#: gensim's ``load_word2vec_format``, registered by ``finalfusion.compat`` (the format readers sit a layer above the facade,
-#: so they register here instead of being imported; ``import finalfusion`` imports them).
-_WORD2VEC_LOADERS: list[Callable[..., Any]] = []
+#: The readers behind gensim's loading classmethods (``load_word2vec_format``, ``load``), registered by
+#: ``finalfusion.compat`` (the format readers sit a layer above the facade, so they register here instead of being
+#: imported; ``import finalfusion`` imports them).
+_LOADERS: dict[str, Callable[..., Any]] = {}
 
 
-def register_word2vec_loader(loader: Callable[..., Any]) -> None:
-    """Make ``loader`` (``finalfusion.compat.load_word2vec_format``) the one behind ``Embeddings.load_word2vec_format``.
+def register_loader(name: str, loader: Callable[..., Any]) -> None:
+    """Make ``loader`` the reader behind the classmethod ``Embeddings.<name>`` (``load_word2vec_format``, ``load``).
 
     Examples
     --------
     >>> import finalfusion
-    >>> _WORD2VEC_LOADERS[-1] is finalfusion.compat.load_word2vec_format
+    >>> _LOADERS["load_word2vec_format"] is finalfusion.compat.load_word2vec_format
     True
     """
-    if loader not in _WORD2VEC_LOADERS:
-        _WORD2VEC_LOADERS.append(loader)
+    _LOADERS[name] = loader
+
+
+def _loader(name: str) -> Callable[..., Any]:
+    if name not in _LOADERS:  # pragma: no cover - import finalfusion registers them
+        raise RuntimeError("finalfusion.compat is not imported: import finalfusion first")
+    return _LOADERS[name]
 
 
 def _gensim_models(what: str) -> Any:
@@ -347,9 +354,95 @@ class KeyedVectorsMixin(GensimQueriesMixin):
         >>> emb["a"].tolist(), emb.get_vector("a").tolist()
         ([3.0, 4.0], [3.0, 4.0])
         """
-        if not _WORD2VEC_LOADERS:  # pragma: no cover - import finalfusion registers it
-            raise RuntimeError("finalfusion.compat is not imported: import finalfusion first")
-        return _WORD2VEC_LOADERS[-1](fname, *args, **kwargs)
+        return _loader("load_word2vec_format")(fname, *args, **kwargs)
+
+    @classmethod
+    def load(cls, fname: Any, mmap: str | None = None) -> Any:
+        """gensim's ``KeyedVectors.load``: a file written by gensim's ``kv.save(fname)`` (or by :meth:`save`), read without gensim.
+
+        gensim's loader unpickles the file, which runs any code the file
+        names; this one reads it as data: only gensim's ``KeyedVectors`` and
+        ``FastTextKeyedVectors`` and numpy arrays are recognised, anything
+        else is a :class:`~finalfusion.FormatError` naming it, and gensim is
+        not needed. Arrays gensim stored aside (``fname.vectors.npy``, for
+        vectors over 10 MiB) are read from beside ``fname``. The vectors are
+        kept as stored, as by :meth:`load_word2vec_format`, so ``emb[w]``
+        and :meth:`get_vector` are gensim's ``kv[w]``; a
+        ``FastTextKeyedVectors`` keeps its buckets (a
+        :class:`~finalfusion.vocab.FastTextVocab`). Save finalfusion files with
+        :meth:`write` and read them with :func:`~finalfusion.load`.
+
+        Parameters
+        ----------
+        fname
+            The path gensim saved to, or the pickle's contents (``bytes``, a
+            binary file object) when everything is in the one file.
+        mmap
+            ``"r"`` memory-maps word vectors stored aside (gensim's
+            ``mmap="r"``); ``None`` reads them. fastText vectors are always
+            read (their word vectors are composed from the stored rows).
+
+        Raises
+        ------
+        FormatError
+            (a ``ValueError``) If the file is not a gensim ``KeyedVectors``
+            pickle (a whole ``Word2Vec`` model, another object, a gensim 3
+            file) or its arrays do not match its words.
+
+        Examples
+        --------
+        >>> import io, pytest
+        >>> models = pytest.importorskip("gensim.models")
+        >>> from finalfusion import Embeddings
+        >>> kv = models.KeyedVectors(2)
+        >>> kv.add_vectors(["a", "b"], [[3, 4], [0, 2]])
+        >>> buf = io.BytesIO()
+        >>> kv.save(buf)
+        >>> emb = Embeddings.load(buf.getvalue())
+        >>> emb["a"].tolist(), emb.get_vector("b").tolist(), emb.index_to_key
+        ([3.0, 4.0], [0.0, 2.0], ['a', 'b'])
+        """
+        return _loader("load")(fname, mmap=mmap)
+
+    def save(self, fname_or_handle: Any, *, pickle_protocol: int = 4) -> None:
+        """gensim's ``kv.save(fname)``: gensim's own file (a pickled ``KeyedVectors``), which gensim's ``KeyedVectors.load`` reads.
+
+        The vectors are :meth:`to_gensim`'s: the raw vectors (rows times
+        norms), a ``FastTextKeyedVectors`` for a fastText vocabulary. gensim
+        writes the file (the ``gensim`` extra). Unlike gensim, everything goes
+        into the one file (gensim's own choice when it is given a file
+        object), so a path is replaced atomically and no
+        ``fname.vectors.npy`` is left beside it; gensim's ``separately``,
+        ``sep_limit`` and ``ignore`` are therefore not taken, and
+        ``KeyedVectors.load(fname, mmap="r")`` has nothing to map. For
+        memory-mapping use finalfusion's own format (:meth:`write`).
+
+        Parameters
+        ----------
+        fname_or_handle
+            A path (replaced atomically) or a binary file object.
+        pickle_protocol
+            The pickle protocol (gensim's default: 4).
+
+        Raises
+        ------
+        MissingExtraError
+            (an ``ImportError``) Without gensim, which writes the file (the ``gensim`` extra).
+
+        Examples
+        --------
+        >>> import os, tempfile, numpy as np, pytest
+        >>> models = pytest.importorskip("gensim.models")
+        >>> from finalfusion import Embeddings, NdArray, Norms, SimpleVocab
+        >>> emb = Embeddings(NdArray(np.array([[0.6, 0.8], [0, 1]], dtype=np.float32)), SimpleVocab(["a", "b"]), Norms([5.0, 2.0]))
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     emb.save(os.path.join(tmp, "vectors.kv"))
+        ...     models.KeyedVectors.load(os.path.join(tmp, "vectors.kv"))["a"].tolist()
+        [3.0, 4.0]
+        """
+        kv = self.to_gensim()
+        with atomic_output(fname_or_handle) as out:
+            kv.save(out, pickle_protocol=pickle_protocol)
 
     def save_word2vec_format(
         self,

@@ -66,15 +66,25 @@ class ChunkIdentifier(enum.IntEnum):
     True
     """
 
+    #: The file header (docs/format.md §2); never a chunk of its own in a file.
     Header = 0
+    #: A plain word list (docs/format.md §5.1).
     SimpleVocab = 1
+    #: A dense ``float32`` matrix (docs/format.md §5.2).
     NdArray = 2
+    #: Words plus finalfusion's FNV-1a 64 hashed n-gram buckets (docs/format.md §5.3).
     BucketSubwordVocab = 3
+    #: Product-quantized rows (docs/format.md §5.4).
     QuantizedArray = 4
+    #: TOML metadata (docs/format.md §5.5).
     Metadata = 5
+    #: The original lengths of the unit-length word rows (docs/format.md §5.6).
     NdNorms = 6
+    #: Words plus fastText's FNV-1a 32 hashed n-gram buckets (docs/format.md §5.7).
     FastTextSubwordVocab = 7
+    #: Words plus an explicit n-gram list (docs/format.md §5.8).
     ExplicitSubwordVocab = 8
+    #: floret's MurmurHash3 buckets, no word list (docs/format.md §5.9).
     FloretSubwordVocab = 9
 
     @property
@@ -118,7 +128,9 @@ class TypeId(enum.IntEnum):
     (<TypeId.f32: 10>, 1)
     """
 
+    #: Unsigned bytes: the codes of quantized storage.
     u8 = 1
+    #: Little-endian IEEE 754 single precision: matrices, norms, centroids.
     f32 = 10
 
 
@@ -158,6 +170,7 @@ class Chunk:
     (True, <ChunkIdentifier.SimpleVocab: 1>, 13)
     """
 
+    #: The identifier in the chunk's frame, which decides the class a reader parses the payload with.
     chunk_id: ClassVar[ChunkIdentifier]
     #: Whether a reader may meet this chunk with a declared length shorter
     #: than its contents (a known legacy writer bug, see :meth:`legacy_length`).

@@ -126,7 +126,17 @@ class FileChunk(Chunk):
 
 
 class Loaded(NamedTuple):
-    """The chunks of a file, as :func:`read_source` returns them."""
+    """The chunks of a file, as :func:`read_source` returns them.
+
+    Examples
+    --------
+    >>> import io, numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> buf = io.BytesIO(); Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(buf)
+    >>> loaded = read_source(buf.getvalue())
+    >>> [type(chunk).__name__ for _, chunk in loaded.chunks], loaded.file_ref
+    (['SimpleVocab', 'NdArray'], None)
+    """
 
     #: A name for messages (the path, ``<fd N>``, ``<bytes>`` ...).
     name: str

@@ -23,6 +23,7 @@ from finalfusion.errors import BadMagic, FormatError, Truncated, UnsupportedVers
 
 __all__ = ["FIXED_BYTES", "MAGIC", "MAX_CHUNKS", "VERSION", "Header", "check_magic", "header_nbytes"]
 
+#: The four bytes every finalfusion file starts with (docs/format.md §2).
 MAGIC: Final = b"FiFu"
 
 
@@ -44,6 +45,7 @@ def check_magic(prefix: bytes) -> None:
         raise BadMagic("not a finalfusion file", offset=0, chunk="header", expected=MAGIC, found=bytes(prefix[: len(MAGIC)]))
 
 
+#: The format version this library reads and writes (docs/format.md §2).
 VERSION: Final = 0
 #: Most chunks a file can have: one per role (metadata, vocabulary, storage, norms).
 MAX_CHUNKS: Final = len(ROLE_RANK)

@@ -95,6 +95,15 @@ class SharedEmbeddings:
         ------
         FileChangedError
             If the embeddings were memory-mapped and their file has changed since.
+
+        Examples
+        --------
+        >>> import pickle
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+        >>> handle = pickle.loads(pickle.dumps(shared(Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])))))
+        >>> handle.embeddings["b"].tolist()
+        [0.0, 1.0]
         """
         emb = self._emb
         if emb is None:

@@ -42,9 +42,11 @@ __all__ = [
 
 #: The backend :func:`finalfusion.ann.build_index` uses when none is named (change it here only).
 DEFAULT_BACKEND: Final = "faiss-ivf"
-#: The HNSW backends' defaults (hnswlib, faiss-hnsw, usearch, voyager): links per row, build width, search width.
+#: The HNSW backends' default links per row (hnswlib, faiss-hnsw, usearch, voyager: ``M``).
 DEFAULT_M: Final = 16
+#: The HNSW backends' default candidate list width while building (``ef_construction``).
 DEFAULT_EF_CONSTRUCTION: Final = 100
+#: The HNSW backends' default candidate list width while searching (``ef``; wider finds more true neighbours, slower).
 DEFAULT_EF: Final = 256
 
 
@@ -201,7 +203,13 @@ def register_backend(cls: type[Backend]) -> type[Backend]:
 
 
 def backend_names() -> list[str]:
-    """The registered backends, sorted."""
+    """The registered backends, sorted.
+
+    Examples
+    --------
+    >>> "hnswlib" in backend_names(), backend_names() == sorted(backend_names())
+    (True, True)
+    """
     return sorted(_BACKENDS)
 
 

@@ -105,7 +105,16 @@ class Fingerprint:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a JSON-ready dictionary."""
+        """The fields as a JSON-ready dictionary.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+        >>> d = fingerprint(Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"]))).to_dict()
+        >>> sorted(d), d["n"], d["storage"]
+        (['dims', 'n', 'rows', 'storage', 'words'], 2, 'NdArray')
+        """
         return asdict(self)
 
 

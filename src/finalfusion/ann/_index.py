@@ -204,6 +204,18 @@ class AnnIndex:
             Naming what differs: the number of words or dims, the words, the storage type, the rows.
         ValueError
             For another ``verify``.
+
+        Examples
+        --------
+        >>> import numpy as np, finalfusion as ff
+        >>> rows = ff.NdArray(np.eye(3, dtype=np.float32))
+        >>> emb = ff.Embeddings(rows, ff.SimpleVocab(list("abc")))
+        >>> ix = ff.ann.build_index(emb, "hnswlib")
+        >>> ix.check(emb)
+        >>> ix.check(ff.Embeddings(rows, ff.SimpleVocab(list("abd"))))
+        Traceback (most recent call last):
+        ...
+        finalfusion.errors.StaleIndexError: ...different words...
         """
         if verify not in VERIFY:
             raise ValueError(f"verify must be one of {', '.join(VERIFY)}, not {verify!r}")
@@ -246,6 +258,16 @@ class AnnIndex:
             those files.
         OSError
             On any I/O error (nothing is left behind).
+
+        Examples
+        --------
+        >>> import os, tempfile, numpy as np, finalfusion as ff
+        >>> from finalfusion.ann import build_index, load_index
+        >>> emb = ff.Embeddings(ff.NdArray(np.eye(3, dtype=np.float32)), ff.SimpleVocab(list("abc")))
+        >>> path = os.path.join(tempfile.mkdtemp(), "index")
+        >>> build_index(emb, "hnswlib").save(path)
+        >>> load_index(path, emb).search(np.eye(3, dtype=np.float32)[1], 1)[0].tolist()
+        [[1]]
         """
         src = self.source
         fields = {

@@ -23,7 +23,10 @@ Examples
 
 from __future__ import annotations
 
-from finalfusion.compat import _finalfusion  # noqa: F401  (registers the finalfusion format)
+from finalfusion.compat import (
+    _finalfusion,  # noqa: F401  (registers the finalfusion format)
+    _gensim_pickle,  # noqa: F401  (registers Embeddings.load, gensim's KeyedVectors.load)
+)
 from finalfusion.compat._keyedvectors import load_word2vec_format
 from finalfusion.compat._registry import Format, formats
 from finalfusion.compat.fasttext import load_fasttext, write_fasttext

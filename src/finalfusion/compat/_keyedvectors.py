@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from finalfusion._gensim_api import register_word2vec_loader
+from finalfusion._gensim_api import register_loader
 from finalfusion._source import Source
 from finalfusion.compat.text import load_text, load_text_dims
 from finalfusion.compat.word2vec import load_word2vec
@@ -93,4 +93,4 @@ def load_word2vec_format(
     return loader(fname, normalize=False, lossy=lossy, limit=limit)
 
 
-register_word2vec_loader(load_word2vec_format)
+register_loader("load_word2vec_format", load_word2vec_format)

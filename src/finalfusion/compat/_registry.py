@@ -66,6 +66,17 @@ class Format:
         Which of ``normalize``, ``lossy``, ``limit``, ``mmap``, ``progress``, ``tensor`` and ``tokenizer`` the loader takes.
     mismatch : str
         Why a sample is not in this format, for the message when nothing matches.
+    detector : callable or None
+        ``detector(sample, name)``: whether the first bytes of a file (and
+        its name) are in this format; ``None`` for a format that is only written.
+    loader : callable or None
+        Reads a file of this format into :class:`~finalfusion.Embeddings`
+        (what :func:`finalfusion.load` calls); ``None`` for a format that is only written.
+    writer : callable or None
+        ``writer(file, embeddings)``; ``None`` for a format that is only read.
+    near_miss : callable or None
+        ``near_miss(sample)``: what is wrong with a file that is almost in
+        this format (a message), ``None`` when it is not or when the format has no such check.
 
     Examples
     --------

@@ -47,9 +47,24 @@ UNIGRAM_MODEL, BPE_MODEL = 1, 2
 class SentencePieceModel:
     """The parts of a SentencePiece ``ModelProto`` that tokenizing needs.
 
-    ``model_type`` is SentencePiece's (1 unigram, 2 BPE); ``special`` maps
-    ``unk``/``bos``/``eos``/``pad`` to ids (-1: none); ``charsmap`` is the
-    normaliser's precompiled character map (empty: no normalisation).
+    Attributes
+    ----------
+    pieces
+        The vocabulary: one piece per token id.
+    scores
+        One score per piece (log probabilities for unigram models, merge ranks for BPE).
+    types
+        One SentencePiece piece type per piece (``NORMAL``, ``UNKNOWN``, ``CONTROL``, ``USER_DEFINED``, ``BYTE``, ``UNUSED``).
+    special
+        The ids of ``unk``, ``bos``, ``eos`` and ``pad`` (-1: none).
+    model_type
+        SentencePiece's model type: 1 unigram, 2 BPE.
+    add_dummy_prefix
+        Whether the normaliser puts ``▁`` before the text.
+    remove_extra_whitespaces
+        Whether the normaliser collapses runs of whitespace.
+    charsmap
+        The normaliser's precompiled character map (empty: no normalisation).
 
     Examples
     --------
@@ -80,6 +95,12 @@ class SentencePieceModel:
             For a piece that is not valid text (a lone surrogate).
         OverflowError
             For a score that float32 cannot hold.
+
+        Examples
+        --------
+        >>> proto = SentencePieceModel(["<unk>", "a"], [0.0, -1.0], [UNKNOWN, NORMAL]).to_proto()
+        >>> isinstance(proto, bytes), SentencePieceModel.parse(proto).scores
+        (True, [0.0, -1.0])
         """
         types = np.asarray(self.types, dtype=np.int64)
         if len(types) != len(self.pieces) or len(self.scores) != len(self.pieces):
@@ -102,6 +123,12 @@ class SentencePieceModel:
         ------
         FormatError
             If the protobuf wire format is malformed.
+
+        Examples
+        --------
+        >>> m = SentencePieceModel.parse(SentencePieceModel(["<unk>", "▁a", "b"], [0.0, -1.0, -2.0], [UNKNOWN, NORMAL, NORMAL]).to_proto())
+        >>> m.pieces, m.types, m.special["unk"]
+        (['<unk>', '▁a', 'b'], [2, 1, 1], 0)
         """
         where = FORMAT
         pieces: list[str] = []

@@ -145,7 +145,13 @@ class TensorInfo:
 
     @property
     def nbytes(self) -> int:
-        """Length of the tensor's data in bytes."""
+        """Length of the tensor's data in bytes.
+
+        Examples
+        --------
+        >>> TensorInfo("embeddings", "F32", (3, 4), 16, 64).nbytes
+        48
+        """
         return self.end - self.begin
 
 

@@ -22,7 +22,7 @@ was found.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finalfusion._load import register_foreign_namer
 from finalfusion._progress import ProgressArg, reporter
@@ -31,10 +31,14 @@ from finalfusion.compat._registry import Format, formats
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
 
-__all__ = ["FORMATS", "load", "sniff_format"]  # noqa: F822 (FORMATS comes from __getattr__: the registry, when asked)
+__all__ = ["FORMATS", "load", "sniff_format"]  # FORMATS comes from __getattr__: the registry, when asked
 
 #: Bytes looked at.
 _SAMPLE = 1 << 16
+
+if TYPE_CHECKING:
+    #: The names :func:`sniff_format` can return, in detection order (read from the registry when asked for).
+    FORMATS: tuple[str, ...]
 
 
 def __getattr__(name: str) -> Any:

@@ -35,9 +35,13 @@ class AnalogySection:
     ('capitals', 0.75)
     """
 
+    #: The section's name, from its ``: name`` line.
     name: str
+    #: Questions whose expected answer was the best one.
     correct: int
+    #: Questions answered.
     total: int
+    #: Questions left out because a word is unknown (or outside ``restrict_vocab``).
     skipped: int
 
     @property
@@ -68,6 +72,7 @@ class AnalogyEvaluation:
     total           4      8        1    50.00%
     """
 
+    #: The sections in file order.
     sections: list[AnalogySection]
 
     def _repr_html_(self) -> str:

@@ -23,7 +23,9 @@ class SimilarityResult:
     ('Potsdam', 0.88, True)
     """
 
+    #: The neighbour (or analogy answer).
     word: str = field(compare=False)
+    #: Its cosine similarity with the query; results order by it (the word is not compared).
     similarity: float
 
 

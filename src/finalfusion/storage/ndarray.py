@@ -109,6 +109,7 @@ class ArrayBehaviour(NDArrayOperatorsMixin):
     (True, False)
     """
 
+    #: The name of the field that holds the array (``"matrix"``, ``"norms"``): what numpy functions and attributes reach.
     ARRAY_FIELD: ClassVar[str]
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:

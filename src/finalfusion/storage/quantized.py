@@ -13,9 +13,9 @@ body offset  type            field
 32           u32             reconstructed type id, 10 (f32)
 36           1..4 bytes      zero padding to 4-byte file alignment
 ..           f32 x d·d       projection (only if use_projection)
-..           f32 x q·k·d/q   centroids, shape [q][k][d/q]
+..           f32 x q·k·d/q   centroids, shape ``[q][k][d/q]``
 ..           f32 x r         norms (only if use_norms)
-..           u8 x r·q        codes, shape [r][q]
+..           u8 x r·q        codes, shape ``[r][q]``
 ===========  ==============  =============================================
 
 Row ``i`` is ``concat(centroids[j][codes[i, j]]) @ projection.T * norms[i]``.

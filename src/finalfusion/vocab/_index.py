@@ -131,7 +131,15 @@ class WordIndex(Mapping[str, int]):
 
     # -- lookups --------------------------------------------------------------------------
     def get(self, key: Any, default: Any = None) -> Any:
-        """The index of ``key``, or ``default`` if it is not a word."""
+        """The index of ``key``, or ``default`` if it is not a word.
+
+        Examples
+        --------
+        >>> from finalfusion import SimpleVocab
+        >>> index = SimpleVocab(["a", "b"]).word_index
+        >>> index.get("b"), index.get("zz"), index.get("zz", -1)
+        (1, None, -1)
+        """
         i = hash(key) >> self._shift
         table = self._table
         words = self._words
@@ -208,16 +216,37 @@ class WordIndex(Mapping[str, int]):
         return iter(self._words)
 
     def items(self) -> ItemsView[str, int]:
-        """``(word, index)`` pairs in index order."""
+        """``(word, index)`` pairs in index order.
+
+        Examples
+        --------
+        >>> from finalfusion import SimpleVocab
+        >>> list(SimpleVocab(["a", "b"]).word_index.items())
+        [('a', 0), ('b', 1)]
+        """
         return _Items(self)
 
     def values(self) -> ValuesView[int]:
-        """The indices, ``0 .. len - 1``."""
+        """The indices, ``0 .. len - 1``.
+
+        Examples
+        --------
+        >>> from finalfusion import SimpleVocab
+        >>> list(SimpleVocab(["a", "b"]).word_index.values())
+        [0, 1]
+        """
         return _Values(self)
 
     @property
     def words(self) -> list[str]:
-        """The words, in index order."""
+        """The words, in index order.
+
+        Examples
+        --------
+        >>> from finalfusion import SimpleVocab
+        >>> SimpleVocab(["b", "a"]).word_index.words
+        ['b', 'a']
+        """
         return self._words
 
     def __eq__(self, other: object) -> bool:

@@ -130,12 +130,30 @@ class TokenizerVocab(SubwordVocab[Any]):
 
     @property
     def min_n(self) -> int:
-        """Not applicable: tokens have no fixed n-gram lengths (raises ``AttributeError``)."""
+        """Not applicable: tokens have no fixed n-gram lengths (raises ``AttributeError``).
+
+        Examples
+        --------
+        >>> import pytest; _ = pytest.importorskip("tokenizers")
+        >>> from finalfusion._tokenizers import _TOY_JSON, HuggingFaceTokenizer
+        >>> TokenizerVocab(["[UNK]", "a"], HuggingFaceTokenizer(_TOY_JSON)).min_n
+        Traceback (most recent call last):
+        ...
+        AttributeError: a TokenizerVocab has no n-gram lengths
+        """
         raise AttributeError("a TokenizerVocab has no n-gram lengths")
 
     @property
     def max_n(self) -> int:
-        """Not applicable: tokens have no fixed n-gram lengths (raises ``AttributeError``)."""
+        """Not applicable: tokens have no fixed n-gram lengths (raises ``AttributeError``).
+
+        Examples
+        --------
+        >>> import pytest; _ = pytest.importorskip("tokenizers")
+        >>> from finalfusion._tokenizers import _TOY_JSON, HuggingFaceTokenizer
+        >>> hasattr(TokenizerVocab(["[UNK]", "a"], HuggingFaceTokenizer(_TOY_JSON)), "max_n")
+        False
+        """
         raise AttributeError("a TokenizerVocab has no n-gram lengths")
 
     @property

@@ -129,24 +129,46 @@ class GGUFTensor:
     ('F16', (3, 4), 24)
     """
 
+    #: The tensor's name (``token_embd.weight``).
     name: str
+    #: ggml's dimensions, innermost first (:attr:`shape` is numpy's order).
     ne: tuple[int, ...]
+    #: The ggml type number (0 F32, 1 F16, 8 Q8_0, ...; :attr:`type_name` names it).
     ggml_type: int
+    #: Absolute byte offset of the tensor's data in the file.
     offset: int
 
     @property
     def type_name(self) -> str:
-        """The ggml type's name (``F16``, ``Q8_0``, ...)."""
+        """The ggml type's name (``F16``, ``Q8_0``, ...).
+
+        Examples
+        --------
+        >>> GGUFTensor("token_embd.weight", (4, 3), 8, 0).type_name
+        'Q8_0'
+        """
         return GGML_TYPES[self.ggml_type][0]
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The numpy shape (ggml's dimensions reversed)."""
+        """The numpy shape (ggml's dimensions reversed).
+
+        Examples
+        --------
+        >>> GGUFTensor("token_embd.weight", (4, 3), 0, 0).shape
+        (3, 4)
+        """
         return tuple(reversed(self.ne))
 
     @property
     def n_bytes(self) -> int:
-        """Bytes of data."""
+        """Bytes of data.
+
+        Examples
+        --------
+        >>> GGUFTensor("t", (64, 2), 0, 0).n_bytes, GGUFTensor("t", (64, 2), 8, 0).n_bytes  # F32; Q8_0: 34 bytes per 32 values
+        (512, 136)
+        """
         _, block, size = GGML_TYPES[self.ggml_type]
         n = 1
         for d in self.ne:
@@ -173,11 +195,19 @@ class GGUFFile:
     (3, '<', ['a', 'b'], (2, 2))
     """
 
+    #: The GGUF version (2 or 3).
     version: int
+    #: ``"<"`` for little-endian files, ``">"`` for big-endian ones.
     byte_order: str
+    #: The data alignment in bytes (``general.alignment``, 32 by default).
     alignment: int
+    #: The metadata key/value pairs, decoded to Python values.
     kv: dict[str, Any]
+    #: The tensor descriptions by name.
     tensors: dict[str, GGUFTensor]
+    #: Absolute byte offset where the tensor data section starts.
     data_start: int
+    #: The file's size in bytes.
     size: int
+    #: The bytes the header was read from (what tensor data is read from), when kept.
     buffer: Any = field(default=None, repr=False)
