@@ -25,9 +25,11 @@ sees it (docs/reliability.md, "Trust model: Tokenizers"): ``padding`` and
 ``Regex`` pattern must be one of :data:`KNOWN_REGEXES` (or
 :data:`finalfusion.limits.TRUSTED_TOKENIZER_REGEXES`; an arbitrary pattern
 can backtrack for minutes on one word) and a ``Precompiled`` charsmap must
-hold the trie it declares. A word that is not valid UTF-8 text (a lone
-surrogate) has no tokens: it is not handed to the library, and the other
-words of a batch are tokenized as usual.
+hold the trie it declares, and no BPE merge may be cut inside a character
+by ``continuing_subword_prefix`` (``tokenizers`` aborts the process on it).
+A word that is not valid UTF-8 text (a lone surrogate) has no tokens: it is
+not handed to the library, and the other words of a batch are tokenized as
+usual.
 
 The tokenizer's work is bounded per word and per batch (issue 13, class 5):
 a word longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of
@@ -552,6 +554,44 @@ def _check_wordpiece_chars(node: dict[str, Any]) -> None:
         )
 
 
+def _check_bpe_prefix_cuts(model: Any) -> None:
+    """Refuse a BPE merge whose second token ``continuing_subword_prefix``'s length in bytes cuts inside a character.
+
+    ``tokenizers`` (0.23, ``BpeBuilder::build``) drops the prefix's length
+    in bytes from the start of every merge's second token, whatever that
+    token starts with, and declares the rest UTF-8 unchecked. Cut inside a
+    character, the joined token is not text; it is never in the vocabulary,
+    and the error that names it cannot become a Python string: pyo3 panics
+    while raising it, which cannot unwind, and the process aborts. Only a
+    model whose ``type`` is ``"BPE"`` is built so (without a ``type`` the
+    library tries each model and drops the error unread). Every document
+    refused here aborts the library or fails to load in it; no other
+    document aborts it (tests/test_tokenizer_aborts.py; 15,300 drawn files
+    in docs/reliability.md).
+    """
+    if not isinstance(model, dict) or model.get("type") != "BPE":
+        return
+    prefix, merges = model.get("continuing_subword_prefix"), model.get("merges")
+    if not isinstance(prefix, str) or not prefix or not isinstance(merges, list):
+        return
+    cut = len(prefix.encode("utf-8", "surrogatepass"))
+    for i, merge in enumerate(merges):
+        if isinstance(merge, str):  # the legacy "a b" form; "#version" lines are skipped by the library
+            parts = merge.split(" ")
+            second = parts[1] if len(parts) == 2 and not merge.startswith("#version") else None
+        else:
+            second = merge[1] if isinstance(merge, list) and len(merge) == 2 else None
+        raw = second.encode("utf-8", "surrogatepass") if isinstance(second, str) else b""
+        if cut < len(raw) and 0x80 <= raw[cut] < 0xC0:
+            raise FormatError(
+                "a BPE merge's second token is cut inside a character by the length of continuing_subword_prefix "
+                "(tokenizers drops that many bytes from it and aborts the process when the rest is not text)",
+                chunk="tokenizer.json model",
+                expected=f"merges whose second token does not hold a character across byte {cut} (the prefix's length in bytes)",
+                found=f"merge {i}: {merge!r}, continuing_subword_prefix {prefix!r}"[:200],
+            )
+
+
 def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
     """The parsed ``tokenizer.json`` ``data`` with what an embedding must never run removed or refused.
 
@@ -562,12 +602,16 @@ def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
     :data:`KNOWN_REGEXES` or :data:`finalfusion.limits.TRUSTED_TOKENIZER_REGEXES`;
     every ``Precompiled`` charsmap must hold the trie it declares; a
     WordPiece ``max_input_chars_per_word`` must be at most
-    :data:`finalfusion.limits.MAX_WORDPIECE_INPUT_CHARS`.
+    :data:`finalfusion.limits.MAX_WORDPIECE_INPUT_CHARS`; no merge of a BPE
+    model may have a second token that the length of
+    ``continuing_subword_prefix`` cuts inside a character (``tokenizers``
+    aborts the process on such a file: :func:`_check_bpe_prefix_cuts`).
 
     Raises
     ------
     FormatError
-        If the data is not a JSON object, or holds an unknown regex or a malformed charsmap.
+        If the data is not a JSON object, or holds an unknown regex, a malformed charsmap
+        or a BPE merge cut inside a character.
 
     Examples
     --------
@@ -602,6 +646,7 @@ def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
         elif isinstance(node, list):
             stack.extend(node)
     check_added_token_ids(doc, where)
+    _check_bpe_prefix_cuts(doc.get("model"))
     return doc
 
 
