@@ -216,11 +216,11 @@ def test_limits_and_lone_surrogates_as_the_plain_path(tmp_path: Path, monkeypatc
     StaticModel(np.ones((tok.get_vocab_size(), 4), dtype=np.float32), tok, normalize=False, max_length=None).save_pretrained(tmp_path / "m")
     emb = finalfusion.load(tmp_path / "m")
     assert tokenizer_splits_at_spaces(emb.vocab.tokenizer)
-    out = emb.encode(["the house", "the \ud800 house", "house"])  # not valid text: no tokens at all, as one call would give
-    assert out[1].tolist() == [0.0] * 4
-    assert out[0].tolist() == out[2].tolist() != [0.0] * 4
-    (flat, counts), (flat2, counts2) = _plain_and_pieces(emb, ["the \ud800 house", "the house"])
-    assert counts.tolist() == counts2.tolist() == [0, 2]
+    out = emb.encode(["the house", "the \ud800 house", "house", "\ud800"])  # the word that is not valid text goes, as one call would give
+    assert out[1].tolist() == out[0].tolist() == out[2].tolist() != [0.0] * 4
+    assert out[3].tolist() == [0.0] * 4
+    (flat, counts), (flat2, counts2) = _plain_and_pieces(emb, ["the \ud800 house", "the house", "x\ud800 \udfff"])
+    assert counts.tolist() == counts2.tolist() == [2, 2, 0]
     assert flat.tolist() == flat2.tolist()
     monkeypatch.setattr(limits, "MAX_TOKENIZE_BYTES", 20)
     with pytest.raises(LimitExceeded):  # the text's length counts, not its pieces'

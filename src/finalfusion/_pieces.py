@@ -38,7 +38,8 @@ starts over when full) and lives for one ``encode`` call. Texts get exactly
 the plain path's ids (tests/test_encode_pieces.py compares both bit for bit
 and with model2vec), including its limits: a text longer than
 :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` raises, a text that is not
-valid UTF-8 text (a lone surrogate) has no tokens.
+valid UTF-8 text (a lone surrogate) goes without the words that hold one
+(:func:`finalfusion._tokenizers.encodable_text`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion import limits
-from finalfusion._tokenizers import HuggingFaceTokenizer, Tokenizer, _is_text, checked_tokenizer_json, word_sizes
+from finalfusion._tokenizers import HuggingFaceTokenizer, Tokenizer, _is_text, checked_tokenizer_json, encodable_text, word_sizes
 
 __all__ = ["PieceIds", "splits_at_spaces"]
 
@@ -218,8 +219,8 @@ class PieceIds:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         word_sizes(texts)  # the plain path's limit, on whole texts
         joined = " ".join(texts)
-        if not joined.isascii() and not _is_text(joined):  # a lone surrogate: that text has no tokens, as in the plain path
-            texts = [t if _is_text(t) else "" for t in texts]
+        if not joined.isascii() and not _is_text(joined):  # a lone surrogate: its word goes, as in the plain path
+            texts = [t if _is_text(t) else encodable_text(t) or "" for t in texts]
             joined = " ".join(texts)
         pieces = joined.split(" ")  # text i has its spaces + 1 pieces
         per_text = np.fromiter(map(str.count, texts, itertools.repeat(" ")), dtype=np.int64, count=len(texts)) + 1

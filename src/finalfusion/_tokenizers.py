@@ -27,9 +27,10 @@ sees it (docs/reliability.md, "Trust model: Tokenizers"): ``padding`` and
 can backtrack for minutes on one word) and a ``Precompiled`` charsmap must
 hold the trie it declares, and no BPE merge may be cut inside a character
 by ``continuing_subword_prefix`` (``tokenizers`` aborts the process on it).
-A word that is not valid UTF-8 text (a lone surrogate) has no tokens: it is
-not handed to the library, and the other words of a batch are tokenized as
-usual.
+A text that is not valid UTF-8 (a lone surrogate) is handed to the library
+without the whitespace-separated words that hold one
+(:func:`encodable_text`); a word that is one has no tokens, and the other
+words of a batch are tokenized as usual.
 
 The tokenizer's work is bounded per word and per batch (issue 13, class 5):
 a word longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of
@@ -51,6 +52,7 @@ import binascii
 import contextlib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, Final, cast
@@ -72,6 +74,7 @@ __all__ = [
     "check_known_regex",
     "check_tokenize_length",
     "checked_tokenizer_json",
+    "encodable_text",
     "is_rust_panic",
     "rejected_by",
     "word_sizes",
@@ -265,7 +268,8 @@ class Tokenizer:
     def encode(self, word: str) -> list[int]:
         """The token ids the real tokenizer returns for ``word`` (no special tokens added).
 
-        A word that is not valid UTF-8 text (a lone surrogate) has no tokens.
+        The whitespace-separated parts of ``word`` that are not UTF-8 text (a
+        lone surrogate) are dropped (:func:`encodable_text`); a word that is one has no tokens.
 
         Raises
         ------
@@ -324,20 +328,21 @@ class Tokenizer:
             yield start, self._encode_text(impl, words[start:end])
 
     def _encode_text(self, impl: Any, words: list[str]) -> list[list[int]]:
-        """The ids of ``words`` through the wrapper; a word that is not valid UTF-8 text (a lone surrogate) gets none."""
-        valid = [w for w in words if _is_text(w)]
+        """The ids of ``words`` through the wrapper, each without its parts that are not UTF-8 text (:func:`encodable_text`)."""
+        texts = [w if _is_text(w) else encodable_text(w) for w in words]
+        valid = [t for t in texts if t is not None]
         ids: list[list[int]] = self._guarded(self._encode_block, impl, valid) if valid else []
         if len(valid) == len(words):
             return ids
         it = iter(ids)
-        return [next(it) if _is_text(w) else [] for w in words]
+        return [next(it) if t is not None else [] for t in texts]
 
     def _encode_block(self, impl: Any, words: list[str]) -> list[list[int]]:
         """The ids of ``words`` (lengths already checked, valid text) from the real tokenizer ``impl``."""
         raise NotImplementedError
 
     def pieces(self, word: str) -> list[str]:
-        """The token strings ``word`` is split into (before any token is dropped); none for a word with a lone surrogate.
+        """The token strings ``word`` is split into (before any token is dropped), without its parts that hold a lone surrogate (:func:`encodable_text`).
 
         Raises
         ------
@@ -354,9 +359,10 @@ class Tokenizer:
         """
         check_tokenize_length(word)
         impl = self._ensure()
-        if not _is_text(word):
+        text = word if _is_text(word) else encodable_text(word)
+        if text is None:
             return []
-        pieces: list[str] = self._guarded(self._pieces, impl, word)
+        pieces: list[str] = self._guarded(self._pieces, impl, text)
         return pieces
 
     def _pieces(self, impl: Any, word: str) -> list[str]:
@@ -443,6 +449,39 @@ def _blocks(sizes: list[int]) -> Iterator[tuple[int, int]]:
         total += size
     if sizes:
         yield start, len(sizes)
+
+
+#: A run of whitespace, kept by :func:`encodable_text`'s split.
+_SPACES: Final = re.compile(r"(\s+)")
+
+
+def encodable_text(text: str) -> str | None:
+    """``text`` without its whitespace-separated words that are not UTF-8 text (a lone surrogate); ``None`` if nothing is left.
+
+    Each such word goes with the whitespace before it (after it, when no
+    word precedes it), so the rest is the text as written without that
+    word: what a tokenizer gives for the rest is what it gives for the
+    text (``encode`` drops only the word that cannot be encoded, as the
+    fastText rule drops a word without a vector).
+
+    Examples
+    --------
+    >>> encodable_text("hello \\ud800 world"), encodable_text("\\ud800x  hello"), encodable_text("a\\ud800b")
+    ('hello world', 'hello', None)
+    """
+    parts = _SPACES.split(text)  # words at even positions, the whitespace between them at odd ones
+    out: list[str] = []
+    seen = skip = False  # a word was kept before; the whitespace before the next word goes (a dropped word led)
+    for i in range(0, len(parts), 2):
+        space, word = (parts[i - 1] if i else ""), parts[i]
+        if _is_text(word):
+            out += ["" if skip else space, word]
+            seen, skip = seen or bool(word), False
+        elif not seen:
+            out.append("" if skip else space)
+            skip = True
+    rest = "".join(out)
+    return rest or None
 
 
 def _is_text(word: str) -> bool:
@@ -816,7 +855,7 @@ class HuggingFaceTokenizer(Tokenizer):
         less time on short words. The ids equal :meth:`encode_batch`'s where no
         part of the pipeline depends on where a word stands (used for the
         tokenizers of :func:`finalfusion._pieces.splits_at_spaces`, where that
-        holds). A word that is not valid UTF-8 text (a lone surrogate) has no ids.
+        holds). The parts of a word that hold a lone surrogate are dropped (:func:`encodable_text`).
 
         Raises
         ------
@@ -839,10 +878,12 @@ class HuggingFaceTokenizer(Tokenizer):
             return ids, owners
         impl = self._ensure()
         for start, end in _blocks(sizes):
-            block = words[start:end]
-            keep = list(range(start, end)) if _is_text("".join(block)) else [i for i in range(start, end) if _is_text(words[i])]
+            block: list[str | None] = list(words[start:end])
+            if not _is_text("".join(words[start:end])):
+                block = [w if w is None or _is_text(w) else encodable_text(w) for w in block]
+            keep = [start + i for i, w in enumerate(block) if w is not None]
             if keep:
-                block_ids, block_owners = self._guarded(_encode_sequence, impl, block if len(keep) == len(block) else [words[i] for i in keep], keep)
+                block_ids, block_owners = self._guarded(_encode_sequence, impl, [w for w in block if w is not None], keep)
                 ids += block_ids
                 owners += block_owners
         return ids, owners
