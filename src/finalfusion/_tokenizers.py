@@ -64,6 +64,7 @@ from finalfusion.errors import FinalfusionError, FormatError, LimitExceeded, Mis
 __all__ = [
     "BLOCK_BYTES",
     "BLOCK_WORDS",
+    "FASTTEXT_SPACE_REGEX",
     "GPT2_REGEX",
     "KNOWN_REGEXES",
     "LLAMA3_REGEX",
@@ -514,6 +515,9 @@ LLAMA3_REGEX: Final = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p
 #: Tokenizers"). Any other pattern is refused unless the
 #: user trusts it (:data:`finalfusion.limits.TRUSTED_TOKENIZER_REGEXES`): one backtracking pattern (``\w*\d``) ran
 #: for minutes on one 256 KiB word.
+#: fastText's word separators (ASCII space, tab, newline, vertical tab, form feed, carriage return) as the ``Split`` of the word
+#: tokenizers ``write_model2vec`` writes (``WhitespaceSplit`` also splits at U+00A0, U+2028 and the other Unicode spaces).
+FASTTEXT_SPACE_REGEX: Final = r"[\t\n\x0B\f\r ]+"
 KNOWN_REGEXES: Final[frozenset[str]] = frozenset(
     {
         GPT2_REGEX,
@@ -535,6 +539,7 @@ KNOWN_REGEXES: Final[frozenset[str]] = frozenset(
         r"\s+",
         r" {2,}",
         r".",
+        FASTTEXT_SPACE_REGEX,
         # llama.cpp's pre-tokenizers of gpt2 GGUF vocabularies (finalfusion._llamacpp_pre), each checked like the ones above
         *LLAMA_CPP_REGEXES,
     }
