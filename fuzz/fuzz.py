@@ -1461,6 +1461,77 @@ def tokenizer_json_structured(rng: random.Random, reader: str = "tokenizer-json"
     return data
 
 
+#: Characters of 1-4 bytes of UTF-8 (the subword affixes and vocabularies of :func:`tokenizer_json_affixes` are made of them).
+AFFIX_CHARS = ("a", "b", "#", "_", "é", "ß", "中", "€", "\u2581", "😀", "𠀀")
+#: Affixes real files use, and ones of multi-byte characters whose length in bytes cuts a token inside a character.
+AFFIXES = ("#", "##", "@@", "</w>", "\u2581", "é", "中", "😀", "a", "")
+
+
+def _affix(rng: random.Random) -> str | None:
+    if rng.random() < 0.2:
+        return None
+    if rng.random() < 0.7:
+        return rng.choice(AFFIXES)
+    return "".join(rng.choice(AFFIX_CHARS) for _ in range(rng.randint(1, 3)))
+
+
+def tokenizer_affixes_doc(rng: random.Random) -> dict[str, Any]:
+    """A BPE or WordPiece ``tokenizer.json`` whose subword prefix, end-of-word suffix, merges and vocabulary mix characters of 1-4 bytes.
+
+    Merges join a token with one that may or may not start with the
+    prefix, so that ``tokenizers``' BPE builder, which drops the prefix's
+    length in bytes from the second token of every merge, sometimes cuts it
+    inside a character (it then aborts the process, issue 33); vocabulary
+    entries are whole characters, the merged tokens the library expects,
+    and byte-fallback tokens; the model type is BPE, WordPiece or absent.
+    """
+    prefix, suffix = _affix(rng), _affix(rng)
+    chars = rng.sample(AFFIX_CHARS, rng.randint(2, len(AFFIX_CHARS)))
+    tokens = ["[UNK]", *chars]
+    tokens += [(prefix or "") + c for c in chars if rng.random() < 0.7]
+    tokens += [c + (suffix or "") for c in chars if rng.random() < 0.3]
+    tokens += [f"<0x{b:02X}>" for b in range(256)] if rng.random() < 0.2 else []
+    merges: list[tuple[str, str]] = []
+    cut = len((prefix or "").encode("utf-8"))
+    for _ in range(rng.randint(1, 12)):
+        a = rng.choice(tokens[1:])
+        b = rng.choice(tokens[1:]) if rng.random() < 0.6 else (prefix or "") + rng.choice(chars)
+        tail = b.encode("utf-8")[cut:]
+        with contextlib.suppress(UnicodeDecodeError):  # the token the library looks up for the merge, when it is text
+            joined = a + tail.decode("utf-8")
+            if rng.random() < 0.9 and joined not in tokens:
+                tokens.append(joined)
+        if b not in tokens and rng.random() < 0.8:
+            tokens.append(b)
+        merges.append((a, b))
+    vocab = {t: i for i, t in enumerate(dict.fromkeys(tokens))}
+    kind = rng.choice(("BPE", "BPE", "BPE", None, "WordPiece"))
+    model: dict[str, Any] = {"vocab": vocab, "unk_token": "[UNK]" if rng.random() < 0.7 else None}
+    model |= {"type": kind} if kind else {}
+    model |= {"continuing_subword_prefix": prefix} if prefix is not None or rng.random() < 0.5 else {}
+    if kind != "WordPiece" or rng.random() < 0.3:
+        model["merges"] = [list(m) for m in merges] if rng.random() < 0.7 else [" ".join(m) for m in merges]
+    if kind != "WordPiece":
+        model |= {"end_of_word_suffix": suffix, "byte_fallback": rng.random() < 0.3, "fuse_unk": rng.random() < 0.5}
+        model |= {"ignore_merges": rng.random() < 0.3, "dropout": rng.choice((None, None, 0.0, 0.5))}
+    decoder = rng.choice(
+        (
+            None,
+            {"type": "WordPiece", "prefix": prefix or "##", "cleanup": True},
+            {"type": "BPEDecoder", "suffix": suffix or "</w>"},
+            {"type": "ByteFallback"},
+            {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True},
+        )
+    )
+    doc = {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": _tokenizer_pre(rng), "post_processor": None}
+    return doc | {"decoder": decoder, "model": model}
+
+
+def tokenizer_json_affixes(rng: random.Random, reader: str = "tokenizer-json") -> bytes:
+    """A ``tokenizer.json`` of :func:`tokenizer_affixes_doc`: subword affixes and merges that cut multi-byte characters (issue 33)."""
+    return json.dumps(tokenizer_affixes_doc(rng), ensure_ascii=rng.random() < 0.5).encode("utf-8")
+
+
 #: Versions the Tekken generator writes: Tekkenizer's, and ones it refuses (past v7 without special tokens, not a version).
 TEKKEN_VERSIONS = ("v3", "v3", "v7", "v11", "v13")
 
@@ -1793,6 +1864,7 @@ GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[random.Random, str], byte
     "gguf_structured": (("gguf", "load"), gguf_structured),
     "safetensors_structured": (("safetensors",), safetensors_structured),
     "tokenizer_json_structured": (("tokenizer-json",), tokenizer_json_structured),
+    "tokenizer_json_affixes": (("tokenizer-json",), tokenizer_json_affixes),
     "tekken_structured": (("tekken",), tekken_structured),
     "lightseq_structured": (("lightseq", "lightseq-hdf5"), lightseq_structured),
     "tokenizer_table_structured": (FIFU_READERS, tokenizer_table_structured),

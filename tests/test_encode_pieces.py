@@ -216,11 +216,11 @@ def test_limits_and_lone_surrogates_as_the_plain_path(tmp_path: Path, monkeypatc
     StaticModel(np.ones((tok.get_vocab_size(), 4), dtype=np.float32), tok, normalize=False, max_length=None).save_pretrained(tmp_path / "m")
     emb = finalfusion.load(tmp_path / "m")
     assert tokenizer_splits_at_spaces(emb.vocab.tokenizer)
-    out = emb.encode(["the house", "the \ud800 house", "house"])  # not valid text: no tokens at all, as one call would give
-    assert out[1].tolist() == [0.0] * 4
-    assert out[0].tolist() == out[2].tolist() != [0.0] * 4
-    (flat, counts), (flat2, counts2) = _plain_and_pieces(emb, ["the \ud800 house", "the house"])
-    assert counts.tolist() == counts2.tolist() == [0, 2]
+    out = emb.encode(["the house", "the \ud800 house", "house", "\ud800"])  # the word that is not valid text goes, as one call would give
+    assert out[1].tolist() == out[0].tolist() == out[2].tolist() != [0.0] * 4
+    assert out[3].tolist() == [0.0] * 4
+    (flat, counts), (flat2, counts2) = _plain_and_pieces(emb, ["the \ud800 house", "the house", "x\ud800 \udfff"])
+    assert counts.tolist() == counts2.tolist() == [2, 2, 0]
     assert flat.tolist() == flat2.tolist()
     monkeypatch.setattr(limits, "MAX_TOKENIZE_BYTES", 20)
     with pytest.raises(LimitExceeded):  # the text's length counts, not its pieces'
@@ -253,6 +253,11 @@ def _bert_doc(**changes: Any) -> dict[str, Any]:
         ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Digits"}]}}, True),
         ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Punctuation"}, {"type": "WhitespaceSplit"}]}}, False),
         ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Metaspace"}]}}, False),
+        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\t\\n\\x0B\\f\\r ]+"}, "behavior": "Removed", "invert": False}}, True),
+        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\t\\n\\x0B\\f\\r ]+"}, "behavior": "Isolated", "invert": False}}, False),
+        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\t\\n\\x0B\\f\\r ]+"}, "behavior": "Removed", "invert": True}}, False),
+        ({"pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Removed", "invert": False}}, False),
+        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Removed", "invert": False}}, False),
         ({"pre_tokenizer": {"type": "Metaspace"}}, False),
         ({"pre_tokenizer": {"type": "ByteLevel"}}, False),
         ({"pre_tokenizer": None}, False),

@@ -35,6 +35,7 @@ fuzz = load_fuzz()
 PAIRS = [
     ("safetensors_structured", "safetensors"),
     ("tokenizer_json_structured", "tokenizer-json"),
+    ("tokenizer_json_affixes", "tokenizer-json"),
     ("tekken_structured", "tekken"),
     ("lightseq_structured", "lightseq"),
     ("lightseq_structured", "lightseq-hdf5"),

@@ -13,8 +13,10 @@ pre-tokenizer, model): nothing of it is re-implemented here.
 ``tokenizer.json``; anything else takes the plain path, one call per text):
 
 * the pre-tokenizer drops spaces and splits there: ``BertPreTokenizer``,
-  ``Whitespace``, ``WhitespaceSplit``, or a ``Sequence`` that starts with
-  one of them followed by ``Punctuation``, ``Digits`` or those three (later
+  ``Whitespace``, ``WhitespaceSplit``, the ``Split`` that removes runs of
+  fastText's separators (:data:`finalfusion._tokenizers.FASTTEXT_SPACE_REGEX`,
+  ``write_model2vec``'s word tokenizers), or a ``Sequence`` that starts with
+  one of them followed by ``Punctuation``, ``Digits`` or those (later
   pre-tokenizers of a sequence split each piece on its own). Not
   ``Metaspace`` nor ``ByteLevel``: they turn spaces into token text, so a
   double or trailing space gives tokens of its own and a word's first piece
@@ -38,7 +40,8 @@ starts over when full) and lives for one ``encode`` call. Texts get exactly
 the plain path's ids (tests/test_encode_pieces.py compares both bit for bit
 and with model2vec), including its limits: a text longer than
 :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` raises, a text that is not
-valid UTF-8 text (a lone surrogate) has no tokens.
+valid UTF-8 text (a lone surrogate) goes without the words that hold one
+(:func:`finalfusion._tokenizers.encodable_text`).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion import limits
-from finalfusion._tokenizers import HuggingFaceTokenizer, Tokenizer, _is_text, checked_tokenizer_json, word_sizes
+from finalfusion._tokenizers import FASTTEXT_SPACE_REGEX, HuggingFaceTokenizer, Tokenizer, _is_text, checked_tokenizer_json, encodable_text, word_sizes
 
 __all__ = ["PieceIds", "splits_at_spaces"]
 
@@ -76,12 +79,20 @@ def _kind(part: Any) -> str | None:
     return part.get("type") if isinstance(part, dict) and isinstance(part.get("type"), str) else None
 
 
-def _pre_tokenizer_ok(pre: Any) -> bool:
-    kind = _kind(pre)
-    if kind in SPACE_SPLITTERS:
+def _space_splitter(step: Any) -> bool:
+    """One of :data:`SPACE_SPLITTERS`, or the ``Split`` at runs of fastText's separators that drops them (``write_model2vec``'s)."""
+    if _kind(step) in SPACE_SPLITTERS:
         return True
-    steps = pre.get("pretokenizers") if kind == "Sequence" else None
-    return isinstance(steps, list) and bool(steps) and _kind(steps[0]) in SPACE_SPLITTERS and all(_kind(s) in PIECE_SPLITTERS for s in steps)
+    return (
+        _kind(step) == "Split" and step.get("pattern") == {"Regex": FASTTEXT_SPACE_REGEX} and step.get("behavior") == "Removed" and step.get("invert") is False
+    )
+
+
+def _pre_tokenizer_ok(pre: Any) -> bool:
+    if _space_splitter(pre):
+        return True
+    steps = pre.get("pretokenizers") if _kind(pre) == "Sequence" else None
+    return isinstance(steps, list) and bool(steps) and _space_splitter(steps[0]) and all(_space_splitter(s) or _kind(s) in PIECE_SPLITTERS for s in steps)
 
 
 def _all_in(part: Any, steps_key: str, allowed: Any) -> bool:
@@ -218,8 +229,8 @@ class PieceIds:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         word_sizes(texts)  # the plain path's limit, on whole texts
         joined = " ".join(texts)
-        if not joined.isascii() and not _is_text(joined):  # a lone surrogate: that text has no tokens, as in the plain path
-            texts = [t if _is_text(t) else "" for t in texts]
+        if not joined.isascii() and not _is_text(joined):  # a lone surrogate: its word goes, as in the plain path
+            texts = [t if _is_text(t) else encodable_text(t) or "" for t in texts]
             joined = " ".join(texts)
         pieces = joined.split(" ")  # text i has its spaces + 1 pieces
         per_text = np.fromiter(map(str.count, texts, itertools.repeat(" ")), dtype=np.int64, count=len(texts)) + 1

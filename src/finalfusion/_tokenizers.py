@@ -25,8 +25,11 @@ sees it (docs/reliability.md, "Trust model: Tokenizers"): ``padding`` and
 ``Regex`` pattern must be one of :data:`KNOWN_REGEXES` (or
 :data:`finalfusion.limits.TRUSTED_TOKENIZER_REGEXES`; an arbitrary pattern
 can backtrack for minutes on one word) and a ``Precompiled`` charsmap must
-hold the trie it declares. A word that is not valid UTF-8 text (a lone
-surrogate) has no tokens: it is not handed to the library, and the other
+hold the trie it declares, and no BPE merge may be cut inside a character
+by ``continuing_subword_prefix`` (``tokenizers`` aborts the process on it).
+A text that is not valid UTF-8 (a lone surrogate) is handed to the library
+without the whitespace-separated words that hold one
+(:func:`encodable_text`); a word that is one has no tokens, and the other
 words of a batch are tokenized as usual.
 
 The tokenizer's work is bounded per word and per batch (issue 13, class 5):
@@ -49,6 +52,7 @@ import binascii
 import contextlib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, Final, cast
@@ -60,6 +64,7 @@ from finalfusion.errors import FinalfusionError, FormatError, LimitExceeded, Mis
 __all__ = [
     "BLOCK_BYTES",
     "BLOCK_WORDS",
+    "FASTTEXT_SPACE_REGEX",
     "GPT2_REGEX",
     "KNOWN_REGEXES",
     "LLAMA3_REGEX",
@@ -70,6 +75,7 @@ __all__ = [
     "check_known_regex",
     "check_tokenize_length",
     "checked_tokenizer_json",
+    "encodable_text",
     "is_rust_panic",
     "rejected_by",
     "word_sizes",
@@ -263,7 +269,8 @@ class Tokenizer:
     def encode(self, word: str) -> list[int]:
         """The token ids the real tokenizer returns for ``word`` (no special tokens added).
 
-        A word that is not valid UTF-8 text (a lone surrogate) has no tokens.
+        The whitespace-separated parts of ``word`` that are not UTF-8 text (a
+        lone surrogate) are dropped (:func:`encodable_text`); a word that is one has no tokens.
 
         Raises
         ------
@@ -322,20 +329,21 @@ class Tokenizer:
             yield start, self._encode_text(impl, words[start:end])
 
     def _encode_text(self, impl: Any, words: list[str]) -> list[list[int]]:
-        """The ids of ``words`` through the wrapper; a word that is not valid UTF-8 text (a lone surrogate) gets none."""
-        valid = [w for w in words if _is_text(w)]
+        """The ids of ``words`` through the wrapper, each without its parts that are not UTF-8 text (:func:`encodable_text`)."""
+        texts = [w if _is_text(w) else encodable_text(w) for w in words]
+        valid = [t for t in texts if t is not None]
         ids: list[list[int]] = self._guarded(self._encode_block, impl, valid) if valid else []
         if len(valid) == len(words):
             return ids
         it = iter(ids)
-        return [next(it) if _is_text(w) else [] for w in words]
+        return [next(it) if t is not None else [] for t in texts]
 
     def _encode_block(self, impl: Any, words: list[str]) -> list[list[int]]:
         """The ids of ``words`` (lengths already checked, valid text) from the real tokenizer ``impl``."""
         raise NotImplementedError
 
     def pieces(self, word: str) -> list[str]:
-        """The token strings ``word`` is split into (before any token is dropped); none for a word with a lone surrogate.
+        """The token strings ``word`` is split into (before any token is dropped), without its parts that hold a lone surrogate (:func:`encodable_text`).
 
         Raises
         ------
@@ -352,9 +360,10 @@ class Tokenizer:
         """
         check_tokenize_length(word)
         impl = self._ensure()
-        if not _is_text(word):
+        text = word if _is_text(word) else encodable_text(word)
+        if text is None:
             return []
-        pieces: list[str] = self._guarded(self._pieces, impl, word)
+        pieces: list[str] = self._guarded(self._pieces, impl, text)
         return pieces
 
     def _pieces(self, impl: Any, word: str) -> list[str]:
@@ -443,6 +452,39 @@ def _blocks(sizes: list[int]) -> Iterator[tuple[int, int]]:
         yield start, len(sizes)
 
 
+#: A run of whitespace, kept by :func:`encodable_text`'s split.
+_SPACES: Final = re.compile(r"(\s+)")
+
+
+def encodable_text(text: str) -> str | None:
+    """``text`` without its whitespace-separated words that are not UTF-8 text (a lone surrogate); ``None`` if nothing is left.
+
+    Each such word goes with the whitespace before it (after it, when no
+    word precedes it), so the rest is the text as written without that
+    word: what a tokenizer gives for the rest is what it gives for the
+    text (``encode`` drops only the word that cannot be encoded, as the
+    fastText rule drops a word without a vector).
+
+    Examples
+    --------
+    >>> encodable_text("hello \\ud800 world"), encodable_text("\\ud800x  hello"), encodable_text("a\\ud800b")
+    ('hello world', 'hello', None)
+    """
+    parts = _SPACES.split(text)  # words at even positions, the whitespace between them at odd ones
+    out: list[str] = []
+    seen = skip = False  # a word was kept before; the whitespace before the next word goes (a dropped word led)
+    for i in range(0, len(parts), 2):
+        space, word = (parts[i - 1] if i else ""), parts[i]
+        if _is_text(word):
+            out += ["" if skip else space, word]
+            seen, skip = seen or bool(word), False
+        elif not seen:
+            out.append("" if skip else space)
+            skip = True
+    rest = "".join(out)
+    return rest or None
+
+
 def _is_text(word: str) -> bool:
     """Whether ``word`` can be encoded as UTF-8 (no lone surrogate): what the libraries accept."""
     if word.isascii():
@@ -473,6 +515,9 @@ LLAMA3_REGEX: Final = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p
 #: Tokenizers"). Any other pattern is refused unless the
 #: user trusts it (:data:`finalfusion.limits.TRUSTED_TOKENIZER_REGEXES`): one backtracking pattern (``\w*\d``) ran
 #: for minutes on one 256 KiB word.
+#: fastText's word separators (ASCII space, tab, newline, vertical tab, form feed, carriage return) as the ``Split`` of the word
+#: tokenizers ``write_model2vec`` writes (``WhitespaceSplit`` also splits at U+00A0, U+2028 and the other Unicode spaces).
+FASTTEXT_SPACE_REGEX: Final = r"[\t\n\x0B\f\r ]+"
 KNOWN_REGEXES: Final[frozenset[str]] = frozenset(
     {
         GPT2_REGEX,
@@ -494,6 +539,7 @@ KNOWN_REGEXES: Final[frozenset[str]] = frozenset(
         r"\s+",
         r" {2,}",
         r".",
+        FASTTEXT_SPACE_REGEX,
         # llama.cpp's pre-tokenizers of gpt2 GGUF vocabularies (finalfusion._llamacpp_pre), each checked like the ones above
         *LLAMA_CPP_REGEXES,
     }
@@ -552,6 +598,44 @@ def _check_wordpiece_chars(node: dict[str, Any]) -> None:
         )
 
 
+def _check_bpe_prefix_cuts(model: Any) -> None:
+    """Refuse a BPE merge whose second token ``continuing_subword_prefix``'s length in bytes cuts inside a character.
+
+    ``tokenizers`` (0.23, ``BpeBuilder::build``) drops the prefix's length
+    in bytes from the start of every merge's second token, whatever that
+    token starts with, and declares the rest UTF-8 unchecked. Cut inside a
+    character, the joined token is not text; it is never in the vocabulary,
+    and the error that names it cannot become a Python string: pyo3 panics
+    while raising it, which cannot unwind, and the process aborts. Only a
+    model whose ``type`` is ``"BPE"`` is built so (without a ``type`` the
+    library tries each model and drops the error unread). Every document
+    refused here aborts the library or fails to load in it; no other
+    document aborts it (tests/test_tokenizer_aborts.py; 15,300 drawn files
+    in docs/reliability.md).
+    """
+    if not isinstance(model, dict) or model.get("type") != "BPE":
+        return
+    prefix, merges = model.get("continuing_subword_prefix"), model.get("merges")
+    if not isinstance(prefix, str) or not prefix or not isinstance(merges, list):
+        return
+    cut = len(prefix.encode("utf-8", "surrogatepass"))
+    for i, merge in enumerate(merges):
+        if isinstance(merge, str):  # the legacy "a b" form; "#version" lines are skipped by the library
+            parts = merge.split(" ")
+            second = parts[1] if len(parts) == 2 and not merge.startswith("#version") else None
+        else:
+            second = merge[1] if isinstance(merge, list) and len(merge) == 2 else None
+        raw = second.encode("utf-8", "surrogatepass") if isinstance(second, str) else b""
+        if cut < len(raw) and 0x80 <= raw[cut] < 0xC0:
+            raise FormatError(
+                "a BPE merge's second token is cut inside a character by the length of continuing_subword_prefix "
+                "(tokenizers drops that many bytes from it and aborts the process when the rest is not text)",
+                chunk="tokenizer.json model",
+                expected=f"merges whose second token does not hold a character across byte {cut} (the prefix's length in bytes)",
+                found=f"merge {i}: {merge!r}, continuing_subword_prefix {prefix!r}"[:200],
+            )
+
+
 def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
     """The parsed ``tokenizer.json`` ``data`` with what an embedding must never run removed or refused.
 
@@ -562,12 +646,16 @@ def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
     :data:`KNOWN_REGEXES` or :data:`finalfusion.limits.TRUSTED_TOKENIZER_REGEXES`;
     every ``Precompiled`` charsmap must hold the trie it declares; a
     WordPiece ``max_input_chars_per_word`` must be at most
-    :data:`finalfusion.limits.MAX_WORDPIECE_INPUT_CHARS`.
+    :data:`finalfusion.limits.MAX_WORDPIECE_INPUT_CHARS`; no merge of a BPE
+    model may have a second token that the length of
+    ``continuing_subword_prefix`` cuts inside a character (``tokenizers``
+    aborts the process on such a file: :func:`_check_bpe_prefix_cuts`).
 
     Raises
     ------
     FormatError
-        If the data is not a JSON object, or holds an unknown regex or a malformed charsmap.
+        If the data is not a JSON object, or holds an unknown regex, a malformed charsmap
+        or a BPE merge cut inside a character.
 
     Examples
     --------
@@ -602,6 +690,7 @@ def checked_tokenizer_json(data: bytes) -> dict[str, Any]:
         elif isinstance(node, list):
             stack.extend(node)
     check_added_token_ids(doc, where)
+    _check_bpe_prefix_cuts(doc.get("model"))
     return doc
 
 
@@ -771,7 +860,7 @@ class HuggingFaceTokenizer(Tokenizer):
         less time on short words. The ids equal :meth:`encode_batch`'s where no
         part of the pipeline depends on where a word stands (used for the
         tokenizers of :func:`finalfusion._pieces.splits_at_spaces`, where that
-        holds). A word that is not valid UTF-8 text (a lone surrogate) has no ids.
+        holds). The parts of a word that hold a lone surrogate are dropped (:func:`encodable_text`).
 
         Raises
         ------
@@ -794,10 +883,12 @@ class HuggingFaceTokenizer(Tokenizer):
             return ids, owners
         impl = self._ensure()
         for start, end in _blocks(sizes):
-            block = words[start:end]
-            keep = list(range(start, end)) if _is_text("".join(block)) else [i for i in range(start, end) if _is_text(words[i])]
+            block: list[str | None] = list(words[start:end])
+            if not _is_text("".join(words[start:end])):
+                block = [w if w is None or _is_text(w) else encodable_text(w) for w in block]
+            keep = [start + i for i, w in enumerate(block) if w is not None]
             if keep:
-                block_ids, block_owners = self._guarded(_encode_sequence, impl, block if len(keep) == len(block) else [words[i] for i in keep], keep)
+                block_ids, block_owners = self._guarded(_encode_sequence, impl, [w for w in block if w is not None], keep)
                 ids += block_ids
                 owners += block_owners
         return ids, owners

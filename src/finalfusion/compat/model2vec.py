@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._atomic import atomic_output
-from finalfusion._encode import model_settings
+from finalfusion._encode import FASTTEXT_SPACE, model_settings
 from finalfusion._output import write_directory
-from finalfusion._tokenizers import HuggingFaceTokenizer
+from finalfusion._tokenizers import FASTTEXT_SPACE_REGEX, HuggingFaceTokenizer
 from finalfusion.embeddings import Embeddings
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.vocab.tokenizer import TokenizerVocab
@@ -44,11 +44,26 @@ def _safetensors(matrix: npt.NDArray[np.float32]) -> bytes:
     return len(header).to_bytes(8, "little") + header + data
 
 
+#: The pre-tokenizer written for a word vocabulary: a ``Split`` that drops runs of the characters fastText splits a text at
+#: (:data:`finalfusion._encode.FASTTEXT_SPACE`) and splits nowhere else (``WhitespaceSplit`` would also split at U+00A0,
+#: U+2028 and the other Unicode spaces, so words holding one were lost).
+PRE_TOKENIZER: Final = {"type": "Split", "pattern": {"Regex": FASTTEXT_SPACE_REGEX}, "behavior": "Removed", "invert": False}
+
+
+def _unwritable(words: list[str]) -> list[str]:
+    """The words no text reaches through the written tokenizer: empty, or holding a character fastText splits at."""
+    return [w for w in words if not w or FASTTEXT_SPACE.search(w)]
+
+
 def _word_level(words: list[str]) -> tuple[bytes, list[str]]:
-    """A ``tokenizer.json`` of a WordLevel model over ``words`` plus an unknown token, split at whitespace."""
+    """A ``tokenizer.json`` of a WordLevel model over ``words`` plus an unknown token, split where fastText splits a text.
+
+    The unknown token is an added token, which ``tokenizers`` finds inside
+    any text: it is ``[UNK]`` with ``_`` appended until no word holds it.
+    """
     unk = UNK_TOKEN
-    present = set(words)
-    while unk in present:
+    joined = "\n".join(words)  # no word holds a newline (:func:`_unwritable`)
+    while unk in joined:
         unk += "_"
     tokens = [*words, unk]
     doc: dict[str, Any] = {
@@ -57,7 +72,7 @@ def _word_level(words: list[str]) -> tuple[bytes, list[str]]:
         "padding": None,
         "added_tokens": [{"id": len(words), "content": unk, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}],
         "normalizer": None,
-        "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "pre_tokenizer": PRE_TOKENIZER,
         "post_processor": None,
         "decoder": None,
         "model": {"type": "WordLevel", "vocab": {t: i for i, t in enumerate(tokens)}, "unk_token": unk},
@@ -74,8 +89,11 @@ def write_model2vec(directory: str | os.PathLike[str], emb: Embeddings, *, norma
     their norms; a vocabulary-quantized model is written expanded, one row
     per token), and ``config.json`` the model's ``normalize`` and
     ``max_length``. Any other vocabulary (finalfusion, fastText, word2vec,
-    ...) gets a WordLevel ``tokenizer.json`` over its words with a
-    ``WhitespaceSplit`` pre-tokenizer and an unknown token ``[UNK]`` (a zero
+    ...) gets a WordLevel ``tokenizer.json`` over its words, with a
+    pre-tokenizer that splits a text where fastText does (at ASCII space,
+    tab, newline, vertical tab, form feed and carriage return, not at
+    U+00A0, U+2028 or other Unicode spaces, so a word holding one
+    round-trips) and an unknown token ``[UNK]`` (a zero
     row model2vec drops), the words' unit vectors (fastText's
     ``get_sentence_vector`` averages unit vectors) -- words whose vector is
     zero are left to the unknown token, as fastText skips them -- and
@@ -109,7 +127,9 @@ def write_model2vec(directory: str | os.PathLike[str], emb: Embeddings, *, norma
     ------
     ValueError
         For a model vocabulary whose tokenizer is a SentencePiece model
-        (model2vec reads only ``tokenizer.json``).
+        (model2vec reads only ``tokenizer.json``), or a word vocabulary with
+        words that no text reaches (empty, or holding ASCII whitespace),
+        naming them; nothing is written.
     OutputRefused
         (a :class:`FileExistsError`) ``directory`` is a file or a symbolic
         link, or holds files this function did not write there (named in
@@ -144,6 +164,13 @@ def write_model2vec(directory: str | os.PathLike[str], emb: Embeddings, *, norma
         lengths = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
         keep = lengths > 0
         words = [w for w, k in zip(vocab.words, keep.tolist(), strict=True) if k]
+        lost = _unwritable(words)
+        if lost:
+            raise ValueError(
+                f"model2vec cannot hold {len(lost)} word(s) of this vocabulary: its tokenizer splits a text at ASCII whitespace "
+                f"(as fastText and encode do), so no text reaches a word that is empty or holds a space, tab, newline, "
+                f"vertical tab, form feed or carriage return: {', '.join(map(repr, lost[:10]))}{' ...' if len(lost) > 10 else ''}"
+            )
         tokenizer_json, tokens = _word_level(words)
         table = np.zeros((len(tokens), matrix.shape[1]), dtype=np.float32)
         table[: len(words)] = matrix[keep] / lengths[keep, None]

@@ -69,7 +69,9 @@ class TokenizerVocab(SubwordVocab[Any]):
     of UTF-8 raises :class:`~finalfusion.errors.LimitExceeded` instead of
     being tokenized; batches are tokenized in blocks of bounded bytes. A
     word with a lone surrogate (not UTF-8 text) has no tokens, so no
-    vector; the other words of its batch are looked up as usual.
+    vector; the other words of its batch are looked up as usual, and a
+    text loses only its whitespace-separated words that hold one
+    (:func:`finalfusion._tokenizers.encodable_text`).
 
     Written to a finalfusion file, this vocabulary is a ``SimpleVocab``
     chunk and the tokenizer goes into the metadata (see
