@@ -2624,6 +2624,9 @@ GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[random.Random, str], byte
 }
 #: Share of a reader's inputs that come from a structure-aware generator (when it has any).
 GENERATED_RATE = 0.05
+#: The same for the readers of bundles (:data:`BUNDLE_READERS`): their generator draws the hostile directory entries and command
+#: lines; a mutation of a bundle mostly changes one file's bytes.
+BUNDLE_GENERATED_RATE = 0.5
 
 
 def generators_for(reader: str) -> list[str]:
@@ -3016,7 +3019,8 @@ def campaign(
             corpus = corpora[reader]
             # Endless streams and generated inputs are not cut to max_size: they are built to pass the readers' caps.
             gens = generators_for(reader)
-            gen = rng.choice(gens) if gens and rng.random() < GENERATED_RATE else None
+            rate = BUNDLE_GENERATED_RATE if reader in BUNDLE_READERS else GENERATED_RATE
+            gen = rng.choice(gens) if gens and rng.random() < rate else None
             if gen is not None:
                 data = GENERATORS[gen][1](rng, reader)
             elif rng.random() < ENDLESS_RATE:
