@@ -2483,9 +2483,12 @@ def cli_structured(rng: random.Random, reader: str = "cli") -> bytes:
     else:
         out, changeable = _dir_out(rng, entries)
         argv = ["index", "build", "--quiet", "--backend", rng.choice(ann_available()), rng.choice(("d/emb.fifu", emb_in)), out]
-    if rng.random() < 0.05 and command not in ("metadata",):
+    weights = [n for k, n, _ in entries if k == D_FILE and n.startswith("d/model/") and n.endswith(".safetensors")]
+    if rng.random() < 0.05 and command != "metadata" and emb_in in argv and weights:  # the model's weights with a named tokenizer
         entries.append((D_SPARSE, "d/huge-tokenizer.json", _sparse(3 << 30, b'{"model": ')))
-        argv[1:1] = ["--tokenizer", "d/huge-tokenizer.json"]
+        argv[argv.index(emb_in)] = weights[0]
+        at = 2 if argv[0] == "index" else 1
+        argv[at:at] = ["--tokenizer", "d/huge-tokenizer.json"]
     entries.append((D_META, "argv", "\x00".join(argv).encode("utf-8", "surrogatepass")))
     entries.append((D_META, "stdin", stdin))
     entries.append((D_META, "changeable", "\x00".join(changeable).encode()))
@@ -2523,7 +2526,7 @@ def _load_cli(data: bytes) -> object:
     """Run the ``finalfusion`` command line the bundle describes, in this process, and check its contract.
 
     Exit status 0, 1 or 2 (argparse's usage errors); on failure one line on stderr (usage lines before it for status 2), no
-    traceback, no escaped exception type (``RuntimeError: ...``) or Rust panic; nothing but the declared outputs changes, and
+    traceback, no escaped exception type (``RuntimeError: ...``), Rust panic or MemoryError; nothing but the declared outputs changes, and
     nothing at all when the command fails (no temporary files left); an output that held data is not emptied.
     """
     from finalfusion import cli
@@ -2568,6 +2571,8 @@ def _load_cli(data: bytes) -> object:
         m = CLI_ESCAPED.match(lines[-1] if lines else "")
         if m:
             raise Violation(f"cli-escaped:{m.group(1) or 'panic'}:{label}", lines[-1][:300])
+        if lines and lines[-1].endswith("MemoryError"):  # printed as one line, but a runaway allocation (an unbounded read)
+            raise Violation(f"cli-memory:{label}", lines[-1][:300])
     after = snapshot_tree(root)
     for rel, was in before.items():
         now = after.get(rel)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import io
 import json
 import os
 import random
@@ -375,6 +376,7 @@ def test_named_special_files(surface: Surface, tmp_path: Path) -> None:
     assert isolated(through_fifo) == {"status": "ok", "value": "True"}
     assert refused(isolated(lambda: surface.load(tmp_path)))  # type: ignore[misc]
     assert refused(isolated(lambda: surface.load(Path(os.devnull))))  # type: ignore[misc]
+    assert refused(isolated(lambda: surface.load(Path("/dev/zero"))))  # type: ignore[misc]  # endless: refused by a bound
 
 
 # -- item 2: links ------------------------------------------------------------------------------------
@@ -443,6 +445,31 @@ def test_huge_sparse_file_in_a_directory_is_refused_by_its_size(surface: Surface
         f.write(head)
         f.truncate(3 << 30)  # 3 GiB, 4 KiB on disk
     out = isolated(lambda: surface.load(root))  # type: ignore[misc]
+    assert refused(out), out
+
+
+@pytest.mark.parametrize("via", ["api", "cli"])
+def test_a_named_tokenizer_file_is_read_with_a_bound(via: str, tmp_path: Path) -> None:
+    # --tokenizer PATH / tokenizer=PATH: a file the user names beside the weights, checked by its size like the others
+    files = dict(fuzz.model_layouts()["model2vec-plain-wordpiece"])
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(files["d/model.safetensors"])
+    tokenizer = tmp_path / "tok.json"
+    with open(tokenizer, "wb") as f:
+        f.write(b'{"model": ')
+        f.truncate(3 << 30)
+
+    def load() -> Any:
+        if via == "api":
+            return finalfusion.load(weights, tokenizer=str(tokenizer))
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            status = _cli("info", "--tokenizer", str(tokenizer), str(weights))
+        if status != 1 or "MemoryError" in err.getvalue():  # the command line prints any failure on one line: look at it
+            raise AssertionError(f"status {status}: {err.getvalue()}")
+        raise FinalfusionError(err.getvalue())
+
+    out = isolated(load)
     assert refused(out), out
 
 
