@@ -369,8 +369,17 @@ def seed_files(reader: str, shared: Path = SHARED) -> list[Path]:
     return out
 
 
+#: Readers whose inputs are bundles (a directory, or a command line with its files): their seeds are their generator's first inputs.
+BUNDLE_READERS = {"ann-index": "ann_index_structured", "model-dir": "model_dir_structured", "cli": "cli_structured"}
+#: How many generated seeds a bundle reader starts with.
+BUNDLE_SEEDS = 12
+
+
 def seed_inputs(reader: str, shared: Path = SHARED) -> list[bytes]:
-    """Seed inputs of ``reader``; finalfusion also gets the bare quantized chunk wrapped in a header."""
+    """Seed inputs of ``reader``; finalfusion also gets the bare quantized chunk wrapped in a header; a bundle reader
+    (:data:`BUNDLE_READERS`) gets its generator's inputs for seeds 0 .. BUNDLE_SEEDS - 1."""
+    if reader in BUNDLE_READERS:
+        return [GENERATORS[BUNDLE_READERS[reader]][1](random.Random(i), reader) for i in range(BUNDLE_SEEDS)]
     data = [p.read_bytes() for p in seed_files(reader, shared)]
     if reader == "load":  # every compat reader decompresses gzip transparently (shared code): one compressed seed per format
         data += [gzip.compress(seed_inputs(r, shared)[0][: 1 << 16], 1) for r in COMPAT_READERS if r != "load" and seed_files(r, shared)]
@@ -1844,6 +1853,824 @@ def tokenizer_table_structured(rng: random.Random, reader: str = "finalfusion") 
 
 
 #: Readers of the finalfusion format (and the sniffer, which reads it too).
+# -- directories and the command line as inputs (issue 33) ------------------------------------
+#
+# A reader of a directory (a saved ANN index, a model directory) or of a command line gets one input
+# as a *bundle*: ``DIR_MAGIC`` then entries ``u8 kind | u16 name length | name | u32 length | data``,
+# read leniently (a malformed entry ends the list, so mutated bundles still mean something). The worker
+# materialises it under a fresh root: ``d/`` is the directory the user names, ``outside/`` lies beyond it.
+# Names are relative to the root ('/'-separated, no '..'); link targets may point anywhere ('{root}' is
+# replaced by the root). META entries carry the command line, standard input, which paths are inputs,
+# outputs, files the library owns, and files outside that must never be read ("sentinels").
+
+DIR_MAGIC = b"FFDIR1\n"
+D_FILE, D_DIR, D_FIFO, D_LINK, D_SPARSE, D_DEVICE, D_META, D_HARDLINK = range(8)
+#: Character devices a bundle may ask for (made with mknod where allowed, i.e. as root; skipped elsewhere).
+DEVICES = {b"null": (1, 3), b"zero": (1, 5)}
+#: Largest apparent size of a sparse file (it takes 4 KiB on disk).
+SPARSE_MAX = 8 << 30
+
+
+class Violation(AssertionError):
+    """A broken contract found by a directory or command-line reader; ``fuzz_where`` names its class (one finding per class)."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(message)
+        self.fuzz_where = where
+
+
+def pack_dir(entries: list[tuple[int, str, bytes]]) -> bytes:
+    """A bundle of ``(kind, name, data)`` entries (see the comment above)."""
+    out = [DIR_MAGIC]
+    for kind, name, data in entries:
+        raw = name.encode("utf-8", "surrogatepass")
+        out.append(struct.pack("<BH", kind, len(raw)) + raw + struct.pack("<I", len(data)) + data)
+    return b"".join(out)
+
+
+def unpack_dir(data: bytes) -> list[tuple[int, str, bytes]]:
+    """The entries of a bundle, up to the first malformed one ([] for anything else)."""
+    if not data.startswith(DIR_MAGIC):
+        return []
+    at, out = len(DIR_MAGIC), []
+    while at + 3 <= len(data):
+        kind, n = struct.unpack_from("<BH", data, at)
+        at += 3
+        if at + n + 4 > len(data):
+            break
+        name = data[at : at + n].decode("utf-8", "replace")
+        (size,) = struct.unpack_from("<I", data, at + n)
+        at += n + 4
+        if at + size > len(data):
+            break
+        out.append((kind, name, data[at : at + size]))
+        at += size
+    return out
+
+
+def _safe_name(root: str, name: str) -> str | None:
+    parts = name.split("/")
+    if not name or name.startswith("/") or any(p in ("", ".", "..") or "\x00" in p for p in parts) or len(parts) > 8:
+        return None
+    return os.path.join(root, *parts)
+
+
+def _meta(entries: list[tuple[int, str, bytes]], key: str) -> list[str]:
+    """The NUL-separated values of the META entry ``key``."""
+    return [v for kind, name, data in entries if kind == D_META and name == key for v in data.decode("utf-8", "surrogateescape").split("\x00") if v]
+
+
+def materialize(root: str, entries: list[tuple[int, str, bytes]]) -> None:
+    """Create the bundle's entries under the fresh directory ``root`` (with ``d/`` and ``outside/``)."""
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(os.path.join(root, "d"))
+    os.makedirs(os.path.join(root, "outside"))
+    for kind, name, data in entries:
+        path = _safe_name(root, name)
+        if path is None or kind == D_META:
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if kind == D_FILE:
+                with open(path, "wb") as f:
+                    f.write(data)
+            elif kind == D_DIR:
+                os.makedirs(path, exist_ok=True)
+            elif kind == D_FIFO:
+                os.mkfifo(path)
+            elif kind == D_LINK:
+                os.symlink(data.decode("utf-8", "replace").replace("{root}", root), path)
+            elif kind == D_HARDLINK:
+                src = _safe_name(root, data.decode("utf-8", "replace"))
+                if src is not None:
+                    os.link(src, path)
+            elif kind == D_SPARSE and len(data) >= 8:
+                with open(path, "wb") as f:
+                    f.write(data[8:])
+                    f.truncate(min(struct.unpack_from("<Q", data)[0], SPARSE_MAX))
+            elif kind == D_DEVICE and data in DEVICES and os.geteuid() == 0:
+                os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(*DEVICES[data]))
+    for name in _meta(entries, "sentinels"):  # atime 0 (< mtime): any read updates it (relatime), a stat does not
+        path = _safe_name(root, name)
+        if path is not None and os.path.isfile(path) and not os.path.islink(path):
+            os.utime(path, (0, os.stat(path).st_mtime))
+
+
+def check_sentinels(root: str, entries: list[tuple[int, str, bytes]]) -> None:
+    """A file outside the named directory, reachable only through a link planted in it, must not have been read."""
+    for name in _meta(entries, "sentinels"):
+        path = _safe_name(root, name)
+        if path is not None and os.path.isfile(path) and os.stat(path).st_atime > 0:
+            raise Violation("link-followed", f"{name} (outside the directory, behind a link inside it) was read")
+
+
+def _dir_root(suffix: str) -> str:
+    root = scratch_path() + suffix
+    if not os.path.isdir(root):
+        atexit.register(shutil.rmtree, root, True)
+    return root
+
+
+def _edge_digest_of(data: bytes, size: int | None = None) -> tuple[int, str]:
+    """The ANN header's ``index_file`` (size, BLAKE2b-128 of the first and last 64 KiB) of ``data`` -- anyone can recompute it."""
+    size = len(data) if size is None else size
+    edge = 1 << 16
+    h = hashlib.blake2b(digest_size=16)
+    h.update(data[: min(size, edge)])
+    if size > edge:
+        start = max(edge, size - edge)
+        tail = data[start:size] if start < len(data) else b""
+        h.update(tail + b"\x00" * (size - start - len(tail)))
+    return size, h.hexdigest()
+
+
+def _sparse(size: int, head: bytes = b"") -> bytes:
+    return struct.pack("<Q", size) + head
+
+
+def _planted(rng: random.Random, name: str, content: bytes, entries: list[tuple[int, str, bytes]]) -> tuple[int, str, bytes]:
+    """``name`` replaced by a hostile entry: a FIFO, a link out of the directory (to a sentinel copy of ``content``), a link to a
+    device, a sparse file of 3 GiB, a directory, or (as root) a device node."""
+    pick = rng.choice(("fifo", "link-out", "link-out", "dev-link", "sparse", "dir", "device", "link-abs"))
+    if pick == "fifo":
+        return (D_FIFO, name, b"")
+    if pick in ("link-out", "link-abs"):
+        secret = "outside/" + name.rsplit("/", 1)[-1]
+        entries.append((D_FILE, secret, content))
+        entries.append((D_META, "sentinels", secret.encode()))
+        return (D_LINK, name, ("{root}/" + secret if pick == "link-abs" else "../" * name.count("/") + secret).encode())
+    if pick == "dev-link":
+        return (D_LINK, name, b"/dev/zero")
+    if pick == "sparse":
+        return (D_SPARSE, name, _sparse(3 << 30, content[:4096]))
+    if pick == "dir":
+        return (D_DIR, name, b"")
+    return (D_DEVICE, name, b"zero")
+
+
+# -- saved ANN index directories -----------------------------------------------------------------
+
+ANN_BACKENDS = ("hnswlib", "faiss-hnsw", "faiss-ivf", "faiss-ivfpq", "usearch", "voyager")
+ANN_ROWS = 256
+ANN_DIMS = 16
+#: Small build parameters per backend (fast to build, every structure present).
+ANN_PARAMS: dict[str, dict[str, Any]] = {
+    "hnswlib": {"M": 8, "ef_construction": 40},
+    "faiss-hnsw": {"M": 8, "ef_construction": 40},
+    "voyager": {"M": 8, "ef_construction": 40},
+    "usearch": {},
+    "faiss-ivf": {"nlist": 8},
+    "faiss-ivfpq": {"nlist": 4},
+}
+
+
+@functools.cache
+def ann_fifu(dims: int = ANN_DIMS) -> bytes:
+    """The finalfusion file the ANN indexes are built for: ``ANN_ROWS`` fixed rows (the same bytes in every process)."""
+    import numpy as np
+
+    from finalfusion import Embeddings, NdArray, SimpleVocab
+
+    rows = np.random.default_rng(33 + dims).standard_normal((ANN_ROWS, dims)).astype(np.float32)
+    out = io.BytesIO()
+    Embeddings(NdArray(rows), SimpleVocab([f"w{i}" for i in range(ANN_ROWS)])).write(out)
+    return out.getvalue()
+
+
+@functools.cache
+def ann_embeddings(dims: int = ANN_DIMS) -> Any:
+    from finalfusion import load_finalfusion
+
+    return load_finalfusion(ann_fifu(dims))
+
+
+@functools.cache
+def ann_available() -> tuple[str, ...]:
+    """The backends whose library is installed."""
+    import importlib.util
+
+    libs = {"hnswlib": "hnswlib", "voyager": "voyager", "usearch": "usearch"}
+    return tuple(b for b in ANN_BACKENDS if importlib.util.find_spec(libs.get(b, "faiss")) is not None)
+
+
+@functools.cache
+def ann_saved(backend: str, dims: int = ANN_DIMS) -> dict[str, bytes]:
+    """The files of an index of ``ann_embeddings(dims)`` built and saved by the real library (once per process)."""
+    from finalfusion.ann import build_index
+
+    with tempfile.TemporaryDirectory() as d:
+        build_index(ann_embeddings(dims), backend, threads=1, **ANN_PARAMS[backend]).save(os.path.join(d, "ix"))
+        return {name: Path(d, "ix", name).read_bytes() for name in sorted(os.listdir(os.path.join(d, "ix")))}
+
+
+def _mutate_backend_file(rng: random.Random, data: bytes) -> bytes:
+    """A backend file with a few fields changed: 4-byte counts, ids and offsets (aligned), bytes, a cut or a splice."""
+    buf = bytearray(data)
+    for _ in range(rng.choice((1, 1, 2, 4))):
+        op = rng.randrange(6)
+        n = len(buf)
+        if op <= 1 and n >= 4:  # the audit's case: 4 bytes changed
+            pos = rng.randrange(0, n - 3) & ~3
+            value = rng.choice((*INTERESTING_INTS, ANN_ROWS, ANN_ROWS + 1, ANN_DIMS, ANN_DIMS * 4, n)) % 2**32
+            buf[pos : pos + 4] = struct.pack("<I", value)
+        elif op == 2 and n >= 8:
+            pos = rng.randrange(0, min(n - 7, 512)) & ~7  # header fields live at the start
+            buf[pos : pos + 8] = struct.pack("<Q", rng.choice(INTERESTING_INTS))
+        elif op == 3 and n:
+            for _ in range(rng.randint(1, 8)):
+                buf[rng.randrange(n)] = rng.randrange(256)
+        elif op == 4 and n:
+            del buf[rng.randrange(n) :]
+        elif op == 5 and n:
+            s = rng.randrange(n)
+            buf[s:s] = buf[s : s + rng.randint(1, 64)]
+    return bytes(buf)
+
+
+def _ann_header(rng: random.Random, header: dict[str, Any]) -> bytes:
+    """``ann.json``: the real header, or one field set to a drawn wrong value, or garbage."""
+    pick = rng.random()
+    if pick < 0.75:
+        return (json.dumps(header, indent=1, sort_keys=True) + "\n").encode()
+    if pick < 0.9:
+        header = copy_json(header)
+        table = header
+        fields = (["count"], ["n"], ["dims"], ["backend"], ["params"], ["version"], ["format"], ["index_file", "size"], ["fingerprint", "n"])
+        path = rng.choice((*fields, ["source"]))
+        for key in path[:-1]:
+            table = table[key]
+        table[path[-1]] = rng.choice((0, -1, 1, 2**31, 2**63, 1e300, "x", None, [], {}, True, ANN_ROWS + 1, *ANN_BACKENDS))
+        return json.dumps(header).encode()
+    return rng.choice((b"{}", b"", b"[]", b"null", b"\xff\xfe", b"{" * 5000, b'{"format": "finalfusion-ann"', rng.randbytes(rng.randint(1, 300))))
+
+
+def ann_index_structured(rng: random.Random, reader: str = "ann-index") -> bytes:
+    """A saved index directory of one of the six backends, built by the real library, then changed.
+
+    Drawn: the backend; ``index.bin`` kept, mutated (4-byte fields -- counts, ids, offsets --, bytes, cut, doubled
+    ranges), replaced by another backend's file or by an index of other dimensions, with the header's
+    ``index_file`` size and digest recomputed in 90 %; ``ann.json`` kept, a field set wrong, or garbage; a file
+    missing or an extra one; in 4 % a file replaced by a FIFO, a link out of the directory, a link to ``/dev/zero``,
+    a 3 GiB sparse file, a directory or a device node.
+    """
+    backends = ann_available()
+    backend = rng.choice(backends)
+    files = dict(ann_saved(backend))
+    index = files["index.bin"]
+    pick = rng.random()
+    if pick < 0.6:
+        index = _mutate_backend_file(rng, index)
+    elif pick < 0.7:  # a file of another kind under this header
+        index = ann_saved(rng.choice(backends))["index.bin"]
+    elif pick < 0.78:  # the same backend, other dimensions
+        index = ann_saved(backend, rng.choice((8, 32)))["index.bin"]
+    header = json.loads(files["ann.json"])
+    if rng.random() < 0.9:
+        size, digest = _edge_digest_of(index)
+        header["index_file"] = {"size": size, "digest": digest}
+    entries: list[tuple[int, str, bytes]] = [(D_FILE, "d/ann.json", _ann_header(rng, header)), (D_FILE, "d/index.bin", index)]
+    if _defect(rng, 0.04):
+        del entries[rng.randrange(2)]
+    if _defect(rng, 0.04):
+        entries.append(rng.choice(((D_FILE, "d/notes.txt", b"mine"), (D_DIR, "d/sub", b""), (D_LINK, "d/extra", b"../outside"))))
+    if _defect(rng, 0.04):
+        i = rng.randrange(len(entries))
+        _, name, data = entries[i]
+        entries[i] = _planted(rng, name, data, entries)
+        if entries[i][0] == D_SPARSE and name.endswith("index.bin") and rng.random() < 0.5:  # the header says so too
+            size, digest = _edge_digest_of(data[:4096], 3 << 30)
+            header["index_file"] = {"size": size, "digest": digest}
+            entries[0] = (D_FILE, "d/ann.json", json.dumps(header).encode())
+    entries.append((D_META, "mmap", b"1" if rng.random() < 0.5 else b"0"))
+    entries.append((D_META, "verify", rng.choice((b"full", b"full", b"file"))))
+    entries.append((D_META, "save", rng.choice((b"", b"", b"new", b"foreign", b"foreign-json", b"index-plus", b"self"))))
+    return pack_dir(entries)
+
+
+def _load_ann_index(data: bytes) -> object:
+    """Open the index directory the bundle describes for ``ann_embeddings()``; search it; save it to a drawn target."""
+    import numpy as np
+
+    from finalfusion.ann import load_index
+
+    entries = unpack_dir(data)
+    root = _dir_root(".ann")
+    materialize(root, entries)
+    emb = ann_embeddings()
+    meta = {k: (_meta(entries, k) or [""])[0] for k in ("mmap", "verify", "save")}
+    try:
+        ix = load_index(os.path.join(root, "d"), emb, mmap=meta["mmap"] == "1", verify=meta["verify"] if meta["verify"] in ("full", "file") else "full")
+        queries = np.asarray(emb.storage[:4], dtype=np.float32)
+        for k in (1, 10, ANN_ROWS + 3):
+            ids, _ = ix.search(queries, k)
+            if ids.shape[0] != len(queries) or ((ids >= ANN_ROWS) & (ids != -1)).any():
+                raise Violation("ann-ids", f"search returned ids outside 0..{ANN_ROWS - 1}: {ids.max()}")
+        ix.search(np.zeros((1, ANN_DIMS), dtype=np.float32), 5)
+        pickle.loads(pickle.dumps(ix)).search(queries[:1], 3)
+        _ann_save_check(ix, root, meta["save"])
+    finally:
+        check_sentinels(root, entries)
+    return ix
+
+
+def _ann_save_check(ix: Any, root: str, kind: str) -> None:
+    """Save over a drawn target: a new path (reads back), a directory of the user's, a header-only look-alike, a real index with an
+    extra file, or the index's own directory. Foreign files must survive (the save refused, naming them)."""
+    from finalfusion import FinalfusionError
+    from finalfusion.ann import load_index
+
+    if not kind:
+        return
+    target = os.path.join(root, "d") if kind == "self" else os.path.join(root, "target")
+    foreign: dict[str, bytes] = {}
+    if kind in ("foreign", "foreign-json", "index-plus"):
+        os.makedirs(target, exist_ok=True)
+        if kind == "foreign-json":
+            foreign["ann.json"] = b"{}"
+        if kind == "index-plus":
+            for name, content in ann_saved(ix.backend).items():
+                Path(target, name).write_bytes(content)
+        foreign["mine.txt"] = b"the user's"
+        for name, content in foreign.items():
+            Path(target, name).write_bytes(content)
+    try:
+        ix.save(target)
+    except (FinalfusionError, OSError):
+        refused = True
+    else:
+        refused = False
+    for name, content in foreign.items():
+        path = os.path.join(target, name)
+        if not os.path.isfile(path) or Path(path).read_bytes() != content:
+            raise Violation("ann-save-foreign", f"AnnIndex.save over a directory holding {sorted(foreign)} destroyed {name}")
+    if not refused and kind in ("new", "self"):
+        load_index(target, ann_embeddings()).search(ann_embeddings().storage[:1], 2)
+
+
+READERS["ann-index"] = _load_ann_index
+
+
+# -- model directories: model2vec, WordLlama, Tekken ------------------------------------------------
+
+MODEL_CORPUS = ["the quick brown fox jumps over the lazy dog", "a house is not a home", "happiness is a warm puppy in the house", "naïve café 中文 10:30"] * 20
+#: Sentences ``model-dir`` encodes: known words, Unicode spaces, a lone surrogate, NUL, an empty line.
+MODEL_SENTENCES = ("the quick house", "a\xa0house", "the\u2028dog", "house \ud800", "a\x00b", "", "   ", "中文字 café")
+
+
+@functools.cache
+def _trained_tokenizer(kind: str) -> str:
+    """A small real ``tokenizer.json`` (WordPiece or Unigram), trained once per process."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    if kind == "wordpiece":
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        trainer = trainers.WordPieceTrainer(vocab_size=120, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]"], show_progress=False)
+        tok.train_from_iterator(MODEL_CORPUS, trainer)
+    else:
+        tok = Tokenizer(models.Unigram())
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        trainer = trainers.UnigramTrainer(vocab_size=90, special_tokens=["<unk>", "<s>", "</s>"], unk_token="<unk>", show_progress=False)
+        tok.train_from_iterator(MODEL_CORPUS, trainer)
+    return str(tok.to_str())
+
+
+def _st(tensors: dict[str, Any]) -> bytes:
+    from safetensors.numpy import save
+
+    return bytes(save(tensors))
+
+
+@functools.cache
+def model_layouts() -> dict[str, tuple[tuple[str, bytes], ...]]:
+    """Real model directories (relative name -> bytes), written once per process by model2vec, safetensors and tokenizers:
+    model2vec plain, vocabulary-quantized (mapping + weights) and with the dtypes model2vec's quantization writes (float16,
+    float64, int8), WordLlama's package layout, and Mistral's Tekken layout."""
+    import numpy as np
+
+    layouts: dict[str, tuple[tuple[str, bytes], ...]] = {}
+    rng = np.random.default_rng(5)
+    for family in ("wordpiece", "unigram"):
+        text = _trained_tokenizer(family)
+        n = len(json.loads(text)["model"]["vocab"])
+        table = (rng.normal(size=(n, 12)) * rng.uniform(0.1, 4, size=(n, 1))).astype(np.float32)
+        variants: dict[str, Any] = {"plain": (table, None, None)}
+        clusters = 9
+        variants["quantized"] = (table[:clusters], rng.integers(0, clusters, size=n).astype(np.int64), rng.uniform(0.2, 3, size=n).astype(np.float32))
+        try:
+            from model2vec.quantization import DType, quantize_embeddings
+
+            for dtype in ("float16", "float64", "int8"):
+                variants[dtype] = (quantize_embeddings(table, DType(dtype)), None, None)
+        except ImportError:
+            variants.update({d: (table.astype(d), None, None) for d in ("float16", "float64")})
+        for name, (vectors, mapping, weights) in variants.items():
+            layouts[f"model2vec-{name}-{family}"] = _model2vec_dir(text, vectors, mapping, weights, normalize=name != "float64")
+    unigram = _trained_tokenizer("unigram")
+    n = len(json.loads(unigram)["model"]["vocab"])
+    wl = rng.normal(size=(n, 16)).astype(np.float32)
+    layouts["wordllama"] = (("d/weights/custom_16.safetensors", _st({"embedding.weight": wl})), ("d/tokenizers/custom_tokenizer_config.json", unigram.encode()))
+    tekken = (REPO / "tests" / "data" / "models" / "tekken_small.json").read_bytes()
+    size = json.loads(tekken)["config"]["default_vocab_size"]
+    tekken_table = rng.normal(size=(size, 8)).astype(np.float32)
+    layouts["tekken"] = (("d/tekken.json", tekken), ("d/consolidated.safetensors", _st({"tok_embeddings.weight": tekken_table})))
+    return layouts
+
+
+def _model2vec_dir(tokenizer: str, vectors: Any, mapping: Any, weights: Any, normalize: bool) -> tuple[tuple[str, bytes], ...]:
+    """A model2vec directory as ``StaticModel.save_pretrained`` writes it (through model2vec when installed)."""
+    try:
+        from model2vec import StaticModel
+        from tokenizers import Tokenizer
+    except ImportError:
+        StaticModel = None
+    if StaticModel is not None:
+        with tempfile.TemporaryDirectory() as d:
+            model = StaticModel(vectors, Tokenizer.from_str(tokenizer), normalize=normalize, weights=weights, token_mapping=mapping)
+            model.save_pretrained(d)
+            return tuple((f"d/{p.relative_to(d).as_posix()}", p.read_bytes()) for p in sorted(Path(d).rglob("*")) if p.is_file())
+    tensors = {"embeddings": vectors, **({"mapping": mapping} if mapping is not None else {}), **({"weights": weights} if weights is not None else {})}
+    config = json.dumps({"model_type": "model2vec", "normalize": normalize, "max_length": 512}).encode()
+    return (("d/model.safetensors", _st(tensors)), ("d/tokenizer.json", tokenizer.encode()), ("d/config.json", config))
+
+
+def _m2v_tensors(rng: random.Random, data: bytes) -> bytes:
+    """model.safetensors with its tensors changed as a model2vec file can be: mapping out of range / of another dtype / short,
+    weights NaN / short, embeddings of another dtype or shape, a stale extra tensor."""
+    import numpy as np
+    from safetensors.numpy import load
+
+    tensors = dict(load(data))
+    pick = rng.randrange(6)
+    n = len(tensors["embeddings"])
+    if pick == 0 and "mapping" in tensors:
+        m = tensors["mapping"].copy()
+        m[rng.randrange(len(m))] = rng.choice((-1, n, 2**31 - 1, 2**40))
+        tensors["mapping"] = m
+    elif pick == 1:
+        key = rng.choice(("mapping", "weights"))
+        if key in tensors:
+            tensors[key] = tensors[key].astype(rng.choice(("int32", "uint8", "float32", "float16", "int16")))[: rng.choice((None, 3, 0))]
+    elif pick == 2:
+        tensors["weights"] = np.full(rng.choice((n, 1, 500)), rng.choice((np.nan, np.inf, 0.0, -1.0, 1e38)), dtype=np.float32)
+    elif pick == 3:
+        tensors["embeddings"] = tensors["embeddings"].astype(rng.choice(("float16", "float64", "int8", "uint8", "int32", "bool")))
+    elif pick == 4:
+        e = tensors["embeddings"]
+        tensors["embeddings"] = rng.choice((e[: rng.randint(0, len(e))], e.reshape(-1), e[:, :0], e.reshape(1, *e.shape)))
+    else:
+        tensors["mapping"] = np.arange(n, dtype=np.int64)[::-1].copy()
+    return _st(tensors)
+
+
+def _hostile_config(rng: random.Random) -> bytes:
+    value = rng.choice((-1, 2**31, 2**63, 10**30, 1.5, "512", None, True, [], {}))
+    key = rng.choice(("max_length", "normalize", "model_type", "tokenizer_name", "apply_pca"))
+    return rng.choice((json.dumps({key: value}).encode(), b"[]", b"", b"\xff", b"{" * 3000, b'{"max_length": 1e999}', b"nul\x00l"))
+
+
+def model_dir_structured(rng: random.Random, reader: str = "model-dir") -> bytes:
+    """A whole model directory: model2vec (plain, vocabulary-quantized, float16/float64/int8), WordLlama or Tekken, written by
+    the real libraries, then changed.
+
+    One part at a time (mostly): ``config.json`` hostile (wrong types, huge or negative ``max_length``, not JSON, deep);
+    ``tokenizer.json`` replaced by a ``tokenizer_json_structured`` document or mutated; the safetensors table's tensors changed
+    (mapping out of range or of another dtype, NaN weights, another dtype or shape) or the file mutated; a stale
+    ``model.safetensors.index.json`` or second ``*.safetensors``; ``tekken.json`` from ``tekken_structured``; in 6 % a file
+    replaced by a FIFO, a link out of the directory, a link to ``/dev/zero``, a 3 GiB sparse file, a directory or a device.
+    """
+    layouts = model_layouts()
+    name = rng.choice(sorted(layouts))
+    files = dict(layouts[name])
+    entries: list[tuple[int, str, bytes]] = []
+    pick = rng.random()
+    targets = sorted(files)
+    victim = rng.choice(targets)
+    if pick < 0.3:
+        pass  # the real directory: reads (and is exercised, written back)
+    elif victim.endswith("config.json") and "tokenizer_config" not in victim:
+        files[victim] = _hostile_config(rng)
+    elif victim.endswith(("tokenizer.json", "tokenizer_config.json")):
+        files[victim] = tokenizer_json_structured(rng) if rng.random() < 0.6 else mutate(files[victim], rng, [])
+    elif victim.endswith("tekken.json"):
+        files[victim] = tekken_structured(rng)
+    elif victim.endswith(".safetensors"):
+        if name.startswith("model2vec") and rng.random() < 0.6:
+            with contextlib.suppress(Exception):  # the generator's own numpy casting: keep the file as is
+                files[victim] = _m2v_tensors(rng, files[victim])
+        else:
+            files[victim] = _mutate_backend_file(rng, files[victim])
+    else:
+        files[victim] = mutate(files[victim], rng, [])
+    if name.startswith("model2vec") and _defect(rng, 0.05):  # stale files a loader could prefer
+        files[rng.choice(("d/model.safetensors.index.json", "d/old.safetensors", "d/pytorch_model.safetensors"))] = rng.choice(
+            (json.dumps({"weight_map": {"embeddings": "old.safetensors"}}).encode(), safetensors_structured(rng))
+        )
+    entries = [(D_FILE, n, b) for n, b in files.items()]
+    if _defect(rng, 0.06):
+        i = rng.randrange(len(entries))
+        entries[i] = _planted(rng, entries[i][1], entries[i][2], entries)
+    target = "d/weights/custom_16.safetensors" if name == "wordllama" else "d"
+    entries.append((D_META, "load", target.encode()))
+    entries.append((D_META, "roundtrip", b"1" if rng.random() < 0.3 else b"0"))
+    return pack_dir(entries)
+
+
+def _load_model_dir(data: bytes) -> object:
+    """``finalfusion.load`` of the model directory (or WordLlama weights) the bundle describes; encode probe sentences; write it
+    back with ``write_model2vec`` (30 %) and check the round trip; then ``exercise()``."""
+    import numpy as np
+
+    import finalfusion
+    from finalfusion import FinalfusionError
+    from finalfusion.errors import MissingExtraError
+
+    entries = unpack_dir(data)
+    root = _dir_root(".md")
+    materialize(root, entries)
+    target = _safe_name(root, (_meta(entries, "load") or ["d"])[0]) or os.path.join(root, "d")
+    try:
+        emb = finalfusion.load(target)
+        try:
+            vecs = emb.encode(list(MODEL_SENTENCES))
+            alone = emb.encode(["house"])[0]
+        except MissingExtraError:
+            vecs = alone = None
+        if vecs is not None and (_meta(entries, "roundtrip") or ["0"])[0] == "1":
+            out = os.path.join(root, "written")
+            try:
+                finalfusion.write_model2vec(out, emb)
+            except FinalfusionError:
+                pass
+            else:
+                again = finalfusion.load(out).encode(list(MODEL_SENTENCES))
+                if not np.allclose(again, vecs, rtol=1e-4, atol=1e-5, equal_nan=True):
+                    bad = [s for s, a, b in zip(MODEL_SENTENCES, again, vecs, strict=True) if not np.allclose(a, b, rtol=1e-4, atol=1e-5)]
+                    raise Violation("model2vec-roundtrip", f"write_model2vec then load encodes {bad!r} differently")
+        exercise(emb)
+        if alone is not None and vecs is not None and alone.any() and not vecs[3].any():  # last: the checks above still run
+            raise Violation("encode-surrogate", "encode('house \\ud800') is all zeros while encode('house') is not")
+        return emb
+    finally:
+        check_sentinels(root, entries)
+
+
+READERS["model-dir"] = _load_model_dir
+
+
+# -- the command line: inputs and outputs ---------------------------------------------------------
+
+#: Exception names the command line's catch-all prints ("finalfusion: error: RuntimeError: ..."): a library failure that
+#: escaped as something other than a FinalfusionError / OSError (ValueError, TypeError and MemoryError print without a name).
+CLI_ESCAPED = re.compile(r"^finalfusion: error: (?:([A-Z]\w*(?:Error|Exception|Panic\w*|Exit|Interrupt|Warning)|Exception): |a Rust extension panicked)")
+CLI_OUTPUT_FORMATS = (("fifu", "finalfusion"), ("w2v", "word2vec"), ("txt", "text"), ("vec", "text-dims"), ("floret", None), ("gguf", "gguf"))
+
+
+def _file_out(rng: random.Random, inp: str, ext: str, entries: list[tuple[int, str, bytes]]) -> tuple[str, list[str]]:
+    """An output file name for ``inp`` and the paths it may replace: a new file, the input itself (plainly, as ``./``, through a
+    link or a hard link: never replaced), another file of the user's (replaced), or a directory (refused)."""
+    picks = ("new", "new", "new", "same", "dot", "link", "hard", "other", "dir") if "." in inp.rsplit("/", 1)[-1] else ("new", "other", "dir")
+    pick = rng.choice(picks)
+    if pick == "new":
+        return f"d/out.{ext}", [f"d/out.{ext}"]
+    if pick == "same":
+        return inp, []
+    if pick == "dot":
+        head, tail = inp.rsplit("/", 1)
+        return f"{head}/./{tail}", []
+    if pick == "link":
+        entries.append((D_LINK, "d/alias", inp.split("/", 1)[1].encode()))
+        return "d/alias", []
+    if pick == "hard":
+        entries.append((D_HARDLINK, "d/hard", inp.encode()))
+        return "d/hard", []
+    if pick == "other":
+        entries.append((D_FILE, f"d/other.{ext}", ann_fifu()))
+        return f"d/other.{ext}", [f"d/other.{ext}"]
+    entries.append((D_FILE, "d/adir/keep.txt", b"the user's"))
+    return "d/adir", []
+
+
+def _dir_out(rng: random.Random, entries: list[tuple[int, str, bytes]]) -> tuple[str, list[str]]:
+    """An index directory to write: new, empty, the user's (a file, a fake ``ann.json``, a link planted), a real index (replaced)
+    or a real index holding a file of the user's (refused)."""
+    pick = rng.choice(("new", "new", "empty", "foreign", "fake-json", "real", "real-plus", "planted-link"))
+    out = "d/out.ann"
+    if pick == "new":
+        return out, [out]
+    if pick == "empty":
+        entries.append((D_DIR, out, b""))
+        return out, [out]
+    owned = []
+    if pick in ("real", "real-plus"):
+        for name, content in ann_saved(rng.choice(ann_available())).items():
+            entries.append((D_FILE, f"{out}/{name}", content))
+            owned.append(f"{out}/{name}")
+    if pick == "fake-json":
+        entries.append((D_FILE, f"{out}/ann.json", rng.choice((b"{}", b"not json"))))
+    if pick == "planted-link":
+        entries.append((D_FILE, f"{out}/ann.json", ann_saved(ann_available()[0])["ann.json"]))
+        entries.append((D_FILE, "outside/victim", b"not yours"))
+        entries.append((D_LINK, f"{out}/index.bin", b"../../outside/victim"))
+    if pick in ("foreign", "fake-json", "real-plus"):
+        entries.append((D_FILE, f"{out}/mine.txt", b"the user's"))
+    if pick == "real":
+        return out, [out, *owned]
+    return out, []
+
+
+def cli_structured(rng: random.Random, reader: str = "cli") -> bytes:
+    """A ``finalfusion`` command line over generated inputs and outputs.
+
+    Inputs: the ANN test embeddings (a ``.fifu`` with a saved index beside it, sometimes an index built for other embeddings or
+    a mutated one), a finalfusion seed (with or without metadata, sometimes mutated), a model directory from
+    ``model_dir_structured``, standard input lines (long, NUL, surrogate-free Unicode spaces). Commands: ``info``, ``lookup``,
+    ``similar`` (with ``--index`` in half), ``encode``, ``metadata`` (to standard output, to OUT, ``--set``, ``--remove``),
+    ``convert`` (to every writable format), ``select``, ``index build``, with ``--tokenizer`` PATH a sparse 3 GiB file in 5 %.
+    Outputs: see :func:`_file_out` and :func:`_dir_out`. The META entries say which paths may change.
+    """
+    entries: list[tuple[int, str, bytes]] = [(D_FILE, "d/emb.fifu", ann_fifu())]
+    fifus = seed_inputs("finalfusion")
+    seed = rng.choice(fifus)
+    entries.append((D_FILE, "d/in.fifu", seed if rng.random() < 0.8 else mutate(seed, rng, fifus)))
+    model = [e for e in unpack_dir(model_dir_structured(rng)) if e[1].startswith(("d/", "outside/")) or (e[0] == D_META and e[1] == "sentinels")]
+    for kind, name, content in model:  # moved one level down: links out of it climb one more level
+        if kind == D_LINK and content.startswith(b"../"):
+            content = b"../" + content
+        entries.append((kind, "d/model/" + name[2:] if name.startswith("d/") else name, content))
+    emb_in = rng.choice(("d/emb.fifu", "d/in.fifu", "d/in.fifu", "d/model"))
+    if any(n.startswith("d/model/weights/") for _, n, _ in entries) and emb_in == "d/model":
+        emb_in = "d/model/weights/custom_16.safetensors"
+    command = rng.choice(("info", "lookup", "similar", "encode", "metadata", "metadata", "convert", "convert", "select", "index"))
+    changeable: list[str] = []
+    stdin = b""
+    if command == "info":
+        argv = ["info", emb_in]
+    elif command == "lookup":
+        argv = ["lookup", emb_in, "w0", "house", "a\xa0b"]
+    elif command == "similar":
+        argv = ["similar", "-k", "3", "--quiet"]
+        if rng.random() < 0.5:
+            backend = rng.choice(ann_available())
+            idx = dict(ann_saved(backend))
+            if rng.random() < 0.3:
+                idx["index.bin"] = _mutate_backend_file(rng, idx["index.bin"])
+                size, digest = _edge_digest_of(idx["index.bin"])
+                header = json.loads(idx["ann.json"])
+                header["index_file"] = {"size": size, "digest": digest}
+                idx["ann.json"] = json.dumps(header).encode()
+            entries += [(D_FILE, f"d/emb.ann/{n}", b) for n, b in idx.items()]
+            argv += ["--index", "d/emb.ann", "d/emb.fifu"]
+        else:
+            argv.append(emb_in)
+        argv.append(rng.choice(("w0", "w17", "house", "zzz")))
+    elif command == "encode":
+        argv = ["encode", "--quiet", emb_in] + (["--json"] if rng.random() < 0.3 else [])
+        lines = [rng.choice(("the quick house", "a\xa0house", "w0 w1", "", "中文", "x" * rng.choice((10, 5000, 200_000)))) for _ in range(rng.randint(0, 20))]
+        stdin = "\n".join(lines).encode("utf-8") + rng.choice((b"\n", b"", b"\xff\xfe\n", b"\x00\n"))
+    elif command == "metadata":
+        fifu = rng.choice(("d/emb.fifu", "d/in.fifu"))
+        mode = rng.choice(("print", "out", "out", "set", "remove"))
+        if mode == "print":
+            argv = ["metadata", fifu]
+        elif mode == "out":
+            out, changeable = _file_out(rng, fifu, "toml", entries)
+            argv = ["metadata", fifu, out]
+        elif mode == "set":
+            entries.append((D_FILE, "d/meta.toml", rng.choice((b'a = 1\n[b]\nc = "d"\n', hostile_toml(rng), b"\xff", b""))))
+            argv, changeable = ["metadata", "--set", "d/meta.toml", fifu], [fifu]
+        else:
+            argv, changeable = ["metadata", "--remove", fifu], [fifu]
+    elif command in ("convert", "select"):
+        ext, fmt = rng.choice(CLI_OUTPUT_FORMATS)
+        out, changeable = _file_out(rng, emb_in, ext, entries)
+        argv = [command, "--quiet", emb_in, out]
+        if fmt is not None and rng.random() < 0.5:
+            argv[1:1] = ["-t", fmt]
+        if command == "select":
+            entries.append((D_FILE, "d/words.txt", b"w0\nw3\nhouse\nthe\n"))
+            argv.append("d/words.txt")
+    else:
+        out, changeable = _dir_out(rng, entries)
+        argv = ["index", "build", "--quiet", "--backend", rng.choice(ann_available()), rng.choice(("d/emb.fifu", emb_in)), out]
+    weights = [n for k, n, _ in entries if k == D_FILE and n.startswith("d/model/") and n.endswith(".safetensors")]
+    if rng.random() < 0.05 and command != "metadata" and emb_in in argv and weights:  # the model's weights with a named tokenizer
+        entries.append((D_SPARSE, "d/huge-tokenizer.json", _sparse(3 << 30, b'{"model": ')))
+        argv[argv.index(emb_in)] = weights[0]
+        at = 2 if argv[0] == "index" else 1
+        argv[at:at] = ["--tokenizer", "d/huge-tokenizer.json"]
+    entries.append((D_META, "argv", "\x00".join(argv).encode("utf-8", "surrogatepass")))
+    entries.append((D_META, "stdin", stdin))
+    entries.append((D_META, "changeable", "\x00".join(changeable).encode()))
+    return pack_dir(entries)
+
+
+def snapshot_tree(root: str) -> dict[str, tuple[Any, ...]]:
+    """Every path under ``root`` (links not followed): its type and content (SHA-1 up to 16 MiB, else size and mtime)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for top, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(top, name)
+            rel = os.path.relpath(path, root)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(path))
+            elif stat.S_ISREG(st.st_mode):
+                if st.st_size <= 16 << 20:
+                    with open(path, "rb") as f:
+                        out[rel] = ("file", hashlib.sha1(f.read()).hexdigest(), st.st_size)
+                else:
+                    out[rel] = ("file", st.st_size, st.st_mtime_ns)
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir",)
+            else:
+                out[rel] = ("special", stat.S_IFMT(st.st_mode))
+    return out
+
+
+def _under(rel: str, paths: list[str]) -> bool:
+    return any(rel == p or rel.startswith(p + "/") for p in paths)
+
+
+def _load_cli(data: bytes) -> object:
+    """Run the ``finalfusion`` command line the bundle describes, in this process, and check its contract.
+
+    Exit status 0, 1 or 2 (argparse's usage errors); on failure one line on stderr (usage lines before it for status 2), no
+    traceback, no escaped exception type (``RuntimeError: ...``), Rust panic or MemoryError; nothing but the declared outputs changes, and
+    nothing at all when the command fails (no temporary files left); an output that held data is not emptied.
+    """
+    from finalfusion import cli
+
+    entries = unpack_dir(data)
+    root = _dir_root(".cli")
+    materialize(root, entries)
+    argv = [a.replace("{root}", root) for a in _meta(entries, "argv")]  # paths relative to the root, the working directory
+    changeable = _meta(entries, "changeable")
+    before = snapshot_tree(root)
+    stdin_data = b"".join(b for k, n, b in entries if k == D_META and n == "stdin")
+    out, err = io.BytesIO(), io.BytesIO()
+    saved = sys.stdin, sys.stdout, sys.stderr
+    streams = [io.TextIOWrapper(io.BytesIO(stdin_data), encoding="utf-8")]
+    streams += [io.TextIOWrapper(out, encoding="utf-8", errors="surrogateescape"), io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace")]
+    sys.stdin, sys.stdout, sys.stderr = streams
+    cwd = os.getcwd()
+    try:
+        os.chdir(root)
+        try:
+            status = cli.main(argv)
+        except SystemExit as exc:
+            status = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        os.chdir(cwd)
+        sys.stdin, sys.stdout, sys.stderr = saved
+        for stream in streams:  # keep the buffers open (a wrapper closes its buffer when it goes)
+            with contextlib.suppress(ValueError, OSError):
+                stream.flush()
+            with contextlib.suppress(ValueError):
+                stream.detach()
+    text = err.getvalue().decode("utf-8", "replace")
+    lines = [line for line in text.splitlines() if line.strip()]
+    label = (argv[:1] or ["?"])[0]
+    if status not in (0, 1, 2):
+        raise Violation(f"cli-status:{label}", f"exit status {status}")
+    if "Traceback" in text:
+        raise Violation(f"cli-traceback:{label}", text[-300:])
+    if status == 1 and len(lines) != 1:
+        raise Violation(f"cli-lines:{label}", f"status 1 with {len(lines)} lines on stderr: {text[:300]!r}")
+    if status:
+        m = CLI_ESCAPED.match(lines[-1] if lines else "")
+        if m:
+            raise Violation(f"cli-escaped:{m.group(1) or 'panic'}:{label}", lines[-1][:300])
+        if lines and lines[-1].endswith("MemoryError"):  # printed as one line, but a runaway allocation (an unbounded read)
+            raise Violation(f"cli-memory:{label}", lines[-1][:300])
+    after = snapshot_tree(root)
+    for rel, was in before.items():
+        now = after.get(rel)
+        if now == was:
+            continue
+        if status == 0 and _under(rel, changeable):
+            if was[0] == "file" and was[-1] and now is not None and now[0] == "file" and now[-1] == 0:
+                raise Violation(f"cli-emptied:{label}", f"{rel} held {was[-1]} bytes and is now empty")
+            continue
+        what = "removed" if now is None else "changed"
+        raise Violation(f"cli-{'failed-' if status else ''}{what}:{label}", f"{' '.join(argv[:2])}: {rel} was {what} ({status=}, may change: {changeable})")
+    for rel in after.keys() - before.keys():
+        if status or not _under(rel, changeable):
+            raise Violation(f"cli-left:{label}", f"{rel} appeared (status {status}; may change: {changeable})")
+    check_sentinels(root, entries)
+    if status:
+        raise CliFailed(lines[-1] if lines else f"status {status}")
+    return status
+
+
+class CliFailed(OSError):
+    """A command that failed as it should (status 1 or 2, one line): counted as a refused input, not a finding."""
+
+
+READERS["cli"] = _load_cli
+
+
 FIFU_READERS = ("finalfusion", "finalfusion-mmap", "finalfusion-file-mmap", "load")
 
 #: Structure-aware generators: name -> (readers whose inputs they are, function of an RNG and the reader giving one input).
@@ -1868,9 +2695,15 @@ GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[random.Random, str], byte
     "tekken_structured": (("tekken",), tekken_structured),
     "lightseq_structured": (("lightseq", "lightseq-hdf5"), lightseq_structured),
     "tokenizer_table_structured": (FIFU_READERS, tokenizer_table_structured),
+    "ann_index_structured": (("ann-index",), ann_index_structured),
+    "model_dir_structured": (("model-dir",), model_dir_structured),
+    "cli_structured": (("cli",), cli_structured),
 }
 #: Share of a reader's inputs that come from a structure-aware generator (when it has any).
 GENERATED_RATE = 0.05
+#: The same for the readers of bundles (:data:`BUNDLE_READERS`): their generator draws the hostile directory entries and command
+#: lines; a mutation of a bundle mostly changes one file's bytes.
+BUNDLE_GENERATED_RATE = 0.5
 
 
 def generators_for(reader: str) -> list[str]:
@@ -1913,7 +2746,8 @@ def run_one(reader: Reader, data: bytes) -> dict[str, Any]:
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         kind = classify(exc)
-        out = {"status": kind, "type": type(exc).__name__, "msg": str(exc)[:300], "where": innermost_frame(exc)}
+        where = getattr(exc, "fuzz_where", None) or innermost_frame(exc)  # a Violation names its class
+        out = {"status": kind, "type": type(exc).__name__, "msg": str(exc)[:300], "where": where}
         if kind != "error":
             out["tb"] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         return out
@@ -2262,7 +3096,8 @@ def campaign(
             corpus = corpora[reader]
             # Endless streams and generated inputs are not cut to max_size: they are built to pass the readers' caps.
             gens = generators_for(reader)
-            gen = rng.choice(gens) if gens and rng.random() < GENERATED_RATE else None
+            rate = BUNDLE_GENERATED_RATE if reader in BUNDLE_READERS else GENERATED_RATE
+            gen = rng.choice(gens) if gens and rng.random() < rate else None
             if gen is not None:
                 data = GENERATORS[gen][1](rng, reader)
             elif rng.random() < ENDLESS_RATE:
@@ -2352,12 +3187,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true", help="also print the per-reader table for docs/reliability.md")
     p.add_argument("--commit", default="`<commit>`", help="commit named in the --markdown table")
     p.add_argument("--list", action="store_true", help="list the registered readers, their seeds and generators")
+    p.add_argument("--replay", nargs="+", type=Path, metavar="FILE", help="run saved inputs (e.g. findings) through the worker and print each outcome")
+    p.add_argument("--unpack", type=Path, metavar="FILE", help="list the entries of a bundle (the input of ann-index, model-dir, cli)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     apply_overrides()
     if args.worker:
         worker_main(args.rlimit_mb, args.rss_factor)
         return 0
+    if args.unpack:
+        for kind, name, data in unpack_dir(args.unpack.read_bytes()):
+            shown = data[:120] if kind in (D_META, D_LINK, D_HARDLINK, D_DEVICE) else f"{len(data)} bytes"
+            print(f"{('file', 'dir', 'fifo', 'link', 'sparse', 'device', 'meta', 'hardlink')[kind] if kind < 8 else kind:9} {name}: {shown}")
+        return 0
+    if args.replay:
+        return replay(args.replay, args.reader, args.timeout, args.rlimit_mb, args.rss_factor)
     if args.list:
         for name in READERS:
             print(f"{name}: {len(seed_inputs(name))} seeds; generators: {', '.join(generators_for(name)) or '-'}")
@@ -2383,6 +3227,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         write_json(args.out, stats)
     return 1 if stats["findings"] else 0
+
+
+def replay(paths: list[Path], reader: str, timeout: float, limit_mb: int, rss_factor: int) -> int:
+    """Run each saved input through a worker (its reader: ``reader``, or the file name's ``<reader>-<status>-<sha1>.bin``); 1 if any is a finding."""
+    worker = Worker(limit_mb, rss_factor)
+    found = 0
+    try:
+        for path in paths:
+            name = reader if reader != "all" else path.name.rsplit("-", 2)[0]
+            out = worker.run(name, path.read_bytes(), timeout)
+            found |= out["status"] in FINDING_STATUSES
+            print(json.dumps({"file": str(path), "reader": name, **{k: v for k, v in out.items() if k != "tb"}}))
+            if out.get("tb"):
+                print(out["tb"], end="")
+    finally:
+        worker.stop()
+    return 1 if found else 0
 
 
 def _run_jobs(args: argparse.Namespace, readers: list[str]) -> dict[str, Any]:
