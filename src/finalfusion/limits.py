@@ -152,8 +152,12 @@ MAX_TOKENIZE_BYTES: int = 1 << 18
 #: parsing under ~0.25 s and ~10 MB (docs/reliability.md, "Resource bounds").
 MAX_METADATA_ITEMS: int = 1 << 16
 
-#: Most bytes a reader expects one byte of gzip-compressed input to expand to,
-#: when the compressed size is known (bytes, a path, a plain file). A length
+#: Most bytes a reader expects one byte of gzip-compressed input to expand to.
+#: Every gzip input, whatever reads it, may decompress to this many times its
+#: compressed size (the whole input when its size is known, else the
+#: compressed bytes read so far, as from a pipe) plus 1 MiB, and no more: one
+#: more byte is a :class:`~finalfusion.FormatError` naming this limit (a
+#: 0.64 MB word2vec ``.bin.gz`` of zeros loaded to 1.9 GB before). A length
 #: that a gzip input declares (a finalfusion chunk, a fastText or LightSeq
 #: field) past this many times the compressed bytes left is refused before
 #: anything is read for it: deflate can reach 1032:1 on a run of one byte, so a
