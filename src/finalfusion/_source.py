@@ -26,9 +26,14 @@ that tells them apart; everything else here builds on it:
 
 :func:`local_path` and :func:`sibling` are the one rule for paths: which
 inputs name a file (or a model directory), and which file a name read from
-a file may open. Gzip input is :mod:`finalfusion._gzip_input`'s, opened
-here only. This module knows nothing about chunks: it sits at the bottom of the
-package, next to the errors and the byte cursor.
+a file may open. :func:`file_in`, :func:`open_regular` and
+:func:`read_regular` are the one rule for the files a directory holds by
+convention (a model directory, a saved index) and for tokenizer files: a
+regular file inside the directory, its size checked before it is read.
+These rules live in :mod:`finalfusion._local_files` and gzip input in
+:mod:`finalfusion._gzip_input`; callers take them from here. This module
+knows nothing about chunks: it sits at the bottom of the package, next to
+the errors and the byte cursor.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import numpy as np
 from finalfusion import limits
 from finalfusion._binary import Buffer
 from finalfusion._gzip_input import GZIP_BUFFERED, GzipInput
+from finalfusion._local_files import file_in, open_regular, read_regular, sibling
 from finalfusion._progress import Progress, counting
 from finalfusion.errors import FormatError, Truncated
 
@@ -60,18 +66,21 @@ __all__ = [
     "LazyFill",
     "Opened",
     "Source",
+    "file_in",
     "fill",
     "input_size",
     "is_bytes_path",
     "local_path",
     "map_path",
     "open_buffer",
+    "open_regular",
     "open_stream",
     "opened",
     "parse_prefix",
     "path_of",
     "peek",
     "read_into",
+    "read_regular",
     "read_whole",
     "regular_file",
     "sibling",
@@ -140,34 +149,6 @@ def path_of(file: Source) -> str | None:
     """
     path = local_path(file)
     return None if path is None else os.path.abspath(path)
-
-
-def sibling(directory: str | os.PathLike[str], name: str, *, chunk: str, message: str = "a file named in the data must be next to it") -> str:
-    """The path of the file ``name`` in ``directory``: the one rule for opening a file that a file names (a shard, a tokenizer).
-
-    A name read from a file is data, never a path of its own (DESIGN.md,
-    convention 16): it must be a plain file name -- not absolute, no
-    directory part (so no ``..``), not empty, ``.`` or ``..``, and no NUL.
-
-    Raises
-    ------
-    FormatError
-        For any other name, saying what was found (``chunk`` and
-        ``message`` name the format and the field).
-
-    Examples
-    --------
-    >>> sibling("models", "shard-1.safetensors", chunk="x")
-    'models/shard-1.safetensors'
-    >>> sibling("models", "../etc/passwd", chunk="x")
-    Traceback (most recent call last):
-    ...
-    finalfusion.errors.FormatError: x: a file named in the data must be next to it: expected a plain file name, found ../etc/passwd
-    """
-    plain = name not in ("", ".", "..") and "\x00" not in name and os.path.basename(name) == name and not os.path.isabs(name)
-    if not plain or (os.altsep is not None and os.altsep in name):
-        raise FormatError(message, chunk=chunk, expected="a plain file name", found=name)
-    return os.path.join(os.fsdecode(directory), name)
 
 
 class Opened(NamedTuple):
