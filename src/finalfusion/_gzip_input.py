@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import gzip
 import zlib
+from collections.abc import Callable
 from typing import IO, Any, Final, cast
 
 from finalfusion import limits
@@ -74,28 +75,22 @@ class GzipInput(gzip.GzipFile):
             )
 
     def read(self, size: int | None = -1) -> bytes:
-        if size is not None and 0 <= size <= _GZIP_STEP:
-            return self._read_part(size)
-        parts: list[bytes] = []
-        left = -1 if size is None or size < 0 else size
-        while left:
-            part = self._read_part(_GZIP_STEP if left < 0 else min(left, _GZIP_STEP))
-            if not part:
-                break
-            parts.append(part)
-            left = left - len(part) if left > 0 else left
-        return b"".join(parts)
+        return self._stepped(self._read_part, size, line=False)
 
     def readline(self, size: int | None = -1) -> bytes:
+        return self._stepped(self._readline_part, size, line=True)
+
+    def _stepped(self, part_of: Callable[[int], bytes], size: int | None, line: bool) -> bytes:
+        """``part_of(size)``, or for a larger (or unbounded) ``size`` parts of at most :data:`_GZIP_STEP` bytes, each checked."""
         if size is not None and 0 <= size <= _GZIP_STEP:
-            return self._readline_part(size)
+            return part_of(size)
         parts: list[bytes] = []
         left = -1 if size is None or size < 0 else size
         while left:
-            part = self._readline_part(_GZIP_STEP if left < 0 else min(left, _GZIP_STEP))
+            part = part_of(_GZIP_STEP if left < 0 else min(left, _GZIP_STEP))
             parts.append(part)
             left = left - len(part) if left > 0 else left
-            if not part or part.endswith(b"\n"):
+            if not part or (line and part.endswith(b"\n")):
                 break
         return b"".join(parts)
 
