@@ -486,7 +486,7 @@ def test_tokenizer_json_in_another_unicode_encoding_tokenizes_and_round_trips(tm
 
 @pytest.mark.parametrize("where", ["word", "architecture", "name"])
 def test_write_gguf_names_a_string_gguf_cannot_hold(tmp_path: Path, where: str) -> None:
-    """A lone surrogate is not UTF-8: a ValueError naming the key, not UnicodeEncodeError from inside the writer."""
+    """A lone surrogate is not UTF-8: a FormatError (a FinalfusionError and a ValueError) naming the key, not UnicodeEncodeError from inside the writer."""
     from finalfusion import Embeddings
     from finalfusion.compat.gguf import write_gguf
     from finalfusion.metadata import Metadata
@@ -499,5 +499,5 @@ def test_write_gguf_names_a_string_gguf_cannot_hold(tmp_path: Path, where: str) 
     key = {"word": "element 1 of tokenizer.ggml.tokens", "architecture": "general.architecture", "name": "general.name"}[where]
     with pytest.raises(ValueError, match=re.escape(key) + ".*lone surrogate") as err:
         write_gguf(tmp_path / "model.gguf", emb)
-    assert type(err.value) is ValueError
+    assert type(err.value) is FormatError
     assert not (tmp_path / "model.gguf").exists()

@@ -44,7 +44,7 @@ from typing import Any, Final
 from finalfusion._atomic import atomic_output, temporary_name
 from finalfusion.errors import OutputRefused
 
-__all__ = ["MANIFEST_NAME", "check_directory_target", "edge_digest", "refuse_own_input", "write_directory"]
+__all__ = ["MANIFEST_NAME", "check_directory_target", "edge_digest", "edge_digest_of", "refuse_own_input", "write_directory"]
 
 #: The manifest the library writes into every directory it writes.
 MANIFEST_NAME: Final = "finalfusion-manifest.json"
@@ -100,16 +100,21 @@ def edge_digest(path: str) -> tuple[int, str]:
     >>> edge_digest(path)[0]
     3
     """
-    fd, st = _open_regular(path)
+    fd, _ = _open_regular(path)
     try:
-        size = st.st_size
-        h = hashlib.blake2b(digest_size=16)
-        h.update(_pread(fd, min(size, EDGE), 0))
-        if size > EDGE:
-            start = max(EDGE, size - EDGE)
-            h.update(_pread(fd, size - start, start))
+        return edge_digest_of(fd)
     finally:
         os.close(fd)
+
+
+def edge_digest_of(fd: int) -> tuple[int, str]:
+    """Size and BLAKE2b-128 of the first and last 64 KiB of the open regular file ``fd`` (its position is not used)."""
+    size = os.fstat(fd).st_size
+    h = hashlib.blake2b(digest_size=16)
+    h.update(_pread(fd, min(size, EDGE), 0))
+    if size > EDGE:
+        start = max(EDGE, size - EDGE)
+        h.update(_pread(fd, size - start, start))
     return size, h.hexdigest()
 
 

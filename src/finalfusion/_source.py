@@ -26,20 +26,24 @@ that tells them apart; everything else here builds on it:
 
 :func:`local_path` and :func:`sibling` are the one rule for paths: which
 inputs name a file (or a model directory), and which file a name read from
-a file may open. This module knows nothing about chunks: it sits at the bottom of the
-package, next to the errors and the byte cursor.
+a file may open. :func:`file_in`, :func:`open_regular` and
+:func:`read_regular` are the one rule for the files a directory holds by
+convention (a model directory, a saved index) and for tokenizer files: a
+regular file inside the directory, its size checked before it is read.
+These rules live in :mod:`finalfusion._local_files` and gzip input in
+:mod:`finalfusion._gzip_input`; callers take them from here. This module
+knows nothing about chunks: it sits at the bottom of the package, next to
+the errors and the byte cursor.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import gzip
 import io
 import mmap as _mmap
 import os
 import stat
-import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Final, NamedTuple, TypeVar, Union, cast
 
@@ -47,6 +51,8 @@ import numpy as np
 
 from finalfusion import limits
 from finalfusion._binary import Buffer
+from finalfusion._gzip_input import GZIP_BUFFERED, GzipInput
+from finalfusion._local_files import file_in, open_regular, read_regular, sibling
 from finalfusion._progress import Progress, counting
 from finalfusion.errors import FormatError, Truncated
 
@@ -60,18 +66,21 @@ __all__ = [
     "LazyFill",
     "Opened",
     "Source",
+    "file_in",
     "fill",
     "input_size",
     "is_bytes_path",
     "local_path",
     "map_path",
     "open_buffer",
+    "open_regular",
     "open_stream",
     "opened",
     "parse_prefix",
     "path_of",
     "peek",
     "read_into",
+    "read_regular",
     "read_whole",
     "regular_file",
     "sibling",
@@ -140,34 +149,6 @@ def path_of(file: Source) -> str | None:
     """
     path = local_path(file)
     return None if path is None else os.path.abspath(path)
-
-
-def sibling(directory: str | os.PathLike[str], name: str, *, chunk: str, message: str = "a file named in the data must be next to it") -> str:
-    """The path of the file ``name`` in ``directory``: the one rule for opening a file that a file names (a shard, a tokenizer).
-
-    A name read from a file is data, never a path of its own (DESIGN.md,
-    convention 16): it must be a plain file name -- not absolute, no
-    directory part (so no ``..``), not empty, ``.`` or ``..``, and no NUL.
-
-    Raises
-    ------
-    FormatError
-        For any other name, saying what was found (``chunk`` and
-        ``message`` name the format and the field).
-
-    Examples
-    --------
-    >>> sibling("models", "shard-1.safetensors", chunk="x")
-    'models/shard-1.safetensors'
-    >>> sibling("models", "../etc/passwd", chunk="x")
-    Traceback (most recent call last):
-    ...
-    finalfusion.errors.FormatError: x: a file named in the data must be next to it: expected a plain file name, found ../etc/passwd
-    """
-    plain = name not in ("", ".", "..") and "\x00" not in name and os.path.basename(name) == name and not os.path.isabs(name)
-    if not plain or (os.altsep is not None and os.altsep in name):
-        raise FormatError(message, chunk=chunk, expected="a plain file name", found=name)
-    return os.path.join(os.fsdecode(directory), name)
 
 
 class Opened(NamedTuple):
@@ -551,53 +532,6 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
-class _GzipInput(gzip.GzipFile):
-    """A :class:`gzip.GzipFile` whose reads raise :class:`FormatError` for corrupt or truncated data.
-
-    ``gzip`` reports a corrupt deflate stream as ``zlib.error``, a stream
-    cut before its end marker as ``EOFError``, and trailing garbage or a CRC
-    or length mismatch as ``gzip.BadGzipFile`` (an ``OSError``); for a reader
-    all are bad input.
-    The error's offset is how far the decompressor has read into the
-    *compressed* input (it reads ahead, so the damage is at or before it).
-    """
-
-
-def _translate_gzip_errors(name: str) -> None:
-    method = getattr(gzip.GzipFile, name)
-
-    @functools.wraps(method)
-    def guarded(self: _GzipInput, *args: Any) -> Any:
-        try:
-            return method(self, *args)
-        except EOFError as exc:
-            at = _compressed_offset(self)
-            raise Truncated(
-                "the gzip stream ends before its end-of-stream marker", offset=at, chunk="gzip", expected="more compressed data", found=str(exc)
-            ) from None
-        except zlib.error as exc:
-            at = _compressed_offset(self)
-            raise FormatError("corrupt gzip data", offset=at, chunk="gzip", expected="a valid deflate stream", found=str(exc)) from None
-        except gzip.BadGzipFile as exc:  # an OSError, but bad data: trailing garbage, CRC or length mismatch, bad member header
-            at = _compressed_offset(self)
-            raise FormatError("corrupt gzip data", offset=at, chunk="gzip", expected="valid gzip members to the end", found=str(exc)) from None
-
-    setattr(_GzipInput, name, guarded)
-
-
-def _compressed_offset(f: gzip.GzipFile) -> int | None:
-    """How far the decompressor has read into the compressed input, if it can tell."""
-    try:
-        return int(cast(IO[bytes], f.fileobj).tell())
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-for _name in ("read", "read1", "peek", "readline", "readinto", "readinto1"):
-    if _name in vars(gzip.GzipFile):
-        _translate_gzip_errors(_name)
-
-
 def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
     """The first ``n`` bytes of ``f`` without consuming them, and the stream to read from.
 
@@ -672,14 +606,12 @@ def open_stream(source: Source, progress: Progress | None = None) -> Iterator[IO
         if not isinstance(head, bytes):
             raise TypeError("the file object must be opened in binary mode")
         if head == GZIP_MAGIC:
-            f = cast(IO[bytes], stack.enter_context(_GzipInput(fileobj=f, mode="rb")))
+            f = cast(IO[bytes], stack.enter_context(GzipInput(f, input_size(f))))
         yield f
 
 
 #: Most bytes one byte of deflate data decompresses to (a 258-byte match coded in 2 bits).
 DEFLATE_MAX_RATIO: Final = 1032
-#: Compressed bytes a gzip reader may have taken from its input but not yet decompressed, and decompressed bytes it may hold (generous).
-_GZIP_BUFFERED: Final = 1 << 20
 
 
 def size_bound(f: IO[bytes]) -> int | None:
@@ -704,7 +636,7 @@ def size_bound(f: IO[bytes]) -> int | None:
     """
     if isinstance(cast(object, f), gzip.GzipFile):
         left = input_size(cast(IO[bytes], cast(gzip.GzipFile, f).fileobj))
-        return None if left is None else min(DEFLATE_MAX_RATIO, max(1, limits.MAX_GZIP_EXPANSION)) * (left + _GZIP_BUFFERED)
+        return None if left is None else min(DEFLATE_MAX_RATIO, max(1, limits.MAX_GZIP_EXPANSION)) * (left + GZIP_BUFFERED)
     return input_size(f)
 
 
@@ -779,7 +711,7 @@ def sized_or_stream(source: Source, mmap: bool = True) -> Iterator[tuple[str, Bu
             yield src.name, read_whole(f, mmap), None
             return
         if head == GZIP_MAGIC:
-            f = cast(IO[bytes], stack.enter_context(_GzipInput(fileobj=f, mode="rb")))
+            f = cast(IO[bytes], stack.enter_context(GzipInput(f, input_size(f))))
         yield src.name, None, f
 
 

@@ -59,6 +59,7 @@ from typing import Any, ClassVar, Final, cast
 
 from finalfusion import limits
 from finalfusion._llamacpp_pre import LLAMA_CPP_REGEXES
+from finalfusion._local_files import read_regular
 from finalfusion.errors import FinalfusionError, FormatError, LimitExceeded, MissingExtraError, import_extra
 
 __all__ = [
@@ -497,11 +498,14 @@ def _is_text(word: str) -> bool:
 
 
 def _read_model(model: bytes | str | os.PathLike[str]) -> bytes:
-    """The bytes of a model the *user* passed: the bytes themselves or the file at the path (never called on a file's content)."""
+    """The bytes of a model the *user* passed: the bytes themselves or the file at the path (never called on a file's content).
+
+    A path must name a regular file of at most ``limits.MAX_TOKENIZER_BYTES``, checked from its size before it is read
+    (:func:`~finalfusion._local_files.read_regular`: a FIFO or a device is refused, a sparse 3 GiB file is not read).
+    """
     if isinstance(model, (bytes, bytearray, memoryview)):
         return bytes(model)
-    with open(model, "rb") as f:
-        return f.read()
+    return read_regular(model, chunk="tokenizer", max_bytes=limits.MAX_TOKENIZER_BYTES, limit="finalfusion.limits.MAX_TOKENIZER_BYTES")
 
 
 #: GPT-2's pre-tokenizer regex (also the built-in one of ``ByteLevel``'s ``use_regex``), as tokenizer.json files spell it in a ``Split``.

@@ -32,6 +32,7 @@ from __future__ import annotations
 __all__ = [
     "MAX_CACHE_BYTES",
     "MAX_DIMS",
+    "MAX_ENCODE_BATCH_BYTES",
     "MAX_GZIP_EXPANSION",
     "MAX_HEADER_LINE_BYTES",
     "MAX_LINE_BYTES",
@@ -84,6 +85,14 @@ MAX_HEADER_LINE_BYTES: int = 1 << 12
 MAX_WORD_BYTES: int = 1 << 20
 #: Longest line of the text formats (a word and its values), newline included.
 MAX_LINE_BYTES: int = 1 << 26
+
+#: Most bytes of text (UTF-8) ``finalfusion encode`` buffers for one batch:
+#: ``--batch-size`` lines (1,024 by default) or fewer once they hold this much
+#: (a single longer line, up to ``MAX_LINE_BYTES``, is a batch of its own). Of
+#: up to 64 MiB each, 1,024 lines were up to 64 GiB: 600 long lines ended in
+#: ``MemoryError`` at 1.9 GB. Sentences are short; 16 MiB keeps thousands of
+#: them per batch.
+MAX_ENCODE_BATCH_BYTES: int = 1 << 24
 
 #: Longest n-gram length (``max_n``) accepted from a file (fastText ``maxn``,
 #: floret's header, the subword vocabulary chunks of finalfusion files) or a
@@ -152,8 +161,12 @@ MAX_TOKENIZE_BYTES: int = 1 << 18
 #: parsing under ~0.25 s and ~10 MB (docs/reliability.md, "Resource bounds").
 MAX_METADATA_ITEMS: int = 1 << 16
 
-#: Most bytes a reader expects one byte of gzip-compressed input to expand to,
-#: when the compressed size is known (bytes, a path, a plain file). A length
+#: Most bytes a reader expects one byte of gzip-compressed input to expand to.
+#: Every gzip input, whatever reads it, may decompress to this many times its
+#: compressed size (the whole input when its size is known, else the
+#: compressed bytes read so far, as from a pipe) plus 1 MiB, and no more: one
+#: more byte is a :class:`~finalfusion.FormatError` naming this limit (a
+#: 0.64 MB word2vec ``.bin.gz`` of zeros loaded to 1.9 GB before). A length
 #: that a gzip input declares (a finalfusion chunk, a fastText or LightSeq
 #: field) past this many times the compressed bytes left is refused before
 #: anything is read for it: deflate can reach 1032:1 on a run of one byte, so a

@@ -15,7 +15,12 @@ file            contents
                 voyager format)
 ==============  ==========================================================
 
-The names are fixed: nothing in the header is ever used as a path. The
+The names are fixed: nothing in the header is ever used as a path, and
+both files are opened by the directory rule of the input layer
+(:func:`finalfusion._source.file_in`): a regular file inside the
+directory -- a FIFO, a device, a socket or a link out of the directory is
+a :class:`~finalfusion.errors.FormatError` -- and ``ann.json`` is read only
+after its size is checked. The
 header is untrusted input: every field is checked (type, range, the
 backend's parameter checks) and a bad one raises
 :class:`~finalfusion.errors.FormatError` naming the format, what was
@@ -37,14 +42,14 @@ directory is replaced only when it holds exactly an index saved there
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping
 from typing import Any, Final
 
 from finalfusion._atomic import atomic_output
-from finalfusion._output import edge_digest, write_directory
+from finalfusion._output import edge_digest, edge_digest_of, write_directory
+from finalfusion._source import file_in, open_regular, read_regular
 from finalfusion.ann._backends import BackendIndex, Shape, backend_class
 from finalfusion.ann._fingerprint import Fingerprint, SourceFile
 from finalfusion.errors import FormatError
@@ -58,21 +63,13 @@ HEADER_NAME: Final = "ann.json"
 INDEX_NAME: Final = "index.bin"
 #: Largest header accepted.
 MAX_HEADER_BYTES: Final = 1 << 16
-#: Bytes hashed at each end of the backend's file.
-_EDGE: Final = 1 << 16
 _HEX64: Final = frozenset("0123456789abcdef")
 
 
 def _edge_digest(path: str) -> tuple[int, str]:
-    """Size and BLAKE2b-128 of the first and last 64 KiB of ``path``."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        h = hashlib.blake2b(digest_size=16)
-        h.update(f.read(min(size, _EDGE)))
-        if size > _EDGE:
-            f.seek(max(_EDGE, size - _EDGE))
-            h.update(f.read())
-    return size, h.hexdigest()
+    """Size and edge digest of ``path`` (a regular file: anything else is a :class:`FormatError`), as saving records them."""
+    with open_regular(path, chunk=FORMAT) as f:
+        return edge_digest_of(f.fileno())
 
 
 # -- saving ----------------------------------------------------------------------------
@@ -150,11 +147,8 @@ def read_header(directory: str) -> dict[str, Any]:
     OSError
         If it cannot be read (``NotADirectoryError`` or ``FileNotFoundError`` for a path that is no index).
     """
-    path = os.path.join(directory, HEADER_NAME)
-    with open(path, "rb") as f:
-        raw = f.read(MAX_HEADER_BYTES + 1)
-    if len(raw) > MAX_HEADER_BYTES:
-        raise FormatError("header too long", chunk=f"{FORMAT} header", expected=f"at most {MAX_HEADER_BYTES} bytes", found="more")
+    path = _file(directory, HEADER_NAME)
+    raw = read_regular(path, chunk=f"{FORMAT} header", max_bytes=MAX_HEADER_BYTES, limit=f"of an {HEADER_NAME} header")
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -216,6 +210,16 @@ def read_header(directory: str) -> dict[str, Any]:
     }
 
 
+def _file(directory: str, name: str) -> str:
+    """The file ``name`` of the index in ``directory``, by the directory rule: a regular file inside it (:func:`~finalfusion._source.file_in`)."""
+    if not os.path.isdir(directory):
+        raise NotADirectoryError(20, "not a directory (a saved index is a directory)", directory)
+    path = file_in(directory, name, chunk=FORMAT)
+    if path is None:
+        raise FileNotFoundError(2, f"no {name}: not a saved index", os.path.join(directory, name))
+    return path
+
+
 def open_backend(directory: str, header: Mapping[str, Any], mmap: bool) -> BackendIndex:
     """The backend's index in ``directory`` (checked against the ``header`` read from it).
 
@@ -224,7 +228,7 @@ def open_backend(directory: str, header: Mapping[str, Any], mmap: bool) -> Backe
     FormatError
         The file differs from the one the header describes, or its library cannot read it.
     """
-    index_path = os.path.join(directory, INDEX_NAME)
+    index_path = _file(directory, INDEX_NAME)
     size, digest = _edge_digest(index_path)
     if size != header["index_size"] or digest != header["index_digest"]:
         raise FormatError(

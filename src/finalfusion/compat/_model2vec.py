@@ -19,6 +19,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._source import file_in, read_regular
 from finalfusion.errors import FormatError
 
 __all__ = ["MAPPING_TENSOR", "MODEL2VEC_TENSOR", "WEIGHTS_TENSOR", "expand_quantized", "model2vec_settings"]
@@ -56,14 +57,12 @@ def model2vec_settings(directory: Path | None, tensor: str) -> dict[str, Any] | 
     """
     if directory is None or tensor != MODEL2VEC_TENSOR:
         return None
-    path = directory / "config.json"
-    if not path.is_file():
+    where = "model2vec config config.json"
+    path = file_in(directory, "config.json", chunk=where)
+    if path is None:
         return None
-    where = f"model2vec config {path.name}"
-    raw = path.read_bytes()[: MAX_CONFIG_BYTES + 1]
+    raw = read_regular(path, chunk=where, max_bytes=MAX_CONFIG_BYTES, limit="of a model2vec config.json")
     try:
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise ValueError(f"larger than {MAX_CONFIG_BYTES} bytes")
         cfg = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         raise FormatError("config.json is not valid JSON", chunk=where, expected="a JSON object", found=str(exc)[:80]) from None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from finalfusion import limits
+from finalfusion._source import file_in, read_regular
 from finalfusion._tokenizers import check_added_token_ids
 from finalfusion.compat._tekken import is_tekken, read_tekken
 from finalfusion.compat._words import first_repeat
@@ -199,8 +200,12 @@ def _looks_like_fairseq_dict(head: bytes) -> bool:
 
 
 def _tokenizer_from_path(path: Path) -> tuple[Any, str]:
-    """A tokenizer object (or a token list, for a fairseq ``dict.txt``) for a vocabulary file, and a description."""
-    data = path.read_bytes()
+    """A tokenizer object (or a token list, for a fairseq ``dict.txt``) for a vocabulary file, and a description.
+
+    The file must be a regular file of at most ``limits.MAX_TOKENIZER_BYTES``
+    (checked from its size before it is read: :func:`~finalfusion._source.read_regular`).
+    """
+    data = read_regular(path, chunk=f"tokenizer {path.name}", max_bytes=limits.MAX_TOKENIZER_BYTES, limit="finalfusion.limits.MAX_TOKENIZER_BYTES")
     return _tokenizer_from_bytes(data, path.suffix, path.name)
 
 
@@ -252,16 +257,20 @@ _WORDLLAMA_WEIGHTS: Final = re.compile(r"(.+?)_[0-9]+(?:_binary)?\.safetensors")
 
 def _find_tokenizer(directory: Path, weights_name: str | None = None) -> Path:
     """``tokenizer.json``, else ``tokenizer.model``, else ``tekken.json`` (Mistral's own layout) in ``directory``; for WordLlama
-    weights ``<config>_<dims>.safetensors`` also ``<config>_tokenizer_config.json`` beside them or in ``../tokenizers/`` (WordLlama's package layout)."""
-    candidates = [directory / "tokenizer.json", directory / "tokenizer.model", directory / "tekken.json"]
+    weights ``<config>_<dims>.safetensors`` also ``<config>_tokenizer_config.json`` beside them or in ``../tokenizers/`` (WordLlama's package layout).
+
+    Each is looked up by the directory rule (:func:`~finalfusion._source.file_in`): the first name that exists
+    must be a regular file inside its directory (``../tokenizers/`` counts as inside the parent directory)."""
+    candidates = [(directory, "tokenizer.json"), (directory, "tokenizer.model"), (directory, "tekken.json")]
     match = _WORDLLAMA_WEIGHTS.fullmatch(weights_name or "")
     if match:
         name = f"{match.group(1)}_tokenizer_config.json"
-        candidates += [directory / name, directory.parent / "tokenizers" / name]
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise TokenizerNotFound(f"no {' or '.join(p.name for p in candidates)} for {directory}")
+        candidates += [(directory, name), (directory.parent, os.path.join("tokenizers", name))]
+    for root, name in candidates:
+        found = file_in(root, name, chunk="tokenizer")
+        if found is not None:
+            return Path(found)
+    raise TokenizerNotFound(f"no {' or '.join(os.path.basename(n) for _, n in candidates)} for {directory}")
 
 
 def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str, *, weights_name: str | None = None) -> tuple[Vocab, int, str]:

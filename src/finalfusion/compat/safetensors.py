@@ -40,8 +40,22 @@ from typing import IO, Any, Final, cast
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import limits
 from finalfusion._binary import Buffer, check_dims
-from finalfusion._source import GZIP_MAGIC, Source, fill, input_size, local_path, sibling, size_bound, sized_or_stream, skip
+from finalfusion._source import (
+    GZIP_MAGIC,
+    Source,
+    file_in,
+    fill,
+    input_size,
+    local_path,
+    open_regular,
+    read_regular,
+    sibling,
+    size_bound,
+    sized_or_stream,
+    skip,
+)
 from finalfusion._stream import read_exactly
 from finalfusion.compat._build import embeddings_from
 from finalfusion.compat._model2vec import MAPPING_TENSOR, MODEL2VEC_TENSOR, WEIGHTS_TENSOR, expand_quantized, model2vec_settings
@@ -444,11 +458,14 @@ def _locate(path: Path, tensor: str | None) -> _Located:
 
 
 def _weights_in(directory: Path) -> Path:
+    """The checkpoint of a model directory; every candidate passes the directory rule (:func:`~finalfusion._source.file_in`)."""
     for candidate in ("model.safetensors.index.json", "model.safetensors"):
-        if (directory / candidate).is_file():
-            return directory / candidate
-    indexes = sorted(directory.glob("*.safetensors.index.json"))
-    files = sorted(directory.glob("*.safetensors"))
+        found = file_in(directory, candidate, chunk=_FORMAT)
+        if found is not None:
+            return Path(found)
+    indexes, files = (
+        [p for p in sorted(directory.glob(pattern)) if file_in(directory, p.name, chunk=_FORMAT)] for pattern in ("*.safetensors.index.json", "*.safetensors")
+    )
     for group in (indexes, files):
         if len(group) == 1:
             return group[0]
@@ -461,7 +478,7 @@ def _weights_in(directory: Path) -> Path:
 
 def _locate_sharded(index: Path, tensor: str | None) -> _Located:
     where = f"{_FORMAT} index {index.name}"
-    raw = index.read_bytes()
+    raw = read_regular(index, chunk=where, max_bytes=limits.MAX_MODEL_HEADER_BYTES, limit="finalfusion.limits.MAX_MODEL_HEADER_BYTES")
     try:
         obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
     except _Duplicate as dup:
@@ -480,7 +497,9 @@ def _locate_sharded(index: Path, tensor: str | None) -> _Located:
     name = _choose_name(list(weight_map), tensor, str(index))
     shard_name = weight_map[name]
     shard = shards[shard_name]
-    with open(shard, "rb") as f:
+    if file_in(index.parent, shard_name, chunk=where) is None:
+        raise FileNotFoundError(2, "the shard the index names does not exist", str(shard))
+    with open_regular(shard, chunk=where) as f:
         header = read_safetensors_header(f, name=str(shard))
     if name not in header.tensors:
         raise FormatError(
@@ -525,7 +544,7 @@ def _read_rows(src: Path | Buffer, data_start: int, info: TensorInfo, rows: int,
     n_bytes = rows * dims * DTYPE_BITS[info.dtype] // 8
     if info.dtype == "F32" and _LITTLE and not normalize and isinstance(src, Path):
         # Zero-copy: a read-only view of the mapped file.
-        with open(src, "rb") as f:
+        with open_regular(src, chunk=_FORMAT) as f:
             if n_bytes == 0:
                 return np.zeros((rows, dims), dtype=np.float32)
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -536,7 +555,7 @@ def _read_rows(src: Path | Buffer, data_start: int, info: TensorInfo, rows: int,
         raw = memoryview(src).cast("B")[at : at + n_bytes]
         _decode_into(flat, raw, info.dtype)
         return out
-    with open(src, "rb") as f:
+    with open_regular(src, chunk=_FORMAT) as f:
         f.seek(at)
         if info.dtype == "F32" and _LITTLE:
             read_exactly(f, flat.view(np.uint8).data, "the tensor data", chunk=_FORMAT, offset=at)
@@ -790,7 +809,7 @@ def _read_vector(loc: _Located, info: TensorInfo) -> npt.NDArray[Any]:
     at = loc.header.data_start + info.begin
     if isinstance(loc.file, Path):
         raw = bytearray(info.nbytes)
-        with open(loc.file, "rb") as f:
+        with open_regular(loc.file, chunk=_FORMAT) as f:
             f.seek(at)
             read_exactly(f, memoryview(raw), "the tensor data", chunk=_FORMAT, offset=at)
     elif not hasattr(loc.file, "read"):  # the whole file as a buffer

@@ -224,6 +224,8 @@ def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
     True
     """
     hf = kv.get("tokenizer.huggingface.json")
+    if hf is not None:
+        _check_hf_json(hf)
     model = kv.get("tokenizer.ggml.model")
     types = _typed_array(kv, "tokenizer.ggml.token_type", len(tokens))
     # Every tokenizer here is built from the file's content with from_bytes / from_json: a value inside a file is never opened as a path.
@@ -244,6 +246,29 @@ def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
     if isinstance(hf, str):
         return HuggingFaceTokenizer.from_json(hf)
     return None
+
+
+def _check_hf_json(value: str) -> None:
+    """Refuse a ``tokenizer.huggingface.json`` that is not a JSON object, whatever tokenizer the file uses: a malformed field is malformed.
+
+    The value is a document, never a path (``/dev/zero``, a FIFO's name): it is parsed, not opened.
+
+    Examples
+    --------
+    >>> _check_hf_json('{"model": {}}')
+    >>> _check_hf_json("/dev/zero")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: GGUF: tokenizer.huggingface.json is not a tokenizer.json: expected a JSON object, found '/dev/zero' ...
+    """
+    try:
+        doc = json.loads(value)
+    except (ValueError, RecursionError) as exc:
+        raise FormatError(
+            "tokenizer.huggingface.json is not a tokenizer.json", chunk=FORMAT, expected="a JSON object", found=f"{value[:60]!r} ({str(exc)[:60]})"
+        ) from None
+    if not isinstance(doc, dict):
+        raise FormatError("tokenizer.huggingface.json is not a tokenizer.json", chunk=FORMAT, expected="a JSON object", found=f"a JSON {type(doc).__name__}")
 
 
 def tokenizer_kv(vocab: Vocab) -> list[tuple[str, int, Any]]:
@@ -279,13 +304,18 @@ def _json_text(data: bytes) -> str:
 
     Raises
     ------
-    ValueError
-        When the bytes are not text in any of them.
+    FormatError
+        When the bytes are not text in any of them (a stored tokenizer read from an untrusted ``.fifu``), naming the field.
     """
     try:
         return data.decode(json.detect_encoding(data)).lstrip("\ufeff")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"the tokenizer's tokenizer.json is not text (UTF-8, -16 or -32): {exc}") from None
+        raise FormatError(
+            "the tokenizer's tokenizer.json cannot be written as tokenizer.huggingface.json",
+            chunk=FORMAT,
+            expected="text (UTF-8, -16 or -32)",
+            found=str(exc)[:100],
+        ) from None
 
 
 def _gpt2_kv(text: str, words: list[str]) -> list[tuple[str, int, Any]]:

@@ -10,11 +10,12 @@ import numpy as np
 from finalfusion._atomic import atomic_output
 from finalfusion.compat._rows import check_rows_writable, dense_matrix_with_norms
 from finalfusion.compat.gguf._ggml import rows_per_block
-from finalfusion.compat.gguf._layout import ARRAY, BOOL, DEFAULT_ALIGNMENT, F32, I32, I64, MAGIC, NUMPY, SCALARS, STRING, TYPE_ID, TYPE_NAMES, U32, U64
+from finalfusion.compat.gguf._layout import ARRAY, BOOL, DEFAULT_ALIGNMENT, F32, FORMAT, I32, I64, MAGIC, NUMPY, SCALARS, STRING, TYPE_ID, TYPE_NAMES, U32, U64
 from finalfusion.compat.gguf._load import REBUILT, TOKENIZER_KEYS, TOKENIZER_KV
 from finalfusion.compat.gguf._source_keys import CARRIED_ARRAYS, with_source_keys
 from finalfusion.compat.gguf._tokenizer import tokenizer_kv
 from finalfusion.embeddings import Embeddings
+from finalfusion.errors import FormatError
 
 __all__ = ["write_gguf"]
 
@@ -24,8 +25,9 @@ class _Out:
 
     Every value is checked against its GGUF type as it is packed: a string
     that UTF-8 cannot encode (a lone surrogate) or a number outside its type
-    raises a :class:`ValueError` naming the key, never ``UnicodeEncodeError``
-    or ``OverflowError`` from deep inside the writer.
+    raises a :class:`~finalfusion.errors.FormatError` (a ``ValueError``)
+    naming the key, never ``UnicodeEncodeError`` or ``OverflowError`` from
+    deep inside the writer.
     """
 
     def __init__(self) -> None:
@@ -35,7 +37,12 @@ class _Out:
         try:
             b = s.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise ValueError(f"{what} cannot be written as GGUF (UTF-8): {s[max(0, exc.start - 20) : exc.end + 20]!r} holds a lone surrogate") from None
+            raise FormatError(
+                f"{what} cannot be written as GGUF (UTF-8)",
+                chunk=FORMAT,
+                expected="text UTF-8 can encode",
+                found=f"{s[max(0, exc.start - 20) : exc.end + 20]!r} holds a lone surrogate",
+            ) from None
         self.parts.append(struct.pack("<Q", len(b)) + b)
 
     def kv(self, key: str, vtype: int, value: Any) -> None:
@@ -64,7 +71,9 @@ class _Out:
             try:
                 self.parts.append(struct.pack("<" + SCALARS[vtype], value))
             except (struct.error, OverflowError, TypeError) as exc:
-                raise ValueError(f"{key} cannot be written as GGUF value type {vtype}: {value!r} ({exc})") from None
+                raise FormatError(
+                    f"{key} cannot be written as GGUF value type {vtype}", chunk=FORMAT, expected=f"a {SCALARS[vtype]!r} value", found=f"{value!r} ({exc})"
+                ) from None
 
     def data(self) -> bytes:
         return b"".join(self.parts)
@@ -79,7 +88,7 @@ def _numbers(key: str, etype: int, items: Any) -> bytes:
             raise OverflowError(f"values from {values.min()} to {values.max()} ({values.dtype})")
         return np.asarray(values, dtype=dtype).tobytes()
     except (OverflowError, TypeError, ValueError) as exc:
-        raise ValueError(f"{key} cannot be written as a GGUF array of {dtype}: {exc}") from None
+        raise FormatError(f"{key} cannot be written as a GGUF array of {dtype}", chunk=FORMAT, expected=f"{dtype} values", found=str(exc)) from None
 
 
 def _with_carried(kvs: list[tuple[str, int, Any]], prov: dict[str, Any], n: int) -> list[tuple[str, int, Any]]:
@@ -96,7 +105,7 @@ def _with_carried(kvs: list[tuple[str, int, Any]], prov: dict[str, Any], n: int)
 
     Raises
     ------
-    ValueError
+    FormatError
         For a carried entry that is not a GGUF value (metadata edited by hand or read from an untrusted ``.fifu``), naming the key.
     """
     carried, names = prov.get(TOKENIZER_KV, {}), prov.get(TOKENIZER_KEYS)
@@ -108,7 +117,12 @@ def _with_carried(kvs: list[tuple[str, int, Any]], prov: dict[str, Any], n: int)
         if key in CARRIED_ARRAYS:
             continue
         if not isinstance(key, str) or not key.startswith("tokenizer.") or key in REBUILT:
-            raise ValueError(f"metadata [gguf.{TOKENIZER_KV}] entry {key!r} is not a tokenizer key write_gguf carries over")
+            raise FormatError(
+                f"metadata [gguf.{TOKENIZER_KV}] entry {key!r} is not a tokenizer key write_gguf carries over",
+                chunk=FORMAT,
+                expected="a tokenizer.* key not rebuilt from the vocabulary",
+                found=repr(key)[:80],
+            )
         if key.endswith("_token_id") and not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < n):
             entries.pop(key, None)  # a token id the vocabulary does not have
             continue
@@ -136,7 +150,7 @@ def _gguf_value(key: str, value: Any) -> tuple[int, Any]:
         etype = TYPE_NAMES.index(value["type"])
         if etype in NUMPY:
             return ARRAY, (etype, value["values"])
-    raise ValueError(f"metadata [gguf.{TOKENIZER_KV}] entry {key!r} is not a GGUF value: {str(value)[:80]}")
+    raise FormatError(f"metadata [gguf.{TOKENIZER_KV}] entry {key!r} is not a GGUF value", chunk=FORMAT, expected="a GGUF value", found=str(value)[:80])
 
 
 def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnormalize: bool = True, fsync: bool = False) -> None:
@@ -171,9 +185,11 @@ def write_gguf(file: Any, embeddings: Embeddings, *, dtype: str = "F32", unnorma
     Raises
     ------
     ValueError
-        For another ``dtype``; for a word, a tokenizer value or a metadata
-        string that GGUF cannot hold (a lone surrogate is not UTF-8, a token
-        type beyond int32), naming the key; :class:`~finalfusion.errors.NonFiniteError`
+        For another ``dtype``; :class:`~finalfusion.errors.FormatError` (a
+        ``ValueError``) for a word, a tokenizer value or a metadata string
+        that GGUF cannot hold (a lone surrogate is not UTF-8, a token type
+        beyond int32, a stored ``tokenizer.json`` that is not text), naming
+        the key, before anything is written; :class:`~finalfusion.errors.NonFiniteError`
         (a ``ValueError``), before anything is written, for a row with a
         NaN or infinite value, also one that multiplying its norm back
         overflows or that ``F16`` cannot hold (beyond 65504).
