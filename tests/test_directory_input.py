@@ -16,6 +16,7 @@ hanging or swapping.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import resource
@@ -273,6 +274,37 @@ def test_a_link_that_stays_inside_a_model_directory_is_followed(model: Path) -> 
     after = finalfusion.load(model)
     assert after.vocab.words == before.vocab.words
     np.testing.assert_array_equal(after.storage.matrix, before.storage.matrix)
+
+
+def _hf_cache(model: Path, root: Path) -> Path:
+    """``model``'s files laid out as huggingface_hub's cache keeps them: ``snapshots/<rev>/NAME -> ../../blobs/<sha256>``."""
+    repo = root / "models--someone--model"
+    (repo / "blobs").mkdir(parents=True)
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    for path in sorted(model.iterdir()):
+        blob = hashlib.sha256(path.read_bytes()).hexdigest()
+        shutil.copyfile(path, repo / "blobs" / blob)
+        (snapshot / path.name).symlink_to(Path("..") / ".." / "blobs" / blob)
+    return snapshot
+
+
+def test_a_hugging_face_cache_snapshot_loads_from_its_blobs(model: Path, tmp_path: Path) -> None:
+    snapshot = _hf_cache(model, tmp_path)
+    before, after = finalfusion.load(model), finalfusion.load(snapshot)
+    assert after.vocab.words == before.vocab.words
+    np.testing.assert_array_equal(after.storage.matrix, before.storage.matrix)
+
+
+def test_a_hugging_face_cache_snapshot_link_out_of_its_blobs_is_refused(model: Path, tmp_path: Path) -> None:
+    snapshot = _hf_cache(model, tmp_path)
+    other = tmp_path / "models--someone--other" / "blobs"
+    other.mkdir(parents=True)
+    shutil.copyfile(model / "tokenizer.json", other / "tok")
+    (snapshot / "tokenizer.json").unlink()
+    (snapshot / "tokenizer.json").symlink_to(other / "tok")  # another repository's blob: not this snapshot's
+    with pytest.raises(FormatError, match="leads out of its directory"):
+        finalfusion.load(snapshot)
 
 
 # -- saved ANN indexes -----------------------------------------------------------------------------------

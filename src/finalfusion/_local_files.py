@@ -72,6 +72,26 @@ def _refuse_special(st: os.stat_result, path: str, chunk: str) -> None:
         raise FormatError(f"{path} is not a regular file", chunk=chunk, expected="a regular file", found=found)
 
 
+def _roots(root: str) -> list[str]:
+    """Where a file found in the real directory ``root`` may resolve: ``root``, and for a Hugging Face cache snapshot its repository's blobs.
+
+    Examples
+    --------
+    >>> _roots("/m")
+    ['/m']
+    >>> import os, tempfile
+    >>> repo = tempfile.mkdtemp()
+    >>> os.makedirs(os.path.join(repo, "snapshots", "abc")); os.makedirs(os.path.join(repo, "blobs"))
+    >>> [os.path.relpath(r, repo) for r in _roots(os.path.join(repo, "snapshots", "abc"))]
+    ['snapshots/abc', 'blobs']
+    """
+    snapshots = os.path.dirname(root)
+    blobs = os.path.join(os.path.dirname(snapshots), "blobs")
+    if os.path.basename(snapshots) == "snapshots" and os.path.isdir(blobs) and not os.path.islink(blobs):
+        return [root, blobs]
+    return [root]
+
+
 def file_in(directory: str | os.PathLike[str], name: str, *, chunk: str) -> str | None:
     """The path of the regular file ``name`` in ``directory``, ``None`` when nothing has that name: the one rule for files a directory holds by convention.
 
@@ -82,10 +102,12 @@ def file_in(directory: str | os.PathLike[str], name: str, *, chunk: str) -> str 
     inside the directory. A symbolic link that stays inside (``model.safetensors
     -> v2/model.safetensors``) is followed; one that leads out of the
     directory is refused, so that a directory cannot make a reader take in
-    another file of the user's (``tokenizer.json -> ~/.ssh/id_rsa``) -- this
-    includes the Hugging Face cache's ``snapshots/`` directories, whose files
-    link to ``../../blobs/`` (download with ``local_dir=`` for real files). A
-    FIFO, a device, a socket or a directory is refused without being opened.
+    another file of the user's (``tokenizer.json -> ~/.ssh/id_rsa``). The one
+    exception is the Hugging Face cache's layout: in a directory
+    ``<repo>/snapshots/<revision>/`` a link may also resolve into that same
+    repository's ``<repo>/blobs/`` (where the cache keeps every file it
+    links), and nowhere else. A FIFO, a device, a socket or a directory is
+    refused without being opened.
     ``name`` is a name the library chose (never a name read from a file:
     those pass :func:`sibling` first); a link to nothing counts as nothing.
     Open the path with :func:`open_regular` or read it with
@@ -121,7 +143,7 @@ def file_in(directory: str | os.PathLike[str], name: str, *, chunk: str) -> str 
         return None
     root = os.path.realpath(directory)
     real = os.path.realpath(path)
-    if os.path.commonpath([root, real]) != root:
+    if not any(os.path.commonpath([r, real]) == r for r in _roots(root)):
         raise FormatError(f"{path} leads out of its directory", chunk=chunk, expected=f"a regular file inside {root}", found=f"a link to {real}")
     try:
         st = os.lstat(real)  # no link is left in ``real``
