@@ -35,6 +35,7 @@ from finalfusion import _interrupt
 from finalfusion._tokenizers import is_rust_panic
 from finalfusion.cli import _completions, _convert, _encode, _index, _inspect, _quantize, _query, _select
 from finalfusion.cli._common import CliError, UsageError, one_line
+from finalfusion.errors import MissingExtraError
 
 __all__ = ["build_parser", "execute", "main"]
 
@@ -114,7 +115,7 @@ def execute(func: Callable[[argparse.Namespace], int], args: argparse.Namespace,
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
-    except (OSError, ValueError, TypeError, MemoryError) as exc:  # FormatError is a ValueError
+    except (OSError, ValueError, TypeError, MemoryError, MissingExtraError) as exc:  # FormatError is a ValueError; MissingExtraError names the extra
         print(f"{prog}: error: {one_line(exc)}", file=sys.stderr)
         return 1
     except Exception as exc:  # e.g. the tokenizers library's bare ``Exception``: one line, never a traceback
