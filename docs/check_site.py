@@ -10,7 +10,10 @@ standard library. It fails (exit status 1) when a page logs a console error,
 throws an exception, fails to load a resource, or lacks what it must show (the
 ``Embeddings`` heading, the notebook's four pictures, decoded); it saves one
 full-page PNG screenshot per page into ``--out`` (default ``build/screenshots``).
-CI runs it when ``chromium`` is installed (.ci/run).
+Before the browser, every text file of the site is searched for the build
+machine's absolute paths (the repository, the Python environment, the home
+directory): a page that shows one fails the check too. CI runs it after
+``mkdocs build --strict`` (.ci/run installs Chromium).
 """
 
 from __future__ import annotations
@@ -280,12 +283,35 @@ def check_page(devtools_http: str, url: str, ready: str, screenshot: Path) -> li
             urllib.request.urlopen(f"{devtools_http}/json/close/{target['id']}", timeout=10).close()
 
 
+def machine_paths(site: Path) -> list[str]:
+    """The build machine's directories that no page may show: the repository, the Python environment, the home directory."""
+    found = [Path(__file__).resolve().parents[1], site.resolve().parent, Path.home()]
+    if sys.prefix != sys.base_prefix:  # a virtual environment (not the system's /usr, which pages may name)
+        found.append(Path(sys.prefix))
+    spelled = {str(p) for where in found for p in (where, where.resolve())}
+    return sorted(p for p in spelled if p.count("/") >= 2 or p.count("\\") >= 2)  # never "/" or "/root" alone: too short to be sure
+
+
+def absolute_paths(site: Path, paths: list[str]) -> list[str]:
+    """``FILE: PATH`` for every text file of the built site that contains one of ``paths`` (followed by a separator)."""
+    found = []
+    for file in sorted(site.rglob("*")):
+        if file.suffix not in {".html", ".js", ".json", ".xml", ".txt", ".css", ".md", ".ipynb"} or not file.is_file():
+            continue
+        text = file.read_text(encoding="utf-8", errors="replace")
+        found += [f"{file.relative_to(site).as_posix()}: {p}" for p in paths if p + "/" in text or p + "\\" in text]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("site", nargs="?", default="site", type=Path, help="the built site (mkdocs build); default: site")
     parser.add_argument("--out", default=Path("build/screenshots"), type=Path, help="where the screenshots go")
     parser.add_argument("--chromium", default=None, help="the browser binary; default: chromium or chromium-browser on PATH")
     args = parser.parse_args(argv)
+    leaked = absolute_paths(args.site, machine_paths(args.site)) if args.site.is_dir() else []
+    for where in leaked:
+        print(f"FAILED the build machine's absolute path in {where}")
     binary = args.chromium or shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:
         print("check_site: no chromium on PATH (Debian: apt-get install chromium)", file=sys.stderr)
@@ -304,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
             for p in found:
                 print(f"       {p}")
             failures += bool(found)
-    return 1 if failures else 0
+    return 1 if failures or leaked else 0
 
 
 if __name__ == "__main__":

@@ -416,6 +416,19 @@ def test_errors_are_one_line_in_a_real_process(two_tables: Path, other_tokenizer
     np.testing.assert_array_equal(np.array(r.stdout.split(), dtype=np.float32), ref.encode("a house"))
 
 
+@pytest.mark.parametrize("command", ["lookup", "similar"])
+def test_without_the_tokenizer_package_the_error_names_the_models_extra(
+    command: str, two_tables: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "tokenizers", None)  # as if the models extra were not installed
+    argv = ["lookup", "--tensor", TENSORS[0], two_tables, "house"] if command == "lookup" else ["similar", "--tensor", TENSORS[0], two_tables, "-w", "house"]
+    status, out, err = run(capsys, *argv)
+    assert status == 1
+    assert "house" not in out  # (lookup prints the model's summary first)
+    # one plain line saying what to install; not the exception's class name
+    assert err == "finalfusion: error: tokenizing an unknown word needs the tokenizers package: pip install 'finalfusion-py[models]'\n"
+
+
 # --- every kind of model input loads as finalfusion.load loads it ---------------------------------------------------------
 
 

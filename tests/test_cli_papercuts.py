@@ -160,7 +160,7 @@ def test_a_missing_extra_is_named_without_a_class_name(tmp_path: Path) -> None:
     (blocked / "tokenizers").mkdir(parents=True)
     (blocked / "tokenizers" / "__init__.py").write_text("raise ImportError('not installed, for the test')\n")
     r = run("similar", model, "-k", "1", stdin="householders\n", path_first=(blocked,))
-    assert error_line(r) == "finalfusion: error: tokenizing an unknown word needs the tokenizers package: pip install 'finalfusion-py[interop]'"
+    assert error_line(r) == "finalfusion: error: tokenizing an unknown word needs the tokenizers package: pip install 'finalfusion-py[models]'"
 
 
 # --- index commands ------------------------------------------------------------------------------------------------------

@@ -64,8 +64,8 @@ def test_missing_extra_error_is_an_import_error_that_pickles() -> None:
 
 def test_import_extra_names_the_top_level_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "json.decoder", None)
-    with pytest.raises(MissingExtraError, match=r"^reading JSON needs the json package: pip install 'finalfusion-py\[interop\]'$") as err:
-        import_extra("json.decoder", "reading JSON")
+    with pytest.raises(MissingExtraError, match=r"^reading JSON needs the json package: pip install 'finalfusion-py\[models\]'$") as err:
+        import_extra("json.decoder", "reading JSON", extra="models")
     assert err.value.name == "json"
     assert err.value.__cause__ is None
 
@@ -87,15 +87,32 @@ def _tokenize(kind: str) -> Callable[[], Any]:
     return lambda: (HuggingFaceTokenizer("{}") if kind == "huggingface" else SentencePieceTokenizer(b"")).encode("a")
 
 
+def _lightseq_hdf5() -> None:
+    finalfusion.load_lightseq(b"\x89HDF\r\n\x1a\n" + bytes(64), ["a", "b"])  # the HDF5 signature: h5py is needed before anything is read
+
+
+def _word_pairs() -> None:
+    finalfusion.Embeddings(finalfusion.NdArray(np.eye(2, dtype=np.float32)), finalfusion.SimpleVocab(["a", "b"])).evaluate_word_pairs(["a\tb\t1"])
+
+
+def _ann_index() -> None:
+    from finalfusion import ann
+
+    ann.build_index(finalfusion.Embeddings(finalfusion.NdArray(np.eye(2, dtype=np.float32)), finalfusion.SimpleVocab(["a", "b"])), "hnswlib")
+
+
 @pytest.mark.parametrize(
     ("hidden", "call", "extra"),
     [
         (["matplotlib", "matplotlib.pyplot"], _plot, "plot"),
         (["gensim", "gensim.models"], _to_gensim, "gensim"),
-        (["tokenizers"], _tokenize("huggingface"), "interop"),
-        (["sentencepiece"], _tokenize("sentencepiece"), "interop"),
+        (["tokenizers"], _tokenize("huggingface"), "models"),
+        (["sentencepiece"], _tokenize("sentencepiece"), "models"),
+        (["h5py"], _lightseq_hdf5, "models"),
+        (["scipy", "scipy.stats"], _word_pairs, "gensim"),
+        (["hnswlib"], _ann_index, "ann"),
     ],
-    ids=["matplotlib", "gensim", "tokenizers", "sentencepiece"],
+    ids=["matplotlib", "gensim", "tokenizers", "sentencepiece", "h5py", "scipy", "hnswlib"],
 )
 def test_a_missing_optional_package_raises_missing_extra_error_naming_the_extra(
     monkeypatch: pytest.MonkeyPatch, hidden: list[str], call: Callable[[], Any], extra: str

@@ -96,6 +96,7 @@ def test_seeds_read(reader: str) -> None:
 
 
 @pytest.mark.parametrize("reader", READERS)
+@pytest.mark.slow
 def test_mutated_seeds(reader: str) -> None:
     seeds = fuzz.seed_inputs(reader)
 
@@ -132,6 +133,7 @@ def payload(draw: st.DrawFn) -> bytes:
     chunks=st.lists(st.tuples(st.integers(0, 11), payload(), st.integers(-8, 8)), min_size=1, max_size=4),
     header=st.one_of(st.none(), st.lists(st.integers(0, 11), max_size=5)),
 )
+@pytest.mark.slow
 def test_structured_files(chunks: list[tuple[int, bytes, int]], header: list[int] | None) -> None:
     """Well-framed files whose chunk ids, field values and declared lengths are drawn at random."""
     ids = [cid for cid, _, _ in chunks] if header is None else header
@@ -142,6 +144,7 @@ def test_structured_files(chunks: list[tuple[int, bytes, int]], header: list[int
         check(reader, data)
 
 
+@pytest.mark.slow
 def test_campaign_runs_workers_and_counts(tmp_path: Path) -> None:
     # The stand-alone loop itself: worker subprocess under RLIMIT_AS, statistics, no findings on fixed code.
     stats = fuzz.campaign(["finalfusion"], 2.0, 3, 10.0, 1024, 1000, tmp_path, 1 << 20)
@@ -164,6 +167,7 @@ def test_campaign_stops_after_a_number_of_executions(tmp_path: Path) -> None:
     assert "| **all** | `abc1234` | 7 |" in table
 
 
+@pytest.mark.slow
 def test_jobs_split_the_executions_and_add_up(tmp_path: Path) -> None:
     out = tmp_path / "stats.json"
     code = fuzz.main(["--executions", "5", "--jobs", "2", "--reader", "finalfusion,text", "--crashers", str(tmp_path / "c"), "--out", str(out)])

@@ -164,6 +164,7 @@ def _reference_ids(tokenizers: Any, doc: Any) -> list[list[int]]:
     return [e.ids for e in reference.encode_batch(PROBES, add_special_tokens=False)]
 
 
+@pytest.mark.slow
 def test_tokenizer_json_structured_reaches_every_outcome() -> None:
     pytest.importorskip("tokenizers")
     reads: set[Any] = set()
@@ -263,6 +264,7 @@ def _points_outside(data: bytes) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_lightseq_structured_hdf5_reads_the_same_in_h5py_and_never_follows_a_link() -> None:
     h5py = pytest.importorskip("h5py")
     import io
@@ -326,6 +328,7 @@ def _table(data: bytes) -> Any:
     return tomllib.loads(data[at + 12 : at + 12 + length].decode("utf-8")).get("tokenizer")
 
 
+@pytest.mark.slow
 def test_tokenizer_table_structured_stores_what_the_libraries_encode_the_same() -> None:
     tokenizers = pytest.importorskip("tokenizers")
     spm = pytest.importorskip("sentencepiece")
@@ -353,6 +356,7 @@ def test_tokenizer_table_structured_stores_what_the_libraries_encode_the_same() 
     assert compared == {"huggingface", "sentencepiece"}
 
 
+@pytest.mark.slow
 def test_tokenizer_table_structured_reaches_every_outcome() -> None:
     pytest.importorskip("tokenizers")
     reads: set[str] = set()

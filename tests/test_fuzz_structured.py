@@ -475,6 +475,7 @@ def test_exercise_refuses_non_string_keys_by_type() -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
+@pytest.mark.slow
 def test_generated_campaign_inputs_are_counted_per_generator(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gens = {name: fuzz.GENERATORS[name] for name in ("tie_heavy_fifu", "quantized_counts_fifu", "absurd_dims")}
     monkeypatch.setattr(fuzz, "GENERATORS", gens)

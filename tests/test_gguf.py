@@ -180,7 +180,7 @@ def test_without_gguf_package_k_quants_name_the_type_and_the_extra(tmp_path: Pat
     reference = write_with_gguf(native, _table(), "Q8_0", TOKENS)
     monkeypatch.setitem(sys.modules, "gguf", None)
     monkeypatch.setitem(sys.modules, "gguf.quants", None)
-    with pytest.raises(MissingExtraError, match=r"Q4_K.*finalfusion-py\[interop\]"):
+    with pytest.raises(MissingExtraError, match=r"Q4_K.*finalfusion-py\[models\]"):
         load_gguf(path)
     np.testing.assert_array_equal(load_gguf(native, normalize=False).storage.matrix, reference)  # native types need nothing
 

@@ -198,6 +198,7 @@ def test_an_unknown_regex_is_refused_before_it_runs(tmp_path: Path, case: str) -
 
 
 @pytest.mark.parametrize("part", range(6))
+@pytest.mark.slow
 def test_the_known_regexes_tokenize_a_hostile_word_of_the_largest_size(tmp_path: Path, part: int) -> None:
     """Every pattern of the allow-list finishes on 256 KiB words built to make it backtrack (figures: docs/reliability.md).
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from finalfusion import FormatError, load_lightseq
+from finalfusion import FormatError, MissingExtraError, load_lightseq
 
 TABLE = np.array([[3.0, 4.0], [0.0, 1.0]], dtype="<f4")
 
@@ -91,5 +91,5 @@ def test_hdf5_clip_max_not_a_scalar(tmp_path: Path) -> None:
 def test_hdf5_needs_h5py(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = hdf5(tmp_path, **GOOD)
     monkeypatch.setitem(sys.modules, "h5py", None)
-    with pytest.raises(ModuleNotFoundError, match="reading LightSeq HDF5 files needs h5py"):
+    with pytest.raises(MissingExtraError, match=r"^reading LightSeq HDF5 files needs the h5py package: pip install 'finalfusion-py\[models\]'$"):
         load_lightseq(path, ["a", "b"])

@@ -113,7 +113,7 @@ def test_word_limit_word2vec(length: int, monkeypatch: pytest.MonkeyPatch) -> No
     assert outcome(finalfusion.load_word2vec, data) == "ok"
 
 
-@pytest.mark.parametrize("length", [100, limits.MAX_WORD_BYTES + 10])
+@pytest.mark.parametrize("length", [100, pytest.param(limits.MAX_WORD_BYTES + 10, marks=pytest.mark.slow)])
 def test_word_limit_fasttext(length: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     data = fasttext_bytes("w" * length, tmp_path)
     if length > limits.MAX_WORD_BYTES:

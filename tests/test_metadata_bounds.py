@@ -220,6 +220,7 @@ class TestManyItems:
         monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 1000)
         assert load_metadata(fifu(doc)) == Metadata.from_toml(doc)
 
+    @pytest.mark.slow
     def test_the_fuzz_finding_is_refused_and_loads_when_the_limit_is_raised(self, monkeypatch: pytest.MonkeyPatch) -> None:
         doc = WIDE["array-of-inline-dotted"](20_000)  # the campaign's 375 KB finding
         with pytest.raises(FormatError, match="MAX_METADATA_ITEMS"):

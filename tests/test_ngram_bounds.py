@@ -206,6 +206,7 @@ def long_word_model(words: list[str], minn: int = 3, maxn: int = 6) -> bytes:
     [["ab" * 50_000], ["short", "x" * 100_000, "é€" * 20_000], [f"w{i}" * 3000 for i in range(20)]],
     ids=["one-100k-word", "mixed-scripts", "twenty-6k-words"],
 )
+@pytest.mark.slow
 def test_fasttext_long_dictionary_words_load_in_bounded_memory(words: list[str]) -> None:
     data = long_word_model(words)
 
@@ -225,6 +226,7 @@ def test_fasttext_long_dictionary_words_load_in_bounded_memory(words: list[str])
         np.testing.assert_allclose(vector, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_fasttext_many_lengths_with_long_ngrams_load_in_bounded_memory() -> None:
     """minn = 1, maxn = 64 and words of 300 distinct lengths: every length group has its own layout and its own n-gram sums."""
     words = ["w" + "abcdefghé€"[i % 10] * i for i in range(1, 300)]
@@ -259,6 +261,7 @@ def test_fasttext_long_word_matches_the_fasttext_bindings(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(("maxn", "length"), [(64, 70_000), (20, 250_000), (8, 800_000)])
+@pytest.mark.slow
 def test_fasttext_dictionary_word_past_the_ngram_limit_is_a_format_error(maxn: int, length: int) -> None:
     data = long_word_model(["short", "y" * length], 3, 6)
     data = data[:48] + struct.pack("<i", maxn) + data[52:]
@@ -305,6 +308,7 @@ def test_words_past_the_ngram_limit_raise_limit_exceeded(kind: str, lookup: str,
 
 @pytest.mark.parametrize("kind", list(VOCABS))
 @pytest.mark.parametrize("word", ["q" * (1 << 20), "€𝄞" * 100_000, "ab" * 150_000], ids=["ascii-1MiB", "astral-200k", "ab-300k"])
+@pytest.mark.slow
 def test_long_words_under_the_limit_are_answered_in_bounded_memory(kind: str, word: str) -> None:
     emb = VOCABS[kind]()
     if kind == "explicit" and len(word) > 300_000:
@@ -322,7 +326,7 @@ def test_long_words_under_the_limit_are_answered_in_bounded_memory(kind: str, wo
 
 
 @pytest.mark.parametrize("kind", list(VOCABS))
-@pytest.mark.parametrize("length", [17, 3000, 20_000])
+@pytest.mark.parametrize("length", [17, 3000, pytest.param(20_000, marks=pytest.mark.slow)])
 def test_blocked_path_gives_the_scalar_answer(kind: str, length: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Long words go through the blocked hashing and summing; forced here on shorter words, checked against the scalar hashes."""
     monkeypatch.setattr(indexers, "BLOCK_NGRAMS", 8)
@@ -350,6 +354,7 @@ def test_long_ngrams_hash_like_the_scalar_functions(monkeypatch: pytest.MonkeyPa
         assert idx.word_indices(word).tolist() == expected
 
 
+@pytest.mark.slow
 def test_a_batch_of_many_long_words_streams() -> None:
     emb = bucket_emb()
     words = [chr(ord("a") + k % 26) * 100_000 + str(k) for k in range(60)]  # 24M n-grams in all: 190 MB as one index array
@@ -373,6 +378,7 @@ def cache_bytes(emb: Embeddings) -> int:
 
 
 @pytest.mark.parametrize("kind", ["bucket", "fasttext", "floret"])
+@pytest.mark.slow
 def test_caches_hold_at_most_their_byte_budget(kind: str) -> None:
     emb = VOCABS[kind]()
 
@@ -413,6 +419,7 @@ def many_lengths_model(minn: int, maxn: int, longest: int) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.slow
 def test_fasttext_dictionary_past_the_file_allowance_is_a_format_error(monkeypatch: pytest.MonkeyPatch) -> None:
     data = many_lengths_model(1, 64, 1500)  # 2 MB, 69 million n-grams: minutes of hashing before the bound
     with pytest.raises(ChildError) as err:

@@ -71,9 +71,35 @@ def test_rendered_page_has_code_outputs_and_pictures(executed: Any) -> None:
     assert page.count('<div class="nb-output nb-html">') == len(outputs(executed, "text/html"))
 
 
+def test_the_site_page_shows_no_absolute_path_of_the_build_machine(executed: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    notebook = hook()
+    assert str(ROOT / "examples" / "tutorial.fifu") in notebook.to_markdown(executed)  # the Embeddings table names the mapped file
+    monkeypatch.setattr(notebook, "execute", lambda path: executed)  # what mkdocs build renders, without running it again
+    monkeypatch.setenv("FINALFUSION_DOCS_EXECUTE", "1")
+    page = notebook.render(NOTEBOOK)
+    assert str(ROOT) not in page
+    assert str(ROOT.resolve()) not in page
+    assert "<code>../examples/tutorial.fifu</code>" in page  # as the notebook's code spells it
+
+
 def test_stored_notebook_is_clean() -> None:
     """The committed notebook carries no outputs: the site and CI execute it."""
     nbformat = pytest.importorskip("nbformat", reason="reading the notebook needs nbformat (the docs extra)")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbformat.validate(nb)
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")
+
+
+def test_the_site_check_fails_on_a_page_that_shows_the_build_machines_path(tmp_path: Path) -> None:
+    check = load_script(ROOT / "docs" / "check_site.py", "check_site")
+    site = tmp_path / "site"
+    (site / "tutorial").mkdir(parents=True)
+    (site / "index.html").write_text("<p>pages may name /usr/share/dict/words, /tmp/ff-campaign-24 or ../examples/tutorial.fifu</p>")
+    (site / "tutorial" / "index.html").write_text("<code>../examples/tutorial.fifu</code>")
+    paths = check.machine_paths(site)
+    assert str(ROOT) in paths
+    assert check.absolute_paths(site, paths) == []
+    (site / "tutorial" / "index.html").write_text(f"<code>{ROOT / 'examples' / 'tutorial.fifu'}</code>")
+    found = check.absolute_paths(site, paths)
+    assert f"tutorial/index.html: {ROOT}" in found
+    assert all(f.startswith("tutorial/index.html: ") for f in found)

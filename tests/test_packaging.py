@@ -59,12 +59,15 @@ def _names(requirements: list[str]) -> set[str]:
     return {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower() for r in requirements}
 
 
-def test_plot_and_gensim_extras_install_only_what_they_need() -> None:
+def test_plot_gensim_and_models_extras_install_only_what_they_need() -> None:
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert _names(extras["plot"]) == {"matplotlib"}  # not the docs extra's site tools and Jupyter kernel
     assert _names(extras["gensim"]) == {"gensim"}  # not interop's fastText and floret, which compile for minutes
+    # the model readers' libraries, no compile: GGUF, safetensors and protobuf are read by finalfusion itself
+    assert _names(extras["models"]) == {"tokenizers", "sentencepiece", "gguf", "h5py"}
     assert _names(extras["plot"]) <= _names(extras["docs"])
     assert _names(extras["gensim"]) <= _names(extras["interop"])
+    assert _names(extras["models"]) <= _names(extras["interop"])
 
 
 def test_every_extra_an_error_names_exists() -> None:
@@ -72,5 +75,27 @@ def test_every_extra_an_error_names_exists() -> None:
     for path in (ROOT / "src" / "finalfusion").rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         named |= set(re.findall(r"import_extra\([^)]*extra=\"(\w+)\"", text))
-    assert {"plot", "gensim", "cli"} <= named
+    assert {"plot", "gensim", "cli", "models", "ann"} <= named
     assert named <= set(PYPROJECT["project"]["optional-dependencies"])
+
+
+#: The distribution that installs an optional import, where the names differ (scipy comes with gensim).
+DISTRIBUTION = {"faiss": "faiss-cpu", "scipy": "gensim"}
+#: Optional imports whose absence is tolerated silently (no error reaches the user): threadpoolctl only limits BLAS threads.
+TOLERATED = {"threadpoolctl"}
+
+
+def test_every_missing_extra_error_names_the_smallest_extra_that_installs_the_package() -> None:
+    extras = {name: _names(reqs) for name, reqs in PYPROJECT["project"]["optional-dependencies"].items()}
+    calls = set()
+    for path in (ROOT / "src" / "finalfusion").rglob("*.py"):
+        code = "\n".join(line for line in path.read_text(encoding="utf-8").splitlines() if not line.lstrip().startswith((">>>", "...")))  # no doctests
+        calls |= set(re.findall(r"import_extra\(\s*\"([\w.]+)\",[^)]*extra=\"(\w+)\"", code))
+    assert {"tokenizers", "sentencepiece", "gguf", "h5py", "matplotlib.pyplot", "gensim.models"} <= {module for module, _ in calls}
+    for module, extra in sorted(calls):
+        package = module.partition(".")[0]
+        if package in TOLERATED:
+            continue
+        dist = DISTRIBUTION.get(package, package)
+        assert dist in extras[extra], (module, extra)
+        assert len(extras[extra]) == min(len(names) for names in extras.values() if dist in names), (module, extra, "a smaller extra installs it")

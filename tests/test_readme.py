@@ -57,3 +57,18 @@ def test_install_lines_work_before_the_package_is_published(page: str) -> None:
     # the wheel's name as flit builds it: the project name with "_", version, pure Python
     for wheel in re.findall(r"dist/(\S+?\.whl)", text):
         assert re.fullmatch(r"finalfusion_py-VERSION-py3-none-any\.whl", wheel), wheel
+
+
+def _pages() -> list[str]:
+    root = Path(__file__).resolve().parents[1]
+    return ["README.md", *sorted(p.relative_to(root).as_posix() for p in (root / "docs").glob("*.md")), "docs/tutorial.ipynb"]
+
+
+@pytest.mark.parametrize("page", _pages())
+def test_every_page_with_an_index_install_shows_the_install_from_a_clone(page: str) -> None:
+    # Until finalfusion-py is on PyPI, `pip install finalfusion-py` fails: a page that shows it says so and how to install
+    # from a clone (a page without it shows the clone's `pip install -e '.[extra]'` alone, or no install at all).
+    text = " ".join((Path(__file__).resolve().parents[1] / page).read_text(encoding="utf-8").split())
+    if re.search(r"pip install '?finalfusion-py", text):
+        assert "published" in text, page
+        assert "pip install -e" in text, page

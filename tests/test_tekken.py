@@ -87,9 +87,9 @@ def _real(name: str) -> Path:
 
 
 def _tekkenizer(path: Path) -> Any:
-    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
-
-    return Tekkenizer.from_file(path)
+    """mistral-common's Tekkenizer, the reference: in no extra (CI installs it with --no-deps), so the test skips without it."""
+    tekken = pytest.importorskip("mistral_common.tokens.tokenizers.tekken", reason="mistral-common (the reference Tekkenizer) is not installed")
+    return tekken.Tekkenizer.from_file(path)
 
 
 def _model_dir(root: Path, tekken: Path, n_rows: int, dims: int = 6, seed: int = 0) -> np.ndarray:

@@ -55,15 +55,15 @@ def test_constructors_read_paths_and_buffers(tmp_path: Path) -> None:
 # --- loading the library ------------------------------------------------------------------
 
 
-def test_tokenizing_without_the_package_names_the_interop_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tokenizing_without_the_package_names_the_models_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     monkeypatch.setitem(sys.modules, "sentencepiece", None)
-    with pytest.raises(MissingExtraError, match=r"needs the tokenizers package: pip install 'finalfusion-py\[interop\]'") as err:
+    with pytest.raises(MissingExtraError, match=r"needs the tokenizers package: pip install 'finalfusion-py\[models\]'") as err:
         HuggingFaceTokenizer(TOY).encode("ab")
-    assert (err.value.name, err.value.extra) == ("tokenizers", "interop")
+    assert (err.value.name, err.value.extra) == ("tokenizers", "models")
     with pytest.raises(MissingExtraError, match="needs the sentencepiece package") as err:
         SentencePieceTokenizer(b"").pieces("ab")
-    assert (err.value.name, err.value.extra) == ("sentencepiece", "interop")
+    assert (err.value.name, err.value.extra) == ("sentencepiece", "models")
 
 
 def test_huggingface_rejects_malformed_json_as_format_error() -> None:

@@ -149,7 +149,7 @@ def test_without_the_extra_token_rows_work_and_words_name_it(monkeypatch, packag
     assert emb.vocab.token_id("b") == 2
     with pytest.raises(MissingExtraError):
         emb.embedding("a")  # a token string too: the word rule needs the tokenizer
-    with pytest.raises(MissingExtraError, match=r"finalfusion-py\[interop\]") as info:
+    with pytest.raises(MissingExtraError, match=r"finalfusion-py\[models\]") as info:
         emb.embedding("ab")
     assert isinstance(info.value, ImportError)
     assert package in str(info.value)

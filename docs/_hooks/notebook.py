@@ -10,7 +10,11 @@ and nbclient (both in the ``docs`` extra), not nbconvert or mkdocs-jupyter:
   cell fails the build;
 * :func:`to_markdown` turns the cells into Markdown: code as Python blocks,
   text outputs as text blocks, HTML outputs (the ``_repr_html_`` tables) as
-  raw HTML, images as inline PNGs.
+  raw HTML, images as inline PNGs;
+* :func:`relative_paths` writes the build machine's absolute paths in the
+  outputs (a memory-mapped file's path in the ``Embeddings`` table) relative
+  to the notebook's directory, as the notebook's code spells them
+  (``../examples/tutorial.fifu``).
 
 ``FINALFUSION_DOCS_EXECUTE=0`` renders the notebook as stored instead of running
 it (quick ``mkdocs serve`` sessions). tests/test_notebook.py uses the same two
@@ -88,6 +92,18 @@ def to_markdown(nb: Any, download: str | None = None) -> str:
     return "\n".join(parts)
 
 
+def relative_paths(text: str, directory: Path) -> str:
+    """``text`` with the absolute paths of ``directory`` and its parent (the repository) relative to ``directory``.
+
+    >>> relative_paths("file /repo/examples/a.fifu in /repo/docs/x", Path("/repo/docs"))
+    'file ../examples/a.fifu in ./x'
+    """
+    for where, relative in ((directory, "."), (directory.parent, "..")):  # the longer first: the parent is a prefix of it
+        for spelled in dict.fromkeys([str(where), str(where.resolve())]):
+            text = text.replace(spelled + os.sep, relative + "/")
+    return text
+
+
 def render(path: Path) -> str:
     """Execute (unless ``FINALFUSION_DOCS_EXECUTE=0``) and render; cached by the notebook's bytes within one process."""
     raw = path.read_bytes()
@@ -100,7 +116,7 @@ def render(path: Path) -> str:
             import nbformat
 
             nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
-        _CACHE[key] = to_markdown(nb, download=path.name)
+        _CACHE[key] = relative_paths(to_markdown(nb, download=path.name), path.parent.resolve())
     return _CACHE[key]
 
 

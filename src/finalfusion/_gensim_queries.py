@@ -624,7 +624,7 @@ class GensimQueriesMixin:
         Raises
         ------
         MissingExtraError
-            (an ``ImportError``) If scipy is not installed (it comes with gensim, the ``interop`` extra).
+            (an ``ImportError``) If scipy is not installed (it comes with gensim: the ``gensim`` extra).
         ValueError
             If no pair could be scored.
 
@@ -640,7 +640,7 @@ class GensimQueriesMixin:
         >>> round(float(spearman[0]), 3), oov
         (1.0, 20.0)
         """
-        stats = import_extra("scipy.stats", "evaluate_word_pairs")
+        stats = import_extra("scipy.stats", "evaluate_word_pairs", extra="gensim")
         fold = str.upper if case_insensitive else str
         ok_vocab: dict[str, int] = {}
         for i, w in enumerate(self.vocab.words[: max(0, restrict_vocab)]):

@@ -7,7 +7,7 @@ A :class:`Tokenizer` splits any word into token ids with the real library --
 normalisation. It keeps the serialised model and builds the library's
 tokenizer on first use, so that objects can be created, compared, pickled
 and written without the optional package; tokenizing without it raises
-:class:`~finalfusion.errors.MissingExtraError` naming the ``interop`` extra.
+:class:`~finalfusion.errors.MissingExtraError` naming the ``models`` extra.
 
 A serialised model is content, never a path: :meth:`Tokenizer.from_bytes`
 (used by every reader: GGUF metadata, the ``[tokenizer]`` table, a model
@@ -769,7 +769,7 @@ class SentencePieceTokenizer(Tokenizer):
         super().__init__(_read_model(model))
 
     def _load(self) -> Any:
-        sentencepiece = import_extra("sentencepiece", "tokenizing an unknown word")
+        sentencepiece = import_extra("sentencepiece", "tokenizing an unknown word", extra="models")
         sp = sentencepiece.SentencePieceProcessor()
         sp.LoadFromSerializedProto(self._data)
         n = sp.GetPieceSize()
@@ -830,7 +830,7 @@ class HuggingFaceTokenizer(Tokenizer):
         return cast("HuggingFaceTokenizer", cls._from_data(text.encode("utf-8", "surrogatepass")))
 
     def _load(self) -> Any:
-        tokenizers = import_extra("tokenizers", "tokenizing an unknown word")
+        tokenizers = import_extra("tokenizers", "tokenizing an unknown word", extra="models")
         doc = checked_tokenizer_json(self._data)
         tok = tokenizers.Tokenizer.from_str(json.dumps(doc, ensure_ascii=False))
         tok.no_padding()

@@ -364,12 +364,12 @@ class MissingExtraError(ModuleNotFoundError):
     --------
     >>> err = MissingExtraError("sentencepiece", "tokenizing an unknown word")
     >>> print(err)
-    tokenizing an unknown word needs the sentencepiece package: pip install 'finalfusion-py[interop]'
+    tokenizing an unknown word needs the sentencepiece package: pip install 'finalfusion-py[models]'
     >>> isinstance(err, ImportError), err.name, err.extra
-    (True, 'sentencepiece', 'interop')
+    (True, 'sentencepiece', 'models')
     """
 
-    def __init__(self, package: str, what: str = "tokenizing an unknown word", extra: str = "interop") -> None:
+    def __init__(self, package: str, what: str = "tokenizing an unknown word", extra: str = "models") -> None:
         super().__init__(f"{what} needs the {package} package: pip install 'finalfusion-py[{extra}]'", name=package)
         self.extra = extra
 
@@ -378,7 +378,7 @@ class MissingExtraError(ModuleNotFoundError):
         return (type(self), (str(self.name), what, self.extra))
 
 
-def import_extra(module: str, what: str, extra: str = "interop") -> ModuleType:
+def import_extra(module: str, what: str, extra: str) -> ModuleType:
     """Import an optional package, or raise :class:`MissingExtraError` naming the extra that installs it.
 
     Parameters
@@ -388,11 +388,12 @@ def import_extra(module: str, what: str, extra: str = "interop") -> ModuleType:
     what
         What needs it, for the message (``"decoding a Q4_K tensor"``).
     extra
-        The ``finalfusion-py`` extra that installs it.
+        The smallest ``finalfusion-py`` extra that installs it (``"models"`` for a model's tokenizer library,
+        ``"gensim"``, ``"plot"``, ``"ann"``, ``"cli"``).
 
     Examples
     --------
-    >>> import_extra("json", "reading JSON").__name__
+    >>> import_extra("json", "reading JSON", extra="models").__name__
     'json'
     >>> try:
     ...     import_extra("no_such_package_here", "plotting", extra="plot")

@@ -45,7 +45,7 @@ from finalfusion.compat._model_vocab import model_vocab
 from finalfusion.compat._protowire import Message, parse_message, stream_varint
 from finalfusion.compat._registry import register_format
 from finalfusion.embeddings import Embeddings
-from finalfusion.errors import FormatError, Truncated
+from finalfusion.errors import FormatError, Truncated, import_extra
 from finalfusion.metadata import Metadata
 
 __all__ = ["load_lightseq"]
@@ -56,7 +56,6 @@ HDF5_MAGIC: Final = b"\x89HDF\r\n\x1a\n"
 QUANT_RANGE: Final = 127.0
 #: Values converted per block (bounds the temporaries beyond the float32 result).
 _BLOCK: Final = 1 << 21
-_EXTRA: Final = "pip install 'finalfusion-py[interop]'"
 
 
 class _Table:
@@ -242,10 +241,7 @@ def _gpt_or_bert(conf: Message | None) -> str:
 
 
 def _hdf5_table(source: Any, side: str) -> _Table:
-    try:
-        import h5py  # type: ignore[import-untyped,unused-ignore]
-    except ImportError:
-        raise ModuleNotFoundError(f"reading LightSeq HDF5 files needs h5py: {_EXTRA}") from None
+    h5py = import_extra("h5py", "reading LightSeq HDF5 files", extra="models")
     import io
 
     fileobj = source if isinstance(source, (str, os.PathLike)) else io.BytesIO(bytes(source))

@@ -23,7 +23,7 @@ pair back into a :class:`TokenizerVocab` when
 :func:`finalfusion.load_finalfusion` reads it.
 
 Tokenizing needs the optional packages (``pip install
-'finalfusion-py[interop]'``); without them, loading and lookups of known
+'finalfusion-py[models]'``); without them, loading and lookups of known
 tokens work, and looking up an unknown word raises
 :class:`~finalfusion.errors.MissingExtraError` naming the extra. A word
 longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of UTF-8

@@ -75,7 +75,7 @@ _BE_F16_FIELDS: Final[dict[str, tuple[int, ...]]] = {"Q4_K": (0, 2), "Q6_K": (20
 def _decode_with_gguf(raw: npt.NDArray[np.uint8], out: npt.NDArray[np.float32], tensor: GGUFTensor, order: str) -> None:
     name = tensor.type_name
     needs = f"decoding a {name} tensor ({tensor.name})"
-    gguf, quants = import_extra("gguf", needs), import_extra("gguf.quants", needs)
+    gguf, quants = import_extra("gguf", needs, extra="models"), import_extra("gguf.quants", needs, extra="models")
     _, _, bsize = GGML_TYPES[tensor.ggml_type]
     rows = raw.reshape(out.shape[0], -1)
     if order == ">":
