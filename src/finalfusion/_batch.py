@@ -36,6 +36,7 @@ __all__ = [
     "fill_unknown",
     "store_subword_sums",
     "sum_rows",
+    "unit_sum",
     "unknown_embedding",
 ]
 
@@ -128,6 +129,20 @@ def unknown_embedding(vocab: Vocab, storage: Storage, matrix: F32 | None, word: 
     rows = vocab.subword_rows(word)
     if not len(rows):
         return None
+    return unit_sum(storage, matrix, rows)
+
+
+def unit_sum(storage: Storage, matrix: F32 | None, rows: I64) -> tuple[F32, float]:
+    """The l2-normalised sum of the storage rows ``rows`` (at least one) and the norm of the sum (a zero sum stays zero).
+
+    Examples
+    --------
+    >>> from finalfusion.storage import NdArray
+    >>> m = np.array([[3, 0], [0, 4]], dtype=np.float32)
+    >>> vec, norm = unit_sum(NdArray(m), m, np.array([0, 1]))
+    >>> vec.tolist(), norm
+    ([0.6000000238418579, 0.800000011920929], 5.0)
+    """
     if len(rows) > LONG_ROWS:  # a long word: summed in bounded blocks
         v = sum_rows(storage, matrix, rows, ordered=False)
     else:

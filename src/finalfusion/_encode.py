@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from finalfusion.metadata import Metadata
     from finalfusion.norms import Norms
 
-__all__ = ["FASTTEXT_SPACE", "MODEL2VEC_KEY", "EncodeMixin", "model_settings", "model_word", "model_word_batch"]
+__all__ = ["FASTTEXT_SPACE", "MODEL2VEC_KEY", "EncodeMixin", "model_mean", "model_settings", "model_word", "model_word_batch"]
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -193,8 +193,21 @@ def model_word(vocab: TokenizerVocab, storage: Storage, matrix: F32 | None, norm
     flat, counts = _token_ids(vocab, [word], None)
     if not counts[0]:
         return None
+    return model_mean(storage, matrix, norms, flat)
+
+
+def model_mean(storage: Storage, matrix: F32 | None, norms: Norms | None, rows: I64) -> tuple[F32, float]:
+    """The mean of the model's rows ``rows`` (at least one) as ``(vector, norm)``: see :func:`model_word`.
+
+    Examples
+    --------
+    >>> from finalfusion.storage import NdArray
+    >>> m = np.array([[3, 0], [0, 4]], dtype=np.float32)
+    >>> [(v.tolist(), n) for v, n in [model_mean(NdArray(m), m, None, np.array([0, 1]))]]
+    [([1.5, 2.0], 1.0)]
+    """
     out = np.empty((1, storage.shape[1]), dtype=np.float32)
-    _means(storage, matrix, _scale(norms), flat, counts, out)
+    _means(storage, matrix, _scale(norms), rows, np.array([len(rows)], dtype=np.int64), out)
     v = out[0]
     if norms is None:
         return v, 1.0
@@ -219,6 +232,11 @@ def model_word_batch(
     _means(storage, matrix, _scale(norms), flat, counts, vecs)
     if norms is not None:
         _unit(vecs)
+        # A word that is one token is that token's stored row, as a single lookup returns it (TokenizerVocab.word_rows).
+        one = np.flatnonzero(counts == 1)
+        if len(one):
+            token = flat[(np.cumsum(counts) - counts)[one]]
+            vecs[one] = matrix[token] if matrix is not None else storage.rows(token)
     found = counts > 0
     if vecs is not out:
         slot = {w: i for i, w in enumerate(uniq)}
@@ -314,7 +332,7 @@ class EncodeMixin:
             raise TypeError("encode takes a str or an iterable of str")
         _check_batch_size(batch_size)
         vocab = self.vocab
-        model = isinstance(vocab, TokenizerVocab)
+        model = vocab.pooling == "mean"  # a model's tokens: model2vec's rule (the vocabulary says how its rows pool)
         model_normalize, max_length = model_settings(self.metadata) if model else (False, None)
         normalize = model_normalize if normalize is None else bool(normalize)
         out = np.zeros((len(items), self._storage.shape[1]), dtype=np.float32)

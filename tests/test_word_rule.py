@@ -1,0 +1,138 @@
+"""One word rule (issue 35): ``idx``, lookups, batches, ``encode``, queries and the command line map a text to the same rows.
+
+Real files: llama.cpp's own test vocabularies (``FINALFUSION_LLAMACPP_VOCABS``,
+see tests/llamacpp_vocabs.py) with llama.cpp's expected ids for every test
+string, and model2vec directories written by ``StaticModel.save_pretrained``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import finalfusion
+from finalfusion import Embeddings
+from finalfusion.storage import NdArray
+from llamacpp_vocabs import DROPPED_TYPES, ENV, loadable, read_cases, vocab_files
+
+DIRECTORY = os.environ.get(ENV)
+FILES = vocab_files(DIRECTORY) if DIRECTORY else []
+SKIP_REASON = f"{ENV} is not set (run: python tests/llamacpp_vocabs.py fetch DIR; export {ENV}=DIR)"
+
+
+def _model(path: Path, tmp: Path, seed: int = 0) -> Embeddings:
+    """``path`` loaded with ``load_gguf``, its one-column table replaced by distinct random rows (8 dims)."""
+    from finalfusion.compat.gguf import load_gguf
+
+    vocab = load_gguf(loadable(path, tmp / path.name), normalize=False).vocab
+    rows = np.random.default_rng(seed).normal(size=(len(vocab), 8)).astype(np.float32)
+    return Embeddings(NdArray(rows), vocab)
+
+
+def _expected(path: Path) -> list[tuple[str, list[int]]]:
+    from finalfusion.compat.gguf._reader import read_gguf
+
+    types = read_gguf(path.read_bytes()).kv.get("tokenizer.ggml.token_type")
+    return [(text, [i for i in ids if types is None or int(types[i]) not in DROPPED_TYPES]) for text, ids in read_cases(path)]
+
+
+@pytest.mark.parametrize("path", FILES or [None], ids=[p.name[len("ggml-vocab-") : -len(".gguf")] for p in FILES] or ["unset"])
+def test_every_llama_cpp_string_maps_to_llama_cpp_ids_everywhere(path: Path | None, tmp_path: Path) -> None:
+    # idx, embedding, embedding_with_norm, embedding_batch and encode all give llama.cpp's tokens of every test string.
+    if path is None:
+        pytest.skip(SKIP_REASON)
+    for package in ("gguf", "sentencepiece", "tokenizers"):
+        pytest.importorskip(package)
+    emb = _model(path, tmp_path)
+    m = emb.storage.matrix
+    cases = _expected(path)
+    texts = [t for t, _ in cases]
+    batch, found = emb.embedding_batch(texts)
+    sentences = emb.encode(texts)
+    wrong = []
+    for i, (text, ids) in enumerate(cases):
+        want_idx = None if not ids else ids[0] if len(ids) == 1 else ids
+        want = m[ids].mean(axis=0) if ids else None
+        got = emb.embedding(text)
+        if emb.vocab.idx(text) != want_idx or (got is None) != (want is None) or bool(found[i]) != bool(ids):
+            wrong.append((text, ids, emb.vocab.idx(text)))
+            continue
+        if want is not None:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(batch[i], got)
+            np.testing.assert_allclose(sentences[i], want, rtol=1e-5, atol=1e-6)
+        else:
+            assert not batch[i].any()
+            assert not sentences[i].any()
+    assert not wrong, f"{path.name}: {len(wrong)} of {len(cases)} strings differ (text, llama.cpp, idx): {wrong[:5]}"
+
+
+def _spm(tmp: Path) -> Embeddings:
+    path = next((p for p in FILES if p.name == "ggml-vocab-llama-spm.gguf"), None)
+    if path is None:
+        pytest.skip(SKIP_REASON)
+    for package in ("gguf", "sentencepiece"):
+        pytest.importorskip(package)
+    return _model(path, tmp)
+
+
+def test_a_word_is_its_running_text_token_not_the_token_string(tmp_path: Path) -> None:
+    emb = _spm(tmp_path)
+    vocab = emb.vocab
+    hello, bare = vocab.token_id("\u2581Hello"), vocab.token_id("Hello")  # type: ignore[attr-defined]
+    assert (hello, bare) == (15043, 10994)
+    assert vocab.idx("Hello") == hello
+    assert vocab.own_row("Hello") == hello
+    np.testing.assert_array_equal(emb["Hello"], emb.storage.matrix[hello])
+    np.testing.assert_array_equal(emb.token_embedding("Hello"), emb.storage.matrix[bare])  # the exact token string
+    np.testing.assert_array_equal(emb.get_vector("Hello"), emb.storage.matrix[hello])  # gensim's spelling follows it too
+
+
+def test_neighbour_queries_leave_out_the_querys_own_token(tmp_path: Path) -> None:
+    emb = _spm(tmp_path)
+    own = "\u2581Hello"
+    assert own not in [r.word for r in emb.word_similarity("Hello", k=20, index=False)]
+    assert own not in [w for w, _ in emb.most_similar("Hello", topn=20, indexer=False)]
+    assert own not in [w for w, _ in emb.most_similar_cosmul(positive=["Hello"], topn=20)]
+    assert emb.most_similar_cosmul(positive=["Hello"], topn=1)[0][0] != own
+    ids, _ = emb.word_similarity_batch(["Hello", "world"], k=20, index=False)
+    assert emb.vocab.token_id(own) not in ids[0].tolist()  # type: ignore[attr-defined]
+    assert emb.vocab.token_id("\u2581world") not in ids[1].tolist()  # type: ignore[attr-defined]
+    # Allowed explicitly: it is the best match, at similarity 1 and never above.
+    first = emb.word_similarity("Hello", k=1, skip=(), index=False)[0]
+    assert first.word == own
+    assert first.similarity == pytest.approx(1.0, abs=1e-6)
+    assert first.similarity <= 1.0
+
+
+def test_similarities_are_never_above_one() -> None:
+    rng = np.random.default_rng(7)
+    m = rng.normal(size=(300, 7)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    words = [f"w{i}" for i in range(len(m))]
+    self_cos = np.einsum("ij,ij->i", m, m)
+    assert (self_cos > 1).any()  # the float32 rows' own cosines do exceed 1: the clip below is what keeps them in range
+    emb = Embeddings(NdArray(m), finalfusion.SimpleVocab(words))
+    tops = [emb.word_similarity(w, k=1, skip=(), index=False)[0].similarity for w in words]
+    assert max(tops) <= 1.0
+    _, scores = emb.embedding_similarity_batch(m, k=1, index=False)
+    assert float(scores.max()) <= 1.0
+    assert float(np.max(emb.most_similar(positive=[m[0]], topn=None))) <= 1.0
+
+
+def test_the_command_line_looks_words_up_by_the_word_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from finalfusion.cli import main
+
+    path = next((p for p in FILES if p.name == "ggml-vocab-llama-spm.gguf"), None)
+    if path is None:
+        pytest.skip(SKIP_REASON)
+    pytest.importorskip("gguf")
+    pytest.importorskip("sentencepiece")
+    gguf = loadable(path, tmp_path / path.name)
+    assert main(["lookup", str(gguf), "Hello", "Hello world"]) == 0
+    out = capsys.readouterr().out
+    assert "'Hello' (the token '\u2581Hello'" in out
+    assert "'Hello world' (from 2 tokens" in out
