@@ -15,6 +15,7 @@ import pytest
 
 import finalfusion
 from finalfusion import Embeddings
+from finalfusion.errors import FormatError
 from finalfusion.storage import NdArray
 from llamacpp_vocabs import DROPPED_TYPES, ENV, loadable, read_cases, vocab_files
 
@@ -136,3 +137,11 @@ def test_the_command_line_looks_words_up_by_the_word_rule(tmp_path: Path, capsys
     out = capsys.readouterr().out
     assert "'Hello' (the token '\u2581Hello'" in out
     assert "'Hello world' (from 2 tokens" in out
+
+
+def test_load_of_a_directory_without_a_model_says_what_it_looked_for(tmp_path: Path) -> None:
+    with pytest.raises(FormatError, match=r"no format stored as a directory.*safetensors.*an empty directory"):
+        finalfusion.load(tmp_path)
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(FormatError, match=r"1 entry: notes.txt"):
+        finalfusion.load(str(tmp_path))
