@@ -7,6 +7,7 @@ string, and model2vec directories written by ``StaticModel.save_pretrained``.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -145,3 +146,45 @@ def test_load_of_a_directory_without_a_model_says_what_it_looked_for(tmp_path: P
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(FormatError, match=r"1 entry: notes.txt"):
         finalfusion.load(str(tmp_path))
+
+
+# -- model2vec directories written by model2vec -------------------------------------------------------------------
+
+
+def _m2v(kind: str, dtype: str, path: Path) -> Path:
+    """A model2vec directory written by ``save_pretrained``, its table quantized to ``dtype`` by model2vec."""
+    model2vec = pytest.importorskip("model2vec")
+    from model2vec.model import quantize_model
+
+    from test_model2vec import _unigram, _vectors
+
+    tok = _unigram()
+    n = tok.get_vocab_size()
+    if kind == "vocabulary-quantized":  # quantize_vocabulary needs scikit-learn: the table, mapping and weights given
+        table = _vectors(9, seed=1)
+        mapping = np.random.default_rng(2).integers(0, 9, size=n).astype(np.int64)
+        weights = np.random.default_rng(3).uniform(0.2, 3.0, size=n).astype(np.float32)
+        model = model2vec.StaticModel(table, tok, normalize=True, weights=weights, token_mapping=mapping)
+    else:
+        model = model2vec.StaticModel(_vectors(n), tok, normalize=True)
+    quantize_model(model, quantize_to=dtype).save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["plain", "vocabulary-quantized"])
+@pytest.mark.parametrize("dtype", ["int8", "float16", "float32", "float64"])
+def test_every_dtype_model2vec_writes_is_read(tmp_path: Path, dtype: str, kind: str) -> None:
+    from test_model2vec import SENTENCES, WORDS
+
+    pytest.importorskip("tokenizers")
+    path = _m2v(kind, dtype, tmp_path / "m")
+    assert json.loads((path / "config.json").read_text())["embedding_dtype"] == dtype
+    ref = pytest.importorskip("model2vec").StaticModel.from_pretrained(path)
+    assert ref.embedding.dtype == np.dtype(dtype)
+    # model2vec averages float16 tables in float16: our float32 means agree to float16's precision.
+    tol = {"rtol": 2e-3, "atol": 2e-3} if dtype == "float16" else {"rtol": 2e-5, "atol": 2e-6}
+    for normalize in (True, False):
+        emb = finalfusion.load(path, normalize=normalize)
+        np.testing.assert_allclose(emb.encode(SENTENCES), ref.encode(SENTENCES).astype(np.float32), **tol)
+        words = np.stack([emb.embedding_with_norm(w)[0] * emb.embedding_with_norm(w)[1] for w in WORDS])
+        np.testing.assert_allclose(words, ref.encode(WORDS, normalize=False).astype(np.float32), **tol)
