@@ -188,3 +188,21 @@ def test_every_dtype_model2vec_writes_is_read(tmp_path: Path, dtype: str, kind: 
         np.testing.assert_allclose(emb.encode(SENTENCES), ref.encode(SENTENCES).astype(np.float32), **tol)
         words = np.stack([emb.embedding_with_norm(w)[0] * emb.embedding_with_norm(w)[1] for w in WORDS])
         np.testing.assert_allclose(words, ref.encode(WORDS, normalize=False).astype(np.float32), **tol)
+
+
+def test_the_command_line_encodes_each_line_exactly_as_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from finalfusion.cli import main
+
+    path = _m2v("plain", "float32", tmp_path / "m")
+    lines = ["  the house  ", "the house", "\tquick fox ", " a"]
+    text = tmp_path / "lines.txt"
+    text.write_bytes(("\n".join(lines[:2]) + "\r\n" + "\n".join(lines[2:]) + "\n\n").encode())
+    assert main(["encode", "--json", "--quiet", str(path), str(text)]) == 0
+    got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [g["line"] for g in got] == [1, 2, 3, 4]  # the empty last line is left out
+    vectors = np.array([g["vector"] for g in got], dtype=np.float32)
+    emb = finalfusion.load(path)
+    np.testing.assert_allclose(vectors, emb.encode(lines), rtol=1e-6, atol=1e-7)
+    ref = pytest.importorskip("model2vec").StaticModel.from_pretrained(path)
+    np.testing.assert_allclose(vectors, ref.encode(lines), rtol=2e-5, atol=2e-6)
+    assert not np.allclose(vectors[0], vectors[1])  # the spaces change a Metaspace tokenizer's tokens: not trimmed away
