@@ -206,3 +206,18 @@ def test_the_command_line_encodes_each_line_exactly_as_read(tmp_path: Path, caps
     ref = pytest.importorskip("model2vec").StaticModel.from_pretrained(path)
     np.testing.assert_allclose(vectors, ref.encode(lines), rtol=2e-5, atol=2e-6)
     assert not np.allclose(vectors[0], vectors[1])  # the spaces change a Metaspace tokenizer's tokens: not trimmed away
+
+
+def test_compute_accuracy_judges_answers_by_the_word_rule(tmp_path: Path) -> None:
+    from finalfusion.cli._query import utils_accuracy
+
+    emb = _spm(tmp_path)
+    best = emb.analogy("king", "queen", "man", k=20, index=False)
+    assert best is not None
+    # The first answer that is a word-start token whose bare word is looked up as exactly that token.
+    answer = next(r.word[1:] for r in best if r.word.startswith("\u2581") and emb.vocab.idx(r.word[1:]) == emb.vocab.token_id(r.word))  # type: ignore[attr-defined]
+    assert emb.analogy("king", "queen", "man", k=1, index=False)[0].word == "\u2581" + answer  # type: ignore[index]
+    questions = tmp_path / "q.txt"
+    questions.write_text(f": s\nking queen man {answer}\n")
+    section = utils_accuracy(emb, str(questions)).sections["s"]
+    assert (section.correct, section.instances, section.skipped) == (1, 1, 0)
