@@ -3,7 +3,9 @@
 **The word rule of model vocabularies.** For a
 :class:`~finalfusion.vocab.TokenizerVocab` (GGUF, safetensors, model2vec,
 WordLlama and LightSeq token tables) a word's vector is what the model's
-own library gives for that word in running text: the word goes through the
+own library gives for that word in running text (which rows:
+:meth:`~finalfusion.vocab.TokenizerVocab.word_rows`; the mean is taken
+here, :func:`model_mean`): the word goes through the
 model's tokenizer (dummy prefix, normaliser, pre-tokenizer), control,
 unknown and unused tokens are dropped, and the model's rows of the remaining
 tokens are averaged (model2vec's and WordLlama's rule). The rows averaged
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from finalfusion.metadata import Metadata
     from finalfusion.norms import Norms
 
-__all__ = ["FASTTEXT_SPACE", "MODEL2VEC_KEY", "EncodeMixin", "model_mean", "model_settings", "model_word", "model_word_batch"]
+__all__ = ["FASTTEXT_SPACE", "MODEL2VEC_KEY", "EncodeMixin", "model_mean", "model_settings", "model_word_batch"]
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -182,22 +184,13 @@ def _token_ids(
     return flat[keep], np.bincount(owner[keep], minlength=len(lens)).astype(np.int64)
 
 
-def model_word(vocab: TokenizerVocab, storage: Storage, matrix: F32 | None, norms: Norms | None, word: str) -> tuple[F32, float] | None:
-    """The model's vector of ``word`` as ``(vector, norm)``; ``None`` when no token of it is kept.
+def model_mean(storage: Storage, matrix: F32 | None, norms: Norms | None, rows: I64) -> tuple[F32, float]:
+    """The mean of the model's rows ``rows`` (at least one: a word's token rows) as ``(vector, norm)``.
 
     With ``norms`` (rows stored unit length) the vector is the unit mean and
     ``norm`` its length; without, the mean itself and ``1.0`` (as for a
     known word without norms). Either way ``vector * norm`` is the mean of
     the model's rows.
-    """
-    flat, counts = _token_ids(vocab, [word], None)
-    if not counts[0]:
-        return None
-    return model_mean(storage, matrix, norms, flat)
-
-
-def model_mean(storage: Storage, matrix: F32 | None, norms: Norms | None, rows: I64) -> tuple[F32, float]:
-    """The mean of the model's rows ``rows`` (at least one) as ``(vector, norm)``: see :func:`model_word`.
 
     Examples
     --------
@@ -220,7 +213,7 @@ def model_mean(storage: Storage, matrix: F32 | None, norms: Norms | None, rows: 
 def model_word_batch(
     vocab: TokenizerVocab, storage: Storage, matrix: F32 | None, norms: Norms | None, words: Sequence[str], out: F32 | None
 ) -> tuple[F32, npt.NDArray[np.bool_]]:
-    """:func:`model_word` for many words: the vectors (zeros for none) and the mask of words with a vector."""
+    """:func:`model_mean` of the token rows of many words: the vectors (zeros for none) and the mask of words with a vector."""
     n, dims = len(words), storage.shape[1]
     if out is not None and out.shape != (n, dims):
         raise ValueError(f"out must have shape ({n}, {dims}), got {out.shape}")
