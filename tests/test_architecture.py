@@ -154,7 +154,7 @@ def test_queries_and_word_checks_do_not_name_the_facade() -> None:
         m
         for m in graph
         if m.startswith(("finalfusion.similarity", "finalfusion.vocab", "finalfusion.storage"))
-        or m in {"finalfusion._batch", "finalfusion._load", "finalfusion._pickling", "finalfusion._gensim_api", "finalfusion.quantize"}
+        or m in {"finalfusion._batch", "finalfusion._wordrule", "finalfusion._load", "finalfusion._pickling", "finalfusion._gensim_api", "finalfusion.quantize"}
     ]
     for module in below:
         assert "finalfusion.embeddings" not in graph[module], module

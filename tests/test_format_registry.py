@@ -147,8 +147,8 @@ def test_a_format_may_claim_directories(tmp_path: Path) -> None:
     )
     emb = load(model, normalize=False)
     assert emb["Berlin"].tolist() == [3.0, 4.0]
-    with pytest.raises(IsADirectoryError):
-        load(tmp_path)  # a directory nobody claims: as before, the operating system's error
+    with pytest.raises(FormatError, match="no format stored as a directory claims it"):
+        load(tmp_path)  # a directory nobody claims: a FormatError saying what was looked for (issue 35)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes need POSIX")

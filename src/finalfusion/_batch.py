@@ -1,8 +1,9 @@
 """Batch lookups of unknown words: subword sums on the library's threads.
 
 :meth:`~finalfusion.Embeddings.embedding_batch` hands its words here
-(:func:`embed_batch`), and :meth:`~finalfusion.Embeddings.embedding` an
-unknown word of a subword vocabulary (:func:`unknown_embedding`). Each distinct word is hashed once, in vectorised
+(:func:`embed_batch`, through :mod:`finalfusion._wordrule`), and
+:meth:`~finalfusion.Embeddings.embedding` the subword rows of an unknown word
+(:func:`unit_sum`). Each distinct word is hashed once, in vectorised
 batches; the subword rows of up to :data:`TASK_WORDS` words form one task,
 and the tasks run on :func:`finalfusion._threads.run_tasks` threads while
 the next words are hashed. Every task writes its own output rows and sums
@@ -23,7 +24,7 @@ import numpy.typing as npt
 from finalfusion._threads import run_tasks, threads_for
 from finalfusion.storage.ndarray import Storage
 from finalfusion.vocab._index import WordIndex
-from finalfusion.vocab.base import SubwordVocab, Vocab
+from finalfusion.vocab.base import SubwordVocab
 
 __all__ = [
     "ACC_WORDS",
@@ -36,7 +37,7 @@ __all__ = [
     "fill_unknown",
     "store_subword_sums",
     "sum_rows",
-    "unknown_embedding",
+    "unit_sum",
 ]
 
 F32 = npt.NDArray[np.float32]
@@ -109,8 +110,8 @@ def sum_rows(storage: Storage, matrix: F32 | None, rows: I64, *, ordered: bool) 
     return np.asarray(acc, dtype=np.float32)
 
 
-def unknown_embedding(vocab: Vocab, storage: Storage, matrix: F32 | None, word: str) -> tuple[F32, float] | None:
-    """The l2-normalised sum of ``word``'s subword rows and the norm of the sum; ``None`` without subword rows.
+def unit_sum(storage: Storage, matrix: F32 | None, rows: I64) -> tuple[F32, float]:
+    """The l2-normalised sum of the storage rows ``rows`` (at least one: an unknown word's subword rows) and the norm of the sum.
 
     ``matrix`` is the dense matrix of ``storage``, or ``None`` for other storage.
     A zero sum stays zero (norm ``0.0``).
@@ -118,16 +119,11 @@ def unknown_embedding(vocab: Vocab, storage: Storage, matrix: F32 | None, word: 
     Examples
     --------
     >>> from finalfusion.storage import NdArray
-    >>> from finalfusion.subword import FastTextIndexer
-    >>> from finalfusion.vocab import FastTextVocab
-    >>> storage = NdArray(np.ones((101, 2), dtype=np.float32))
-    >>> vec, norm = unknown_embedding(FastTextVocab(["ab"], FastTextIndexer(100, 3, 3)), storage, storage.matrix, "cd")
-    >>> [round(x, 3) for x in vec.tolist()], round(norm, 3)
-    ([0.707, 0.707], 2.828)
+    >>> m = np.array([[3, 0], [0, 4]], dtype=np.float32)
+    >>> vec, norm = unit_sum(NdArray(m), m, np.array([0, 1]))
+    >>> vec.tolist(), norm
+    ([0.6000000238418579, 0.800000011920929], 5.0)
     """
-    rows = vocab.subword_rows(word)
-    if not len(rows):
-        return None
     if len(rows) > LONG_ROWS:  # a long word: summed in bounded blocks
         v = sum_rows(storage, matrix, rows, ordered=False)
     else:

@@ -3,7 +3,9 @@
 **The word rule of model vocabularies.** For a
 :class:`~finalfusion.vocab.TokenizerVocab` (GGUF, safetensors, model2vec,
 WordLlama and LightSeq token tables) a word's vector is what the model's
-own library gives for that word in running text: the word goes through the
+own library gives for that word in running text (which rows:
+:meth:`~finalfusion.vocab.TokenizerVocab.word_rows`; the mean is taken
+here, :func:`model_mean`): the word goes through the
 model's tokenizer (dummy prefix, normaliser, pre-tokenizer), control,
 unknown and unused tokens are dropped, and the model's rows of the remaining
 tokens are averaged (model2vec's and WordLlama's rule). The rows averaged
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from finalfusion.metadata import Metadata
     from finalfusion.norms import Norms
 
-__all__ = ["FASTTEXT_SPACE", "MODEL2VEC_KEY", "EncodeMixin", "model_settings", "model_word", "model_word_batch"]
+__all__ = ["FASTTEXT_SPACE", "MODEL2VEC_KEY", "EncodeMixin", "model_mean", "model_settings", "model_word_batch"]
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -182,19 +184,23 @@ def _token_ids(
     return flat[keep], np.bincount(owner[keep], minlength=len(lens)).astype(np.int64)
 
 
-def model_word(vocab: TokenizerVocab, storage: Storage, matrix: F32 | None, norms: Norms | None, word: str) -> tuple[F32, float] | None:
-    """The model's vector of ``word`` as ``(vector, norm)``; ``None`` when no token of it is kept.
+def model_mean(storage: Storage, matrix: F32 | None, norms: Norms | None, rows: I64) -> tuple[F32, float]:
+    """The mean of the model's rows ``rows`` (at least one: a word's token rows) as ``(vector, norm)``.
 
     With ``norms`` (rows stored unit length) the vector is the unit mean and
     ``norm`` its length; without, the mean itself and ``1.0`` (as for a
     known word without norms). Either way ``vector * norm`` is the mean of
     the model's rows.
+
+    Examples
+    --------
+    >>> from finalfusion.storage import NdArray
+    >>> m = np.array([[3, 0], [0, 4]], dtype=np.float32)
+    >>> [(v.tolist(), n) for v, n in [model_mean(NdArray(m), m, None, np.array([0, 1]))]]
+    [([1.5, 2.0], 1.0)]
     """
-    flat, counts = _token_ids(vocab, [word], None)
-    if not counts[0]:
-        return None
     out = np.empty((1, storage.shape[1]), dtype=np.float32)
-    _means(storage, matrix, _scale(norms), flat, counts, out)
+    _means(storage, matrix, _scale(norms), rows, np.array([len(rows)], dtype=np.int64), out)
     v = out[0]
     if norms is None:
         return v, 1.0
@@ -207,7 +213,7 @@ def model_word(vocab: TokenizerVocab, storage: Storage, matrix: F32 | None, norm
 def model_word_batch(
     vocab: TokenizerVocab, storage: Storage, matrix: F32 | None, norms: Norms | None, words: Sequence[str], out: F32 | None
 ) -> tuple[F32, npt.NDArray[np.bool_]]:
-    """:func:`model_word` for many words: the vectors (zeros for none) and the mask of words with a vector."""
+    """:func:`model_mean` of the token rows of many words: the vectors (zeros for none) and the mask of words with a vector."""
     n, dims = len(words), storage.shape[1]
     if out is not None and out.shape != (n, dims):
         raise ValueError(f"out must have shape ({n}, {dims}), got {out.shape}")
@@ -219,6 +225,11 @@ def model_word_batch(
     _means(storage, matrix, _scale(norms), flat, counts, vecs)
     if norms is not None:
         _unit(vecs)
+        # A word that is one token is that token's stored row, as a single lookup returns it (TokenizerVocab.word_rows).
+        one = np.flatnonzero(counts == 1)
+        if len(one):
+            token = flat[(np.cumsum(counts) - counts)[one]]
+            vecs[one] = matrix[token] if matrix is not None else storage.rows(token)
     found = counts > 0
     if vecs is not out:
         slot = {w: i for i, w in enumerate(uniq)}
@@ -314,7 +325,7 @@ class EncodeMixin:
             raise TypeError("encode takes a str or an iterable of str")
         _check_batch_size(batch_size)
         vocab = self.vocab
-        model = isinstance(vocab, TokenizerVocab)
+        model = vocab.pooling == "mean"  # a model's tokens: model2vec's rule (the vocabulary says how its rows pool)
         model_normalize, max_length = model_settings(self.metadata) if model else (False, None)
         normalize = model_normalize if normalize is None else bool(normalize)
         out = np.zeros((len(items), self._storage.shape[1]), dtype=np.float32)

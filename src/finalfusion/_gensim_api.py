@@ -203,7 +203,10 @@ class KeyedVectorsMixin(GensimQueriesMixin):
         finalfusion's unit row). ``key`` may also be an index, as in gensim.
         An unknown word of a subword vocabulary gets what gensim's
         ``FastTextKeyedVectors.get_vector`` gives: the mean of its n-gram
-        rows (their normalised sum with ``norm=True``).
+        rows (their normalised sum with ``norm=True``). A word of a model
+        vocabulary follows the word rule as ``emb[key]`` does (the mean of the
+        model's rows of its tokens; a token string's own row:
+        :meth:`~finalfusion.Embeddings.token_embedding`).
 
         Raises
         ------
@@ -223,18 +226,21 @@ class KeyedVectorsMixin(GensimQueriesMixin):
         """
         if not isinstance(key, (int, np.integer)) or isinstance(key, bool):
             check_word(key)
-        i = self.get_index(key, -1)
-        if i < 0 and not isinstance(key, str):
+        vocab = self.vocab
+        # A word by the word rule (Vocab.word_rows); an int is an index, as in gensim.
+        rows = vocab.word_rows(key) if isinstance(key, str) else self.get_index(key, -1)
+        if isinstance(rows, int) and rows < 0:
             raise KeyError(f"Key '{key}' not present")
-        if i >= 0:
-            row = self.storage.row(i)
-            v = row if self.norms is None else row * self.norms.norms[i]
+        if isinstance(rows, int):
+            row = self.storage.row(rows)
+            v = row if self.norms is None else row * self.norms.norms[rows]
         else:
             found = self.embedding_with_norm(key)  # type: ignore[arg-type]
             if found is None:
                 raise KeyError(f"Key '{key}' not present")
             unit_sum, length = found
-            v = unit_sum * np.float32(length / len(self.vocab.subword_rows(key)))  # type: ignore[arg-type]
+            # gensim's FastTextKeyedVectors: the mean of the n-gram rows; a model's tokens: their mean already.
+            v = unit_sum * np.float32(length / (len(rows) if vocab.pooling == "sum" else 1))
         return _unit(v).astype(np.float32) if norm else np.asarray(v, dtype=np.float32)
 
     def get_mean_vector(self, keys: Any, weights: Any = None, pre_normalize: bool = True, post_normalize: bool = False, ignore_missing: bool = True) -> F32:

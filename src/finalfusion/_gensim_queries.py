@@ -92,6 +92,13 @@ class GensimQueriesMixin:
             self, keys: Any, weights: Any = None, pre_normalize: bool = True, post_normalize: bool = False, ignore_missing: bool = True
         ) -> F32: ...
 
+    def _own_index(self, key: Any) -> int:
+        """The row that is ``key`` itself (an index; a word by the word rule, ``Vocab.own_row``), else ``-1``: left out of its own results."""
+        if isinstance(key, str):
+            own = self.vocab.own_row(key)
+            return -1 if own is None else own
+        return self.get_index(key, -1)
+
     def _raw_rows(self, keys: Sequence[Any]) -> F32:
         """gensim's raw vectors of ``keys`` as a ``(len(keys), dims)`` matrix; ``KeyError`` for a key without one."""
         out = np.zeros((len(keys), self.dims), dtype=np.float32)
@@ -302,7 +309,7 @@ class GensimQueriesMixin:
         ['b']
         """
         dists = self.distances(key1)
-        e1 = self.get_index(key1, -1)
+        e1 = self._own_index(key1)
         e2 = self.get_index(key2)
         words = self.vocab.words
         return [words[i] for i in np.flatnonzero(dists < dists[e2]).tolist() if i != e1]
@@ -491,7 +498,7 @@ class GensimQueriesMixin:
         for term, is_pos in terms:
             if as_key(term):  # gensim takes an int for a vector here (and broadcasts it); it is an index, as in most_similar
                 vec = self.get_vector(term, norm=True)
-                index = self.get_index(term, -1)
+                index = self._own_index(term)
                 if index >= 0:
                     inputs.add(index)
             else:

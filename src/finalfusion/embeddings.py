@@ -4,8 +4,10 @@ Lookup semantics follow docs/format.md §9: a known word returns its stored row;
 an unknown word in a subword vocabulary returns the l2-normalised sum of
 its n-gram rows (a zero sum stays zero); otherwise there is no embedding.
 A model vocabulary (:class:`~finalfusion.vocab.TokenizerVocab`) looks up
-every word through the model's tokenizer (the word rule of
-:mod:`finalfusion._encode`).
+every word through the model's tokenizer. Which rows a text is, is the
+vocabulary's word rule (:meth:`~finalfusion.vocab.Vocab.word_rows`); the
+facade asks it (:mod:`finalfusion._wordrule`) and never looks at the
+vocabulary's type.
 """
 
 from __future__ import annotations
@@ -17,9 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._atomic import Target
-from finalfusion._batch import embed_batch, unknown_embedding
 from finalfusion._display import embeddings_html as _embeddings_html
-from finalfusion._encode import EncodeMixin, model_word, model_word_batch
+from finalfusion._encode import EncodeMixin
 from finalfusion._fileref import FileRef
 from finalfusion._gensim_api import KeyedVectorsMixin
 from finalfusion._load import compatibility_problem, foreign_hint, read_parts, renumber_explicit
@@ -27,6 +28,7 @@ from finalfusion._pickling import PicklingMixin
 from finalfusion._progress import ProgressArg
 from finalfusion._source import Source
 from finalfusion._threads import check_threads
+from finalfusion._wordrule import word_vector, word_vectors
 from finalfusion.chunks import Chunk
 from finalfusion.container import write_chunks
 from finalfusion.errors import BadMagic
@@ -38,10 +40,10 @@ from finalfusion.similarity import evaluation as _evaluation
 from finalfusion.similarity._index import QueryIndexCache
 from finalfusion.similarity.results import SimilarityResult
 from finalfusion.storage.ndarray import NdArray, Storage
-from finalfusion.vocab._words import check_word, check_word_items
-from finalfusion.vocab.base import SubwordVocab, Vocab
+from finalfusion.vocab._words import check_word_items
+from finalfusion.vocab.base import Vocab
 from finalfusion.vocab.subword import FastTextVocab, FinalfusionBucketVocab, bucket_to_explicit_vocab
-from finalfusion.vocab.tokenizer import TokenizerVocab, with_tokenizer_table
+from finalfusion.vocab.tokenizer import with_tokenizer_table
 
 __all__ = ["Embeddings", "SimilarityResult", "load_finalfusion"]
 
@@ -111,10 +113,8 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache, EncodeMixin)
         self._norms = norms
         self._metadata = metadata
         self._matrix = storage.matrix if isinstance(storage, NdArray) else None
-        self._index = vocab.word_index
-        self._subword = isinstance(vocab, SubwordVocab)
-        #: A model vocabulary: every word goes through the tokenizer (no word is looked up as a token string).
-        self._tokens = isinstance(vocab, TokenizerVocab)
+        #: The vocabulary pools rows of texts that are not one row (subwords, a model's tokens).
+        self._subword = vocab.pooling is not None
         #: The mapped file these embeddings were read from, if they pickle by reference.
         self._file_ref: FileRef | None = None
         self._reset_query_index()
@@ -257,18 +257,13 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache, EncodeMixin)
         >>> emb.embedding("zz", default=np.zeros(2)).tolist()
         [0.0, 0.0]
         """
-        i = None if self._tokens else self._index.get(word)
-        if i is not None:
-            row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
-        else:
-            check_word(word)
-            found = self._unknown(word)
-            if found is None:
-                if out is not None and default is not None:
-                    out[...] = default
-                    return out
-                return default
-            row = found[0]
+        found = word_vector(self._vocab, self._storage, self._matrix, self._norms, word)
+        if found is None:
+            if out is not None and default is not None:
+                out[...] = default
+                return out
+            return default
+        row = found[0]
         if out is not None:
             out[...] = row
             return out
@@ -300,19 +295,13 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache, EncodeMixin)
         >>> vec.tolist(), norm
         ([0.0, 1.0], 4.0)
         """
-        i = None if self._tokens else self._index.get(word)
-        if i is not None:
-            row = self._matrix[i] if self._matrix is not None else self._storage.row(i)
-            norm = float(self._norms.norms[i]) if self._norms is not None else 1.0
-        else:
-            check_word(word)
-            found = self._unknown(word)
-            if found is None:
-                if out is not None and default is not None:
-                    out[...] = default[0]
-                    return out, default[1]
-                return default
-            row, norm = found
+        found = word_vector(self._vocab, self._storage, self._matrix, self._norms, word)
+        if found is None:
+            if out is not None and default is not None:
+                out[...] = default[0]
+                return out, default[1]
+            return default
+        row, norm = found
         if out is not None:
             out[...] = row
             return out, norm
@@ -365,15 +354,7 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache, EncodeMixin)
         """
         check_word_items(words)
         threads = check_threads(threads)
-        if isinstance(self._vocab, TokenizerVocab):
-            return model_word_batch(self._vocab, self._storage, self._matrix, self._norms, words, out)
-        vocab = self._vocab if self._subword and isinstance(self._vocab, SubwordVocab) else None
-        return embed_batch(self._index, vocab, self._storage, self._matrix, words, out, threads)
-
-    def _unknown(self, word: str) -> tuple[npt.NDArray[np.float32], float] | None:
-        if isinstance(self._vocab, TokenizerVocab):
-            return model_word(self._vocab, self._storage, self._matrix, self._norms, word)
-        return unknown_embedding(self._vocab, self._storage, self._matrix, word) if self._subword else None
+        return word_vectors(self._vocab, self._storage, self._matrix, self._norms, words, out, threads)
 
     def __contains__(self, word: object) -> bool:
         return word in self._vocab

@@ -206,13 +206,14 @@ class _EncodedText:
         return self._stream.readline(size).encode("utf-8")
 
 
-def _bounded_lines(f: Any, name: str, limit: int, limit_name: str) -> Iterator[tuple[int, str]]:
-    """Line numbers and stripped non-empty lines of the binary stream ``f``, each at most ``limit`` bytes before its newline."""
+def _bounded_lines(f: Any, name: str, limit: int, limit_name: str, strip: bool = True) -> Iterator[tuple[int, str]]:
+    """Line numbers and non-empty lines of the binary stream ``f`` (stripped, or only without the newline), each at most ``limit`` bytes before its newline."""
     for no, raw in enumerate(iter(lambda: f.readline(limit + 1), b""), 1):
         if len(raw) > limit and not raw.endswith(b"\n"):
             raise CliError(f"{name}: line {no} is longer than {limit:,} bytes, the longest accepted (finalfusion.limits.{limit_name})")
         try:
-            text = raw.decode("utf-8").strip()
+            text = raw.decode("utf-8")
+            text = text.strip() if strip else text.removesuffix("\n").removesuffix("\r")
         except UnicodeDecodeError as exc:
             raise CliError(f"{name}: line {no} is not valid UTF-8: {one_line(exc)}") from None
         if text:
@@ -225,8 +226,13 @@ def read_lines(path: str | None, *, limit: int = MAX_WORD_BYTES, limit_name: str
         yield text
 
 
-def numbered_lines(path: str | None, *, limit: int = MAX_WORD_BYTES, limit_name: str = "MAX_WORD_BYTES") -> Iterator[tuple[int, str]]:
+def numbered_lines(path: str | None, *, limit: int = MAX_WORD_BYTES, limit_name: str = "MAX_WORD_BYTES", strip: bool = True) -> Iterator[tuple[int, str]]:
     """Non-empty stripped lines of ``path`` with their line numbers, or of standard input when ``path`` is ``None`` or ``-``.
+
+    With ``strip=False`` a line is exactly what was read without its
+    newline (``\\n`` or ``\\r\\n``): leading and trailing spaces are kept
+    (``encode`` embeds the line as the model's library would); only empty
+    lines are left out.
 
     Lines are read at most ``limit`` bytes at a time (default
     :data:`finalfusion.limits.MAX_WORD_BYTES`, newline excluded): a longer line, as
@@ -246,6 +252,8 @@ def numbered_lines(path: str | None, *, limit: int = MAX_WORD_BYTES, limit_name:
     ...     _ = f.write(b" berlin \\n\\nparis\\n" + b"x" * 20)
     >>> list(numbered_lines(f.name, limit=100))
     [(1, 'berlin'), (3, 'paris'), (4, 'xxxxxxxxxxxxxxxxxxxx')]
+    >>> list(numbered_lines(f.name, limit=100, strip=False))
+    [(1, ' berlin '), (3, 'paris'), (4, 'xxxxxxxxxxxxxxxxxxxx')]
     >>> list(numbered_lines(f.name, limit=10))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -254,7 +262,7 @@ def numbered_lines(path: str | None, *, limit: int = MAX_WORD_BYTES, limit_name:
     """
     if path is None or path == "-":
         stream: Any = getattr(sys.stdin, "buffer", None)
-        yield from _bounded_lines(_EncodedText(sys.stdin) if stream is None else stream, "<stdin>", limit, limit_name)
+        yield from _bounded_lines(_EncodedText(sys.stdin) if stream is None else stream, "<stdin>", limit, limit_name, strip)
         return
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed below, also when the generator is closed
@@ -262,6 +270,6 @@ def numbered_lines(path: str | None, *, limit: int = MAX_WORD_BYTES, limit_name:
         raise CliError(about(path, exc)) from None
     with f:
         try:
-            yield from _bounded_lines(f, path, limit, limit_name)
+            yield from _bounded_lines(f, path, limit, limit_name, strip)
         except OSError as exc:
             raise CliError(about(path, exc)) from None

@@ -196,13 +196,14 @@ class _Unseekable(io.RawIOBase):
 def _sniff(path: str, sample: bytes) -> str:
     """The format recognised from ``sample``; when none is, a :class:`CliError` listing each format and why not."""
     from finalfusion.compat import sniff_format
+    from finalfusion.compat.sniff import directory_format
     from finalfusion.errors import FormatError
 
     if os.path.isdir(path):  # formats stored as a directory (a safetensors model directory) look at the path
-        claims = [f.name for f in formats() if f.can_read and f.detector is not None and f.detector(b"", path)]
-        if not claims:
-            raise CliError(f"{path}: a directory, and no format stored as a directory (a safetensors model directory) claims it")
-        return claims[0]
+        try:
+            return directory_format(path).name
+        except FormatError as exc:
+            raise CliError(one_line(exc)) from None
     try:
         return sniff_format(sample, path)
     except FormatError as exc:

@@ -1,6 +1,8 @@
 """``finalfusion encode``: sentence embeddings of lines of text (:meth:`~finalfusion.Embeddings.encode`).
 
-Each non-empty line of INPUT (or standard input) is one text; its vector is
+Each non-empty line of INPUT (or standard input) is one text, exactly as read
+without its newline (spaces are kept: they change a SentencePiece model's
+tokens, as in the library's own ``encode``); its vector is
 printed as one line of space-separated components in Rust's number
 formatting, as finalfusion-utils prints numbers (``--json``: one object per
 line with the line number). Lines are encoded in batches as they are read:
@@ -82,7 +84,7 @@ def run_encode(args: argparse.Namespace) -> int:
     emb = load_with_bars(args, args.embeddings)
     source = None if args.input in (None, "-") else args.input
     out = sys.stdout
-    lines = numbered_lines(source, limit=MAX_LINE_BYTES, limit_name="MAX_LINE_BYTES")
+    lines = numbered_lines(source, limit=MAX_LINE_BYTES, limit_name="MAX_LINE_BYTES", strip=False)
     for batch in _batches(lines, args.batch_size, limits.MAX_ENCODE_BATCH_BYTES):
         vectors = emb.encode([text for _, text in batch], normalize=args.unit, batch_size=args.batch_size)
         for (no, _), vec in zip(batch, vectors.tolist(), strict=True):

@@ -307,6 +307,14 @@ def run_metadata(args: argparse.Namespace) -> int:
     return 0
 
 
+def _looked_up_as(vocab: Any, word: str) -> str:
+    """How the word rule (``Vocab.word_rows``) looked ``word`` up: ``known``, ``the token '▁x'``, ``from 3 tokens``, ``unknown, from subwords``."""
+    rows = vocab.word_rows(word)
+    if isinstance(rows, int):
+        return "known" if vocab.words[rows] == word else f"the token {vocab.words[rows]!r}"
+    return f"from {len(rows)} tokens" if vocab.pooling == "mean" else "unknown, from subwords"
+
+
 def run_lookup(args: argparse.Namespace) -> int:
     """Describe the file and look up ``args.words``."""
     emb = load_with_bars(args, args.input)
@@ -320,7 +328,7 @@ def run_lookup(args: argparse.Namespace) -> int:
                 print(f"{word!r}: no embedding")
                 continue
             vec, norm = found
-            kind = "known" if word in emb.vocab else "unknown, from subwords"
+            kind = _looked_up_as(emb.vocab, word)
             shown = vec if args.full else vec[:6]
             print(f"{word!r} ({kind}, norm {norm:.4f}): {shown}{' ...' if len(vec) > len(shown) else ''}")
     return 0

@@ -289,23 +289,23 @@ def utils_accuracy(emb: Embeddings, source: str | None, progress: Any = None) ->
     """
     questions = list(_questions(source))
     sections: dict[str, UtilsSection] = {}
-    asked: list[tuple[UtilsSection, list[str]]] = []
+    asked: list[tuple[UtilsSection, list[str], int]] = []
     for name, words in questions:
         counts = sections.setdefault(name, UtilsSection())
-        if not isinstance(emb.vocab.idx(words[3]), (int, np.integer)):
+        answer = emb.vocab.own_row(words[3])  # the row the word rule looks the answer up as
+        if answer is None:
             counts.skipped += 1
         else:
-            asked.append((counts, words))
-    vocab_words = emb.vocab.words
+            asked.append((counts, words, answer))
     for lo in range(0, len(asked), _BLOCK):
         block = asked[lo : lo + _BLOCK]
-        indices, scores = emb.analogy_batch([w[:3] for _, w in block], k=1)
+        indices, scores = emb.analogy_batch([w[:3] for _, w, _ in block], k=1)
         if indices.shape[1] == 0:  # no candidate at all: every answer is wrong
             indices, scores = np.full((len(block), 1), -1), np.zeros((len(block), 1), np.float32)
-        for (counts, words), i, score in zip(block, indices[:, 0], scores[:, 0], strict=True):
+        for (counts, _, answer), i, score in zip(block, indices[:, 0], scores[:, 0], strict=True):
             counts.instances += 1
             if i >= 0:
-                counts.correct += vocab_words[int(i)] == words[3]
+                counts.correct += int(i) == answer
                 counts.sum_cos = np.float32(counts.sum_cos + np.float32(score))
         if progress is not None:
             progress("evaluate", lo + len(block), len(asked))

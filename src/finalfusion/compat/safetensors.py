@@ -95,6 +95,8 @@ DTYPE_BITS: Final[dict[str, int]] = {
 }
 #: dtypes an embedding table may have; each becomes float32.
 FLOAT_DTYPES: Final = ("F32", "F16", "BF16", "F64")
+#: The integer dtype of model2vec's ``embeddings`` table (``quantize_to="int8"``), read value for value as model2vec's ``encode`` reads it.
+MODEL2VEC_INT_DTYPE: Final = "I8"
 #: Names of the input-embedding table in real checkpoints, tried in this order when ``tensor`` is not given.
 EMBEDDING_TENSOR_NAMES: Final[tuple[str, ...]] = (
     "model.embed_tokens.weight",  # Llama, Mistral, Qwen, Gemma, Phi-3, OLMo, ...
@@ -640,6 +642,8 @@ def _decode_into(out: npt.NDArray[np.float32], raw: Any, dtype: str) -> None:
         out[...] = np.frombuffer(raw, dtype="<f4")
     elif dtype == "F16":
         out[...] = np.frombuffer(raw, dtype="<f2")
+    elif dtype == MODEL2VEC_INT_DTYPE:
+        out[...] = np.frombuffer(raw, dtype="i1")
     elif dtype == "F64":
         with np.errstate(over="ignore"):  # values beyond float32 become inf, refused by the finiteness check
             out[...] = np.frombuffer(raw, dtype="<f8")
@@ -682,7 +686,9 @@ def load_safetensors(file: Source, *, tensor: str | None = None, tokenizer: Any 
         Name of the table. By default the first of
         :data:`EMBEDDING_TENSOR_NAMES` that the checkpoint holds (the
         error names those tried when none is there). It must be 2-D
-        ``(rows, dims)`` in F32, F16, BF16 or F64.
+        ``(rows, dims)`` in F32, F16, BF16 or F64 (or I8 for a model2vec
+        ``embeddings`` table written with ``quantize_to="int8"``: its values
+        as model2vec's ``encode`` averages them).
     tokenizer
         The vocabulary: a path to a ``tokenizer.json``, a SentencePiece
         ``.model`` or a Mistral ``tekken.json`` (or their bytes), a tokenizer
@@ -748,8 +754,10 @@ def _gzip_file(path: str) -> bool:
 def _load(loc: _Located, tokenizer: Any, normalize: bool, read: Callable[[int], npt.NDArray[np.float32]]) -> Embeddings:
     info = loc.tensor
     where = f"{_FORMAT} tensor {info.name!r}"
-    if info.dtype not in FLOAT_DTYPES:
-        raise FormatError("the table's dtype cannot be read as float32", chunk=where, expected=" / ".join(FLOAT_DTYPES), found=info.dtype)
+    # model2vec's int8 tables (quantize_to="int8") hold the values its encode averages, as they are (no scale stored).
+    dtypes = (*FLOAT_DTYPES, MODEL2VEC_INT_DTYPE) if info.name == MODEL2VEC_TENSOR else FLOAT_DTYPES
+    if info.dtype not in dtypes:
+        raise FormatError("the table's dtype cannot be read as float32", chunk=where, expected=" / ".join(dtypes), found=info.dtype)
     if len(info.shape) != 2 or info.shape[0] == 0 or info.shape[1] == 0:
         raise FormatError("an embedding table must be a non-empty matrix", chunk=where, expected="shape [rows, dims]", found=list(info.shape))
     check_dims(info.shape[1], offset=None, chunk=where)

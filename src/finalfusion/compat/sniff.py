@@ -126,9 +126,37 @@ def _mismatches(candidates: list[Format]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def _directory_format(path: str) -> Format | None:
-    """The first format that claims the directory ``path`` (formats stored as directories)."""
-    return next((f for f in formats() if f.can_read and f.detector is not None and f.detector(b"", path)), None)
+def directory_format(path: str) -> Format:
+    """The first format that claims the directory ``path`` (formats stored as directories).
+
+    Raises
+    ------
+    FormatError
+        If no format claims it, saying what was looked for and what the directory holds.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     directory_format(d)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: ...: a directory, and no format stored as a directory claims it: ... found an empty directory
+    """
+    found = next((f for f in formats() if f.can_read and f.detector is not None and f.detector(b"", path)), None)
+    if found is not None:
+        return found
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        names = []
+    listed = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    held = f"{len(names)} {'entry' if len(names) == 1 else 'entries'}: {listed}" if names else "an empty directory"
+    raise FormatError(
+        f"{path}: a directory, and no format stored as a directory claims it",
+        expected="a model directory: *.safetensors or *.safetensors.index.json (safetensors and model2vec models); other formats are files",
+        found=held,
+    )
 
 
 #: Options passed only when given, and refused by a format that does not take them (rather than ignored).
@@ -209,8 +237,9 @@ def load(
     Raises
     ------
     FormatError
-        If the format cannot be recognised (saying what was found), or the
-        file is malformed.
+        If the format cannot be recognised (saying what was found; for a
+        directory that no format claims, what was looked for and what it
+        holds), or the file is malformed.
     ValueError
         If ``tensor`` or ``tokenizer`` is given for a format that does not take it.
 
@@ -234,10 +263,8 @@ def load(
         options: dict[str, Any] = {"normalize": normalize, "lossy": lossy, "limit": limit, "progress": report, "tensor": tensor, "tokenizer": tokenizer}
         path = os.fsdecode(file) if isinstance(file, (str, os.PathLike)) else None
         if path is not None and os.path.isdir(path):
-            claimed = _directory_format(path)
-            if claimed is not None:
-                return _read_with(claimed, path, {**options, "mmap": mmap})
-        elif path is not None and os.path.isfile(path):  # a regular file (a named pipe cannot be read twice: it goes the stream's way)
+            return _read_with(directory_format(path), path, {**options, "mmap": mmap})
+        if path is not None and os.path.isfile(path):  # a regular file (a named pipe cannot be read twice: it goes the stream's way)
             with open(path, "rb") as raw:
                 head = raw.read(_SAMPLE)
             if not head.startswith(GZIP_MAGIC):

@@ -14,7 +14,7 @@ from finalfusion.similarity._approx import AnnSearch, approx_search, approx_sear
 from finalfusion.similarity._base import QueryIndex
 from finalfusion.similarity._index import ann_index, query_index
 from finalfusion.similarity._protocol import Queryable
-from finalfusion.similarity._scan import finish, results, search, search_batch, skip_pairs, word_ids
+from finalfusion.similarity._scan import clip_cosines, finish, own_rows, results, search, search_batch, skip_pairs, word_ids
 from finalfusion.similarity._topk import F32, I64
 from finalfusion.similarity._vectors import analogy_vectors, check_finite_rows, unit_query, unit_rows
 from finalfusion.similarity.results import SimilarityResult
@@ -77,7 +77,7 @@ def word_similarity(emb: Queryable, query: str, k: int, skip: Iterable[str] | No
         return None
     index = query_index(emb)
     ix = ann_index(emb, ann)
-    excluded = word_ids(emb.vocab.word_index, [query] if skip is None else skip)
+    excluded = own_rows(emb.vocab, [query]) if skip is None else word_ids(emb.vocab.word_index, skip)
     return results(index, *search_one(index, ix, unit_query(vec, index.dims, f"the vector of the word {query!r}"), k, excluded, rerank))
 
 
@@ -106,9 +106,8 @@ def analogy(
     a, b, c = (np.asarray(v, dtype=np.float32)[None, :] for v in vecs)
     check_finite_rows(np.concatenate([a, b, c]), lambda i: f"the vector of the word {query[i]!r}")
     q = analogy_vectors(a, b, c)[0]
-    if skip is None:
-        skip = [w for w, m in zip(query, mask, strict=True) if m]
-    return results(index, *search_one(index, ix, q, k, word_ids(emb.vocab.word_index, skip), rerank))
+    excluded = own_rows(emb.vocab, [w for w, m in zip(query, mask, strict=True) if m]) if skip is None else word_ids(emb.vocab.word_index, skip)
+    return results(index, *search_one(index, ix, q, k, excluded, rerank))
 
 
 def word_similarity_batch(emb: Queryable, queries: Sequence[str], k: int, ann: Any = None) -> tuple[I64, F32]:
@@ -118,7 +117,7 @@ def word_similarity_batch(emb: Queryable, queries: Sequence[str], k: int, ann: A
     ix = ann_index(emb, ann)
     queries = list(queries)
     matrix, found = emb.embedding_batch(queries)
-    own = [word_ids(emb.vocab.word_index, [w]) for w in queries]
+    own = [own_rows(emb.vocab, [w]) for w in queries]
     qm = unit_rows(matrix, index.dims, lambda i: f"the vector of the word {queries[i]!r} (query {i})")
     ids, scores = search_many(index, ix, qm, k, skip_pairs(own), active=found)
     ids[~found] = -1
@@ -151,7 +150,7 @@ def analogy_batch(emb: Queryable, triples: Sequence[Sequence[str]], k: int, ann:
     rows = matrix.reshape(len(triples), 3, index.dims)
     ok = found.reshape(len(triples), 3).all(axis=1)
     qm = analogy_vectors(rows[:, 0], rows[:, 1], rows[:, 2])
-    ids, scores = search_many(index, ix, qm, k, skip_pairs([word_ids(emb.vocab.word_index, t) for t in triples]), active=np.asarray(ok))
+    ids, scores = search_many(index, ix, qm, k, skip_pairs([own_rows(emb.vocab, t) for t in triples]), active=np.asarray(ok))
     ids[~ok] = -1
     scores[~ok] = np.nan
     return ids, scores
@@ -208,9 +207,9 @@ def most_similar(emb: Queryable, positive: Any, negative: Any, topn: int | None,
     limit = index.n if restrict_vocab is None else min(index.n, max(0, int(restrict_vocab)))
     if topn is None:
         step = index.block_rows(1)
-        return np.concatenate([index.scores(q, lo, min(limit, lo + step)) for lo in range(0, limit, step)] or [np.zeros(0, np.float32)])
+        return clip_cosines(np.concatenate([index.scores(q, lo, min(limit, lo + step)) for lo in range(0, limit, step)] or [np.zeros(0, np.float32)]))
     ix = ann_index(emb, None if indexer is None else False) if limit == index.n else None  # restrict_vocab: the exact scan
-    excluded = word_ids(emb.vocab.word_index, keys)
+    excluded = own_rows(emb.vocab, keys)
     scores, ids = search_one(index, ix, q, topn, excluded, None) if ix is not None else search(index, q, topn, excluded, limit=limit)
     return [(r.word, r.similarity) for r in results(index, scores, ids)]
 

@@ -96,9 +96,20 @@ def scan_blocks(index: QueryIndex, qm: F32, width: int, exclude: tuple[I64, I64]
 
 
 def results(index: QueryIndex, scores: F32, ids: I64) -> SimilarityResults:
-    """:class:`SimilarityResult` list for one query."""
+    """:class:`SimilarityResult` list for one query (cosines clipped to [-1, 1]: see :func:`clip_cosines`)."""
     words = index.words
-    return SimilarityResults(SimilarityResult(words[i], float(s)) for s, i in zip(scores.tolist(), ids.tolist(), strict=True))
+    return SimilarityResults(SimilarityResult(words[i], float(s)) for s, i in zip(clip_cosines(scores).tolist(), ids.tolist(), strict=True))
+
+
+def clip_cosines(scores: F32) -> F32:
+    """``scores`` clipped to [-1, 1]: a cosine computed in float32 (or from quantized rows) can come out at 1.0000002.
+
+    Examples
+    --------
+    >>> clip_cosines(np.array([1.0000002, 0.5, -1.0000001], dtype=np.float32)).tolist()
+    [1.0, 0.5, -1.0]
+    """
+    return np.clip(scores, scores.dtype.type(-1), scores.dtype.type(1))
 
 
 def word_ids(word_index: Mapping[str, int] | Any, words: Iterable[str] | None) -> I64:
@@ -109,6 +120,18 @@ def word_ids(word_index: Mapping[str, int] | Any, words: Iterable[str] | None) -
         words = [words]
     get = word_index.get
     return np.asarray([i for i in map(get, words) if i is not None], dtype=np.int64)
+
+
+def own_rows(vocab: Any, texts: Iterable[str]) -> I64:
+    """The rows that are the query texts themselves by the word rule (``Vocab.own_row``): a query leaves them out of its results.
+
+    A known word is its own row; so is a text that is exactly one token of a
+    model vocabulary (``Hello`` is ``▁Hello`` for a SentencePiece model).
+    """
+    if isinstance(texts, str):
+        texts = [texts]
+    own = vocab.own_row
+    return np.asarray([i for i in map(own, texts) if i is not None], dtype=np.int64)
 
 
 def skip_pairs(skips: Sequence[I64]) -> tuple[I64, I64]:
@@ -122,6 +145,6 @@ def skip_pairs(skips: Sequence[I64]) -> tuple[I64, I64]:
 def finish(raw: tuple[F32, I64]) -> tuple[I64, F32]:
     """Public batch result: ``(ids, scores)`` with ``-1`` / ``nan`` padding."""
     s, i = raw
-    s = s.copy()
+    s = clip_cosines(s)  # a new array
     s[i < 0] = np.nan
     return i, s

@@ -22,6 +22,7 @@ from finalfusion.errors import FormatError
 from finalfusion.subword.indexers import SubwordIndexer
 from finalfusion.subword.ngrams import ngrams
 from finalfusion.vocab._index import WordIndex
+from finalfusion.vocab._words import check_word
 
 __all__ = ["SubwordVocab", "Vocab"]
 
@@ -97,6 +98,10 @@ class Vocab(FileChunk):
 
     words: list[str]
     word_index: WordIndex = field(init=False, repr=False, compare=False)
+    #: How the rows of a text that is not one row (:meth:`word_rows` gives an array) become its vector:
+    #: ``None`` (no such rows), ``"sum"`` (their l2-normalised sum: finalfusion's and fastText's n-grams)
+    #: or ``"mean"`` (their mean: a model's tokens, as model2vec and WordLlama pool them).
+    pooling: ClassVar[str | None] = None
     #: On-disk size of the words (u32 length + UTF-8 each), once known (a cache).
     _words_nbytes: int | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -144,6 +149,52 @@ class Vocab(FileChunk):
         []
         """
         return np.empty(0, dtype=np.int64)
+
+    def word_rows(self, text: str) -> int | npt.NDArray[np.int64]:
+        """The word rule: the storage rows ``text`` is looked up as (every lookup of a text asks this).
+
+        An ``int`` is the text's own row, returned as stored (a known word;
+        a text that is exactly one token of a model). An array holds the rows
+        the text's vector is pooled from as :attr:`pooling` says (the n-grams
+        of an unknown word, a model's tokens); empty when the text has no
+        vector. :meth:`idx`, :meth:`~finalfusion.Embeddings.embedding`,
+        batches, ``encode`` of word vocabularies, the queries and the command
+        line all follow it.
+
+        Raises
+        ------
+        TypeError
+            If ``text`` is not a ``str``.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import FastTextVocab, SimpleVocab
+        >>> from finalfusion.subword import FastTextIndexer
+        >>> SimpleVocab(["a"]).word_rows("a"), SimpleVocab(["a"]).word_rows("b").tolist()
+        (0, [])
+        >>> vocab = FastTextVocab(["ab"], FastTextIndexer(100, 3, 3))
+        >>> vocab.word_rows("ab"), vocab.word_rows("cd").tolist()  # a known word, an unknown one: its n-grams' rows
+        (0, [5, 13])
+        """
+        i: int | None = self.word_index.get(text)
+        if i is not None:
+            return i
+        check_word(text)
+        return self.subword_rows(text)
+
+    def own_row(self, text: str) -> int | None:
+        """The row that is ``text`` itself under the word rule (:meth:`word_rows` gives one ``int``), else ``None``.
+
+        Neighbour queries leave it out of their results, as a word query leaves out its word.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> SimpleVocab(["a", "b"]).own_row("b"), SimpleVocab(["a", "b"]).own_row("c")
+        (1, None)
+        """
+        rows = self.word_rows(text)
+        return rows if isinstance(rows, int) else None
 
     def idx(self, item: str, default: Any = None) -> Any:
         """Index of a known word, subword indices of an unknown one, else ``default``.
@@ -293,6 +344,7 @@ class SubwordVocab(Vocab, Generic[_I]):
     """
 
     indexer: _I
+    pooling: ClassVar[str | None] = "sum"
     _: KW_ONLY
     #: A :class:`WordIndex` already built over ``words`` (readers pass theirs), else ignored.
     _index: InitVar[Mapping[str, int] | None] = None

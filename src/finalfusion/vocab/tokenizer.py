@@ -6,7 +6,8 @@ the table is token id ``i``) and a :class:`~finalfusion.vocab.Tokenizer`
 ``tokenizers`` for Hugging Face ``tokenizer.json`` files) that splits any
 other word into token ids with the real library.
 
-The word rule (issue 25): :class:`~finalfusion.Embeddings` looks up *every*
+The word rule (issue 25, :meth:`TokenizerVocab.word_rows`): :meth:`TokenizerVocab.idx`,
+:class:`~finalfusion.Embeddings` and the queries look up *every*
 word of a model vocabulary through the tokenizer, as the model's own library
 reads it in running text (``house`` is ``▁house`` for a SentencePiece model,
 not the mid-word piece ``house``), and averages the model's rows of its
@@ -47,6 +48,7 @@ from finalfusion.chunks import ChunkIdentifier
 from finalfusion.errors import FormatError, MissingExtraError
 from finalfusion.metadata import Metadata
 from finalfusion.vocab._tokenizer_table import METADATA_KEY, is_tokenizer_table, tokenizer_from_table, tokenizer_table
+from finalfusion.vocab._words import check_word
 from finalfusion.vocab.base import SubwordVocab, Vocab
 from finalfusion.vocab.simple import SimpleVocab
 
@@ -58,10 +60,10 @@ class TokenizerVocab(SubwordVocab[Any]):
     """The tokens of a model; other words are embedded through the model's tokenizer.
 
     Row ``i`` of the storage is token id ``i``; there are no separate
-    subword rows (``upper_bound == len(words)``). The vocabulary's own
-    mapping (``idx``, ``in``, ``word_index``) is over token strings, but
-    :class:`~finalfusion.Embeddings` looks up every word through the
-    tokenizer (the word rule, :mod:`finalfusion._encode`): the word is split
+    subword rows (``upper_bound == len(words)``). ``in``, ``word_index``
+    and :meth:`token_id` are over token strings; every lookup of a text --
+    :meth:`idx`, :class:`~finalfusion.Embeddings`, the queries -- goes through the
+    tokenizer (the word rule, :meth:`word_rows`): the text is split
     with the real library, control/unknown/unused tokens (and ids the table
     has no row for) are dropped, and the model's rows of the remaining
     tokens are averaged. :meth:`token_id` names a token string's own row.
@@ -99,6 +101,7 @@ class TokenizerVocab(SubwordVocab[Any]):
     _allowed: npt.NDArray[np.bool_] | None = field(default=None, init=False, repr=False, compare=False)
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.SimpleVocab
     _indexer_type: ClassVar[type[Any]] = Tokenizer
+    pooling: ClassVar[str | None] = "mean"
 
     def __post_init__(self, _index: Mapping[str, int] | None) -> None:
         if not isinstance(self.indexer, Tokenizer):
@@ -116,6 +119,57 @@ class TokenizerVocab(SubwordVocab[Any]):
         'huggingface'
         """
         return cast(Tokenizer, self.indexer)
+
+    def word_rows(self, text: str) -> int | npt.NDArray[np.int64]:
+        """The word rule of a model: the rows of ``text``'s tokens as the model's tokenizer splits it (:meth:`subword_rows`).
+
+        A text that is exactly one kept token is that token's row (an
+        ``int``); otherwise the array of its token rows, averaged into its
+        vector (empty: no vector). Never the token string's own row: ``Hello``
+        is ``▁Hello`` for a SentencePiece model (that is how the model reads
+        it in running text); :meth:`token_id` names a token string's row.
+
+        Raises
+        ------
+        TypeError
+            If ``text`` is not a ``str``.
+        MissingExtraError
+            If the tokenizer's package is not installed.
+        finalfusion.errors.LimitExceeded
+            If ``text`` is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of UTF-8.
+
+        Examples
+        --------
+        >>> import pytest; _ = pytest.importorskip("tokenizers")
+        >>> from finalfusion._tokenizers import _TOY_JSON, HuggingFaceTokenizer
+        >>> vocab = TokenizerVocab(["[UNK]", "[CLS]", "ab", "a", "c", "b"], HuggingFaceTokenizer(_TOY_JSON))
+        >>> vocab.word_rows("ab"), vocab.word_rows("cab").tolist(), vocab.word_rows("?").tolist()
+        (2, [4, 2], [])
+        """
+        check_word(text)
+        rows = self.subword_rows(text)
+        return int(rows[0]) if len(rows) == 1 else rows
+
+    def idx(self, item: str, default: Any = None) -> Any:
+        """The word rule (:meth:`word_rows`): the row of a text that is one token, the list of its token rows, else ``default``.
+
+        As for the subword vocabularies, a list means "several rows, pooled"
+        (here averaged); an ``int`` is the row the text is looked up as,
+        which is not always the token string ``item`` (use :meth:`token_id`
+        for that).
+
+        Examples
+        --------
+        >>> import pytest; _ = pytest.importorskip("tokenizers")
+        >>> from finalfusion._tokenizers import _TOY_JSON, HuggingFaceTokenizer
+        >>> vocab = TokenizerVocab(["[UNK]", "[CLS]", "ab", "a", "c", "b"], HuggingFaceTokenizer(_TOY_JSON))
+        >>> vocab.idx("ab"), vocab.idx("cab"), vocab.idx("?"), vocab.idx("?", default=-1)
+        (2, [4, 2], None, -1)
+        """
+        rows = self.word_rows(item)
+        if isinstance(rows, int):
+            return rows
+        return rows.tolist() if len(rows) else default
 
     def token_id(self, token: str) -> int | None:
         """The id (storage row) of the token string ``token`` exactly, or ``None``; no tokenizer involved.
