@@ -394,6 +394,7 @@ def _atime_is_kept(path: Path) -> bool:
 def test_link_out_of_a_directory_is_not_followed(surface: Surface, name: str, how: str, tmp_path: Path) -> None:
     assert surface.make is not None
     assert surface.load is not None
+    (tmp_path / "in").mkdir()
     root = surface.make(tmp_path / "in")
     outside = tmp_path / "outside" / name.rsplit("/", 1)[-1]
     outside.parent.mkdir()
