@@ -265,7 +265,9 @@ SURFACES: list[Surface] = [
         "dir-reader",
         "model-dir",
         _wordllama_dir,
-        lambda p: finalfusion.load(p / "weights" / "custom_16.safetensors"),
+        # the weights directory, whose one *.safetensors is found by convention (a weights file named directly is the
+        # user's: a named FIFO is a stream and a named link is followed, items 1 and 2)
+        lambda p: finalfusion.load(p / "weights"),
         conventional=("weights/custom_16.safetensors", "tokenizers/custom_tokenizer_config.json"),
         native="tokenizers",
     ),
