@@ -203,19 +203,56 @@ def test_a_sparse_file_in_a_model_directory_is_refused_from_its_size(model: Path
     _says(out, f"{name} is larger than the limit", limit, f"found {SPARSE} bytes")
 
 
-def test_a_sparse_wordllama_tokenizer_config_is_refused_from_its_size(tmp_path: Path) -> None:
-    """WordLlama's layout: weights/<config>_<dims>.safetensors, its tokenizer in ../tokenizers/."""
-    (tmp_path / "weights").mkdir()
-    (tmp_path / "tokenizers").mkdir()
+def _wordllama(root: Path) -> Path:
+    """WordLlama's package layout in ``root`` (weights/<config>_<dims>.safetensors, its tokenizer in ../tokenizers/): the weights' path."""
+    (root / "weights").mkdir(parents=True)
+    (root / "tokenizers").mkdir()
     tok = _tokenizer()
     table = np.ones((tok.get_vocab_size(), 4), dtype=np.float32)
-    safetensors_numpy.save_file({"embedding.weight": table}, str(tmp_path / "weights" / "custom_4.safetensors"))
-    tok.save(str(tmp_path / "tokenizers" / "custom_tokenizer_config.json"))
-    weights = tmp_path / "weights" / "custom_4.safetensors"
-    assert len(finalfusion.load(weights).vocab) == tok.get_vocab_size()  # the layout loads
+    weights = root / "weights" / "custom_4.safetensors"
+    safetensors_numpy.save_file({"embedding.weight": table}, str(weights))
+    tok.save(str(root / "tokenizers" / "custom_tokenizer_config.json"))
+    assert len(finalfusion.load(weights).vocab) == len(finalfusion.load(weights.parent).vocab) == tok.get_vocab_size()  # the layout loads
+    return weights
+
+
+def test_a_sparse_wordllama_tokenizer_config_is_refused_from_its_size(tmp_path: Path) -> None:
+    weights = _wordllama(tmp_path)
     _sparse(tmp_path / "tokenizers" / "custom_tokenizer_config.json")
     out = _child("finalfusion.load(sys.argv[1])", weights, memory=CHILD_MEMORY)
     _refused(out, "custom_tokenizer_config.json is larger than the limit", "MAX_TOKENIZER_BYTES")
+
+
+@pytest.mark.parametrize("kind", list(SPECIAL))
+def test_a_special_file_as_wordllama_weights_is_refused(tmp_path: Path, kind: str) -> None:
+    """``finalfusion.load(weights_dir)``: the one ``*.safetensors`` found there is WordLlama's; a FIFO, a directory or a socket under its name is refused."""
+    weights = _wordllama(tmp_path)
+    found = _replace(weights, SPECIAL[kind])
+    out = _child("finalfusion.load(sys.argv[1])", weights.parent)
+    _refused(out, f"{weights} is not a regular file", f"found {found}")
+
+
+def test_wordllama_weights_swapped_for_a_fifo_after_the_check_are_refused(tmp_path: Path) -> None:
+    """The weights pass the directory rule, then become a FIFO before they are opened: the open does not block (open_regular)."""
+    weights = _wordllama(tmp_path)
+    swap = (
+        "import finalfusion.compat.safetensors as st, os; checked = st._weights_in; "
+        "st._weights_in = lambda d: (lambda p: (os.unlink(p), os.mkfifo(p), p)[2])(checked(d)); "
+        "finalfusion.load(sys.argv[1])"
+    )
+    out = _child(swap, weights.parent)
+    _refused(out, f"{weights} is not a regular file", "found a FIFO")
+
+
+def test_a_link_out_of_a_wordllama_weights_directory_is_refused(tmp_path: Path) -> None:
+    weights = _wordllama(tmp_path / "model")
+    outside = tmp_path / "elsewhere" / weights.name
+    outside.parent.mkdir()
+    shutil.move(str(weights), outside)
+    weights.symlink_to(outside)
+    with pytest.raises(FormatError, match="leads out of its directory") as err:
+        finalfusion.load(weights.parent)
+    assert err.value.found == f"a link to {outside.resolve()}"
 
 
 # -- a tokenizer the user names: a regular file, bounded ----------------------------------------------
