@@ -187,13 +187,23 @@ def _cli(*argv: str) -> int:
     return cli.main(list(argv))
 
 
+def _cli_or_raise(*argv: str) -> None:
+    """Run a command; a failure raises a FinalfusionError with the one line the command printed (what a user reads)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = _cli(*argv)
+    if status != 0:
+        said = err.getvalue()
+        assert said.count("\n") == 1, said  # a failure is one line
+        raise FinalfusionError(f"status {status}: {said.strip()}")
+
+
 def _cli_over_itself(*argv: str) -> Callable[[Surface, Path], None]:
     """A command whose output is its own input (``{}`` is the input's path)."""
 
     def run(surface: Surface, target: Path) -> None:
         path = str(_cli_source(target) if "index" in argv else target)
-        if _cli(*(a.replace("{}", path) for a in argv)) != 0:
-            raise FinalfusionError("refused")
+        _cli_or_raise(*(a.replace("{}", path) for a in argv))
 
     return run
 
@@ -205,8 +215,7 @@ def _cli_source(target: Path) -> Path:
 def _cli_convert(target: Path, emb: Embeddings) -> None:
     src = target.parent / f"cli-src-{target.name}.fifu"
     emb.write(src)
-    if _cli("convert", "--quiet", str(src), str(target)) != 0:
-        raise FinalfusionError(f"finalfusion convert failed for {target}")
+    _cli_or_raise("convert", "--quiet", str(src), str(target))
 
 
 def _ann_save(target: Path, emb: Embeddings) -> None:
@@ -225,8 +234,7 @@ def _index_build(target: Path, emb: Embeddings) -> None:
     src = _cli_source(target)
     emb.write(src)
     _ann_read.emb = finalfusion.load_finalfusion(src)  # type: ignore[attr-defined]
-    if _cli("index", "build", "--quiet", "--backend", "hnswlib", str(src), str(target)) != 0:
-        raise FinalfusionError(f"finalfusion index build failed for {target}")
+    _cli_or_raise("index", "build", "--quiet", "--backend", "hnswlib", str(src), str(target))
 
 
 def _api_ann_save(target: Path, emb: Embeddings) -> None:
