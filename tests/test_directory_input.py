@@ -344,6 +344,45 @@ def test_a_hugging_face_cache_snapshot_link_out_of_its_blobs_is_refused(model: P
         finalfusion.load(snapshot)
 
 
+# -- arrays gensim stores beside a pickle ----------------------------------------------------------------------
+@pytest.fixture
+def gensim_pickle(tmp_path: Path) -> Path:
+    """A KeyedVectors saved by gensim with its vectors aside (``kv.pkl`` and ``kv.pkl.vectors.npy``)."""
+    models = pytest.importorskip("gensim.models")
+    kv = models.KeyedVectors(4)
+    kv.add_vectors([f"w{i}" for i in range(10)], np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32))
+    path = tmp_path / "model" / "kv.pkl"
+    path.parent.mkdir()
+    kv.save(str(path), sep_limit=0)
+    assert sorted(os.listdir(path.parent)) == ["kv.pkl", "kv.pkl.vectors.npy"]
+    return path
+
+
+@pytest.mark.parametrize("mmap", [None, "r"])
+@pytest.mark.parametrize("kind", list(SPECIAL))
+def test_a_special_file_as_a_gensim_array_aside_is_refused(gensim_pickle: Path, kind: str, mmap: str | None) -> None:
+    found = _replace(Path(f"{gensim_pickle}.vectors.npy"), SPECIAL[kind])
+    out = _child("finalfusion.Embeddings.load(sys.argv[1], mmap=sys.argv[2] or None)", gensim_pickle, mmap or "")
+    _refused(out, "kv.pkl.vectors.npy is not a regular file", f"found {found}")
+
+
+def test_a_link_out_of_a_gensim_pickles_directory_is_refused(gensim_pickle: Path, tmp_path: Path) -> None:
+    side = Path(f"{gensim_pickle}.vectors.npy")
+    rows = finalfusion.Embeddings.load(gensim_pickle).storage.matrix
+    outside = tmp_path / "elsewhere" / side.name
+    outside.parent.mkdir()
+    shutil.move(str(side), outside)
+    side.symlink_to(outside)
+    with pytest.raises(FormatError, match="leads out of its directory") as err:
+        finalfusion.Embeddings.load(gensim_pickle)
+    assert err.value.found == f"a link to {outside.resolve()}"
+    side.unlink()
+    (gensim_pickle.parent / "v2").mkdir()
+    shutil.move(str(outside), gensim_pickle.parent / "v2" / side.name)
+    side.symlink_to(Path("v2") / side.name)  # a link that stays inside is followed
+    np.testing.assert_array_equal(finalfusion.Embeddings.load(gensim_pickle).storage.matrix, rows)
+
+
 # -- saved ANN indexes -----------------------------------------------------------------------------------
 def _emb() -> Embeddings:
     rows = np.random.default_rng(3).normal(size=(300, 8)).astype(np.float32)
