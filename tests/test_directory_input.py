@@ -203,19 +203,56 @@ def test_a_sparse_file_in_a_model_directory_is_refused_from_its_size(model: Path
     _says(out, f"{name} is larger than the limit", limit, f"found {SPARSE} bytes")
 
 
-def test_a_sparse_wordllama_tokenizer_config_is_refused_from_its_size(tmp_path: Path) -> None:
-    """WordLlama's layout: weights/<config>_<dims>.safetensors, its tokenizer in ../tokenizers/."""
-    (tmp_path / "weights").mkdir()
-    (tmp_path / "tokenizers").mkdir()
+def _wordllama(root: Path) -> Path:
+    """WordLlama's package layout in ``root`` (weights/<config>_<dims>.safetensors, its tokenizer in ../tokenizers/): the weights' path."""
+    (root / "weights").mkdir(parents=True)
+    (root / "tokenizers").mkdir()
     tok = _tokenizer()
     table = np.ones((tok.get_vocab_size(), 4), dtype=np.float32)
-    safetensors_numpy.save_file({"embedding.weight": table}, str(tmp_path / "weights" / "custom_4.safetensors"))
-    tok.save(str(tmp_path / "tokenizers" / "custom_tokenizer_config.json"))
-    weights = tmp_path / "weights" / "custom_4.safetensors"
-    assert len(finalfusion.load(weights).vocab) == tok.get_vocab_size()  # the layout loads
+    weights = root / "weights" / "custom_4.safetensors"
+    safetensors_numpy.save_file({"embedding.weight": table}, str(weights))
+    tok.save(str(root / "tokenizers" / "custom_tokenizer_config.json"))
+    assert len(finalfusion.load(weights).vocab) == len(finalfusion.load(weights.parent).vocab) == tok.get_vocab_size()  # the layout loads
+    return weights
+
+
+def test_a_sparse_wordllama_tokenizer_config_is_refused_from_its_size(tmp_path: Path) -> None:
+    weights = _wordllama(tmp_path)
     _sparse(tmp_path / "tokenizers" / "custom_tokenizer_config.json")
     out = _child("finalfusion.load(sys.argv[1])", weights, memory=CHILD_MEMORY)
     _refused(out, "custom_tokenizer_config.json is larger than the limit", "MAX_TOKENIZER_BYTES")
+
+
+@pytest.mark.parametrize("kind", list(SPECIAL))
+def test_a_special_file_as_wordllama_weights_is_refused(tmp_path: Path, kind: str) -> None:
+    """``finalfusion.load(weights_dir)``: the one ``*.safetensors`` found there is WordLlama's; a FIFO, a directory or a socket under its name is refused."""
+    weights = _wordllama(tmp_path)
+    found = _replace(weights, SPECIAL[kind])
+    out = _child("finalfusion.load(sys.argv[1])", weights.parent)
+    _refused(out, f"{weights} is not a regular file", f"found {found}")
+
+
+def test_wordllama_weights_swapped_for_a_fifo_after_the_check_are_refused(tmp_path: Path) -> None:
+    """The weights pass the directory rule, then become a FIFO before they are opened: the open does not block (open_regular)."""
+    weights = _wordllama(tmp_path)
+    swap = (
+        "import finalfusion.compat.safetensors as st, os; checked = st._weights_in; "
+        "st._weights_in = lambda d: (lambda p: (os.unlink(p), os.mkfifo(p), p)[2])(checked(d)); "
+        "finalfusion.load(sys.argv[1])"
+    )
+    out = _child(swap, weights.parent)
+    _refused(out, f"{weights} is not a regular file", "found a FIFO")
+
+
+def test_a_link_out_of_a_wordllama_weights_directory_is_refused(tmp_path: Path) -> None:
+    weights = _wordllama(tmp_path / "model")
+    outside = tmp_path / "elsewhere" / weights.name
+    outside.parent.mkdir()
+    shutil.move(str(weights), outside)
+    weights.symlink_to(outside)
+    with pytest.raises(FormatError, match="leads out of its directory") as err:
+        finalfusion.load(weights.parent)
+    assert err.value.found == f"a link to {outside.resolve()}"
 
 
 # -- a tokenizer the user names: a regular file, bounded ----------------------------------------------
@@ -305,6 +342,45 @@ def test_a_hugging_face_cache_snapshot_link_out_of_its_blobs_is_refused(model: P
     (snapshot / "tokenizer.json").symlink_to(other / "tok")  # another repository's blob: not this snapshot's
     with pytest.raises(FormatError, match="leads out of its directory"):
         finalfusion.load(snapshot)
+
+
+# -- arrays gensim stores beside a pickle ----------------------------------------------------------------------
+@pytest.fixture
+def gensim_pickle(tmp_path: Path) -> Path:
+    """A KeyedVectors saved by gensim with its vectors aside (``kv.pkl`` and ``kv.pkl.vectors.npy``)."""
+    models = pytest.importorskip("gensim.models")
+    kv = models.KeyedVectors(4)
+    kv.add_vectors([f"w{i}" for i in range(10)], np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32))
+    path = tmp_path / "model" / "kv.pkl"
+    path.parent.mkdir()
+    kv.save(str(path), sep_limit=0)
+    assert sorted(os.listdir(path.parent)) == ["kv.pkl", "kv.pkl.vectors.npy"]
+    return path
+
+
+@pytest.mark.parametrize("mmap", [None, "r"])
+@pytest.mark.parametrize("kind", list(SPECIAL))
+def test_a_special_file_as_a_gensim_array_aside_is_refused(gensim_pickle: Path, kind: str, mmap: str | None) -> None:
+    found = _replace(Path(f"{gensim_pickle}.vectors.npy"), SPECIAL[kind])
+    out = _child("finalfusion.Embeddings.load(sys.argv[1], mmap=sys.argv[2] or None)", gensim_pickle, mmap or "")
+    _refused(out, "kv.pkl.vectors.npy is not a regular file", f"found {found}")
+
+
+def test_a_link_out_of_a_gensim_pickles_directory_is_refused(gensim_pickle: Path, tmp_path: Path) -> None:
+    side = Path(f"{gensim_pickle}.vectors.npy")
+    rows = finalfusion.Embeddings.load(gensim_pickle).storage.matrix
+    outside = tmp_path / "elsewhere" / side.name
+    outside.parent.mkdir()
+    shutil.move(str(side), outside)
+    side.symlink_to(outside)
+    with pytest.raises(FormatError, match="leads out of its directory") as err:
+        finalfusion.Embeddings.load(gensim_pickle)
+    assert err.value.found == f"a link to {outside.resolve()}"
+    side.unlink()
+    (gensim_pickle.parent / "v2").mkdir()
+    shutil.move(str(outside), gensim_pickle.parent / "v2" / side.name)
+    side.symlink_to(Path("v2") / side.name)  # a link that stays inside is followed
+    np.testing.assert_array_equal(finalfusion.Embeddings.load(gensim_pickle).storage.matrix, rows)
 
 
 # -- saved ANN indexes -----------------------------------------------------------------------------------

@@ -45,8 +45,8 @@ def env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-def cli(*args: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "finalfusion", *map(str, args)], capture_output=True, text=True, env=env(), timeout=300, check=False)
+def cli(*args: Any, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "finalfusion", *map(str, args)], capture_output=True, text=True, env=env(), timeout=300, check=False, cwd=cwd)
 
 
 def legacy(function: str, *args: Any) -> subprocess.CompletedProcess[str]:
@@ -429,6 +429,19 @@ def test_cli_index_build_refuses_its_input_and_foreign_directories(tmp_path: Pat
     proc = cli("index", "build", emb_file, out, "--backend", "hnswlib", "--quiet")
     refused(proc, "did not write there: extra.txt")
     assert (out / "extra.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("spelling", ["out", "./out/"])
+def test_cli_index_build_names_a_refused_directory_as_given(tmp_path: Path, spelling: str) -> None:
+    # one line naming OUT as the user wrote it and the foreign file, never the absolute path the rule worked on
+    pytest.importorskip("hnswlib")
+    shutil.copy(TUTORIAL, tmp_path / "e.fifu")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    proc = cli("index", "build", "--quiet", "--backend", "hnswlib", "e.fifu", spelling, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == f"finalfusion: error: {spelling}: holds files finalfusion did not write there (it has no {MANIFEST_NAME}): notes.txt; not replaced\n"
+    assert (tmp_path / "out" / "notes.txt").read_text() == "mine"
 
 
 def test_cli_metadata_never_clobbers(tmp_path: Path) -> None:

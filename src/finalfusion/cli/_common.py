@@ -160,18 +160,29 @@ def naming(path: str) -> Iterator[None]:
 
 
 def about(path: Any, exc: BaseException) -> str:
-    """``PATH: reason`` on one line, naming the path once (an ``OSError`` about ``path`` carries it too).
+    """``PATH: reason`` on one line, naming the path once, as the user gave it (an ``OSError`` about ``path`` carries it too,
+    perhaps as the absolute path the library worked on).
 
     Examples
     --------
     >>> about("x.txt", FileNotFoundError(2, "No such file or directory", "x.txt"))
     'x.txt: No such file or directory'
+    >>> about("./out/", FileExistsError(17, "holds files finalfusion did not write there: notes.txt; not replaced", os.path.abspath("out")))
+    './out/: holds files finalfusion did not write there: notes.txt; not replaced'
     >>> about("x.fifu", ValueError("not a finalfusion file"))
     'x.fifu: not a finalfusion file'
     """
-    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(path):
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None and _same_path(exc.filename, path):
         return " ".join(f"{os.fsdecode(path)}: {exc.strerror}".split())
     return f"{path}: {one_line(exc)}"
+
+
+def _same_path(a: Any, b: Any) -> bool:
+    """Whether two spellings name the same path (``out``, ``./out/``, its absolute path); never raises."""
+    try:
+        return os.path.abspath(os.fsdecode(a)) == os.path.abspath(os.fsdecode(b))
+    except (TypeError, ValueError):
+        return False
 
 
 def rust_float(value: Any, *, bits: int = 32) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._gensim_api import register_loader
-from finalfusion._source import Source, local_path, open_stream, peek, sibling
+from finalfusion._source import Source, file_in, local_path, open_regular, open_stream, peek, sibling
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
 from finalfusion.storage.ndarray import NdArray
@@ -120,20 +120,29 @@ def _unpickle(f: IO[bytes]) -> _Record:
 
 
 def _side_array(path: str | None, attrib: str, mmap: Literal["r"] | None) -> npt.NDArray[Any]:
-    """``<path>.<attrib>.npy`` (``.npz`` for a compressed file), as gensim's ``_load_specials`` names it."""
+    """``<path>.<attrib>.npy`` (``.npz`` for a compressed file), as gensim's ``_load_specials`` names it.
+
+    Found by convention beside the pickle, it passes the directory rule (:func:`~finalfusion._source.file_in`): a regular
+    file inside the pickle's directory, never a FIFO, a device or a link out of it; it is opened with
+    :func:`~finalfusion._source.open_regular` (numpy's memory map opens it again by its name, just checked).
+    """
     if path is None:
         raise FormatError(f"the array {attrib!r} is in a separate file next to the pickle: pass the pickle's path, not its contents", chunk=WHAT)
     compressed = path.endswith((".gz", ".bz2"))
     directory, base = os.path.split(path)
-    side = sibling(directory or ".", f"{base}.{attrib}.{'npz' if compressed else 'npy'}", chunk=WHAT)
+    name = f"{base}.{attrib}.{'npz' if compressed else 'npy'}"
+    side = sibling(directory or ".", name, chunk=WHAT)
+    if file_in(directory or ".", name, chunk=WHAT) is None:
+        raise FormatError(f"the array {attrib!r} stored aside is missing", chunk=WHAT, expected=side, found="no such file")
     try:
-        if compressed:
-            with np.load(side, allow_pickle=False) as npz:
-                return np.asarray(npz["val"])
-        return np.asarray(np.load(side, mmap_mode=mmap, allow_pickle=False))
+        if mmap is not None and not compressed:
+            return np.asarray(np.load(side, mmap_mode=mmap, allow_pickle=False))
+        with open_regular(side, chunk=WHAT) as f:
+            if compressed:
+                with np.load(f, allow_pickle=False) as npz:
+                    return np.asarray(npz["val"])
+            return np.asarray(np.load(f, allow_pickle=False))
     except OSError as e:
-        if not os.path.exists(side):
-            raise FormatError(f"the array {attrib!r} stored aside is missing", chunk=WHAT, expected=side, found="no such file") from None
         raise FormatError(f"cannot read the array {attrib!r} stored aside in {side}: {e}", chunk=WHAT) from None
     except (ValueError, KeyError, EOFError) as e:
         raise FormatError(f"the array {attrib!r} stored aside in {side} is not a readable .npy/.npz array: {e}", chunk=WHAT) from None

@@ -454,7 +454,7 @@ def _locate(path: Path, tensor: str | None) -> _Located:
         path = _weights_in(path)
     if path.name.endswith(".index.json"):
         return _locate_sharded(path, tensor)
-    with open(path, "rb") as f:
+    with open_regular(path, chunk=_FORMAT) as f:  # found by the directory rule, or named: never waits on a FIFO put there since
         header = read_safetensors_header(f, name=str(path))
     return _Located(path, str(path), path.parent, header, _choose(header.tensors, tensor, str(path)))
 
