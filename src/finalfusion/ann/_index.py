@@ -191,9 +191,13 @@ class AnnIndex:
         ``verify="full"`` (the default) compares a SHA-256 of the words and of
         every byte of the word rows (about 0.4 s per GB of rows on two
         cores; see :mod:`finalfusion.ann._fingerprint`); it is done once per
-        embeddings object and remembered (modify the storage in place
-        afterwards and the index is stale unnoticed: as for the query caches,
-        see :func:`finalfusion.similarity.clear_cache`). ``verify="file"`` is the
+        embeddings object and remembered, and an index built by
+        :func:`build_index` remembers the embeddings it was built from (modify
+        the storage in place afterwards and the index is stale unnoticed: as
+        for the query caches, see :func:`finalfusion.similarity.clear_cache`).
+        The fingerprint of storage nothing can write to (memory-mapped files,
+        read-only views of read-only buffers) is computed once per process
+        and shared by every index checked against it. ``verify="file"`` is the
         cheap, explicit opt-in: for embeddings memory-mapped from a file that
         has the size, modification time and edge digest recorded when the
         index was built, the words are compared and the rows are not hashed.
@@ -223,6 +227,10 @@ class AnnIndex:
             if any(r() is emb for r in self._checked):
                 return
         self._compare(emb, verify)
+        self._remember(emb)
+
+    def _remember(self, emb: Queryable) -> None:
+        """Take ``emb`` as checked from now on (the last 8 embeddings objects are remembered)."""
         with self._lock:
             self._checked = [r for r in self._checked if r() is not None][-7:]
             self._checked.append(weakref.ref(emb))
@@ -391,7 +399,9 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
     fp = fingerprint(emb, threads=threads)
     with reporter(progress) as report:
         impl = cls.build(_Counted(rows, report), resolved, threads_for(threads))
-    return AnnIndex(name, getattr(impl, "resolved_params", resolved), impl, fp, source=source_file(emb))
+    ix = AnnIndex(name, getattr(impl, "resolved_params", resolved), impl, fp, source=source_file(emb))
+    ix._remember(emb)  # built from emb's rows just now: its first query does not hash them again
+    return ix
 
 
 def _opened(directory: str, header: dict[str, Any], mmap: bool) -> AnnIndex:
