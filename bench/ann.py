@@ -684,9 +684,14 @@ def main() -> int:
                 check(out["ff_exact"], rows, matrix_mb, n)
         finally:
             remove_tmp(tmp, a.keep)
+    return finish(results, a.out)
+
+
+def finish(results: dict, out: str | None) -> int:
+    """Print the load averages before and after, save the results (``--out``)."""
     results["load_after"] = os.getloadavg()
-    print(f"load average before {results['load_before']}, after {results['load_after']}")
-    save_results(results, a.out)
+    print(f"\nload average before {results['load_before']}, after {results['load_after']}")
+    save_results(results, out)
     return 0
 
 
@@ -711,10 +716,7 @@ def first_query(a: argparse.Namespace) -> int:
             print_first(n, a.dims, built, loaded)
         finally:
             remove_tmp(tmp, a.keep)
-    results["load_after"] = os.getloadavg()
-    print(f"\nload average before {results['load_before']}, after {results['load_after']}")
-    save_results(results, a.out)
-    return 0
+    return finish(results, a.out)
 
 
 def check(exact: dict, rows: dict, matrix_mb: float, n: int) -> None:
