@@ -578,6 +578,29 @@ def test_memory_mapped_rows_are_hashed_once_per_process(monkeypatch: pytest.Monk
     assert first.fingerprint == second.fingerprint
 
 
+def test_row_norms_are_computed_by_build_and_full_load_not_by_the_first_query(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from finalfusion.similarity import _base
+
+    calls: list[int] = []
+    real = _base.QueryIndex.row_norms
+    monkeypatch.setattr(_base.QueryIndex, "row_norms", lambda self: calls.append(1) or real(self))
+    small_emb().write(tmp_path / "e.fifu")
+    emb = load_finalfusion(tmp_path / "e.fifu", mmap=True)
+    ix = ann.build_index(emb, "faiss-ivf")
+    assert len(calls) == 1
+    emb.word_similarity("w1", 5, index=ix)
+    assert len(calls) == 1
+    ix.save(tmp_path / "ix")
+    cheap = load_finalfusion(tmp_path / "e.fifu", mmap=True)
+    ann.load_index(tmp_path / "ix", cheap, verify="file")
+    assert len(calls) == 1  # the cheap check reads no rows: the first query computes the norms
+    full = load_finalfusion(tmp_path / "e.fifu", mmap=True)
+    loaded = ann.load_index(tmp_path / "ix", full)
+    assert len(calls) == 2
+    full.word_similarity("w1", 5, index=loaded)
+    assert len(calls) == 2
+
+
 def test_unchanging_needs_read_only_arrays_down_to_a_read_only_buffer() -> None:
     from finalfusion.ann._fingerprint import unchanging
 

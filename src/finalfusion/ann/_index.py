@@ -503,7 +503,7 @@ def load_index(path: str | os.PathLike[str], emb: Queryable, *, mmap: bool = Tru
     probe.check(emb, verify=verify)
     ix = _opened(directory, header, mmap)
     ix._checked = probe._checked
-    if verify == "full":  # the rows were just read to hash them; "file" promises not to read them all
+    if verify == "full":  # a full check reads every row (unless this process already did); "file" promises not to
         _prepare_queries(emb)
     return ix
 
