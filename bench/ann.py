@@ -8,6 +8,11 @@ worker's own):
   behind ``finalfusion.ann``'s default backend: faiss ``IndexHNSWFlat``,
   faiss ``IndexIVFPQ`` (candidates re-scored exactly against the matrix),
   hnswlib, usearch (f32, f16, i8) and voyager, beside the exact numpy scan.
+* ``--first-query``: the first ``word_similarity(w, 10, index=ix)`` right
+  after ``build_index`` (in-memory rows) and, in a fresh process, after
+  ``load_index`` (memory-mapped embeddings), against the queries that follow;
+  then one query at a time beside raw faiss on the very ``IndexIVFFlat``
+  finalfusion's default backend built, interleaved, ``--reps`` rounds.
 * ``--finalfusion`` (the default when ``finalfusion.ann`` is importable): the
   exact scan through ``Embeddings.embedding_similarity`` /
   ``embedding_similarity_batch`` against ``finalfusion.ann.build_index`` and the
@@ -34,6 +39,7 @@ Usage::
     .venv/bin/python bench/ann.py --backends --sizes 1000000,2000000
     .venv/bin/python bench/ann.py --finalfusion --sizes 1000000,2000000
     .venv/bin/python bench/ann.py                         # both parts, 1M and 2M
+    .venv/bin/python bench/ann.py --first-query --sizes 300000 --dims 100   # first query; one query beside raw faiss
 """
 
 from __future__ import annotations
@@ -409,7 +415,123 @@ def worker_ff(a: argparse.Namespace) -> dict:
     return res
 
 
-WORKERS = {"gen": worker_gen, "backend": worker_backend, "exact": worker_exact, "ff": worker_ff}
+# ----------------------------------------------------------------------------------
+# --first-query: the first query after build_index / load_index, and the cost of one query beside raw faiss
+# ----------------------------------------------------------------------------------
+FIRST_LATER = 200  # later queries timed after the first one
+
+
+def _first_and_later(emb, ix, words: list[str]) -> tuple[float, dict]:  # type: ignore[no-untyped-def]
+    """Seconds of the first ``word_similarity(w, 10, index=ix)`` and the spread of the next :data:`FIRST_LATER` queries."""
+    t = time.perf_counter()
+    emb.word_similarity(words[0], K, index=ix)
+    first = time.perf_counter() - t
+    later = []
+    for w in words[1 : 1 + FIRST_LATER]:
+        t = time.perf_counter()
+        emb.word_similarity(w, K, index=ix)
+        later.append(time.perf_counter() - t)
+    return first, spread(later)
+
+
+def _side_by_side(emb, ix, m, queries, rounds: int) -> dict:  # type: ignore[no-untyped-def]
+    """One query at a time, interleaved: raw faiss on the very index finalfusion built, ``AnnIndex.search`` and the query methods.
+
+    Every round runs each contender once per query row, in turn; a round's
+    figure is the median over its queries, and the ratio is taken within a
+    round (same queries, same moment of the machine's load).
+    """
+    import numpy as np
+
+    raw = ix._impl._index  # the faiss IndexIVFFlat behind finalfusion's default backend
+    raw.nprobe = int(ix.params["nprobe"])
+    words = emb.vocab.words
+    contenders = {
+        "raw faiss search(q, 11)": lambda qid: raw.search(m[qid : qid + 1], K + 1),
+        "AnnIndex.search(q, 11)": lambda qid: ix.search(m[qid], K + 1),
+        "embedding_similarity(q, 11)": lambda qid: emb.embedding_similarity(m[qid], k=K + 1, index=ix),
+        "word_similarity(w, 10)": lambda qid: emb.word_similarity(words[qid], K, index=ix),
+    }
+    for qid in queries[:20]:  # warm-up
+        for f in contenders.values():
+            f(qid)
+    per_round: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        lat: dict[str, list[float]] = {name: [] for name in contenders}
+        for qid in queries:
+            for name, f in contenders.items():
+                t = time.perf_counter()
+                f(qid)
+                lat[name].append(time.perf_counter() - t)
+        for name in contenders:
+            per_round[name].append(float(np.median(lat[name])))
+    raw_name = next(iter(contenders))
+    return {
+        name: {"median_s": per_round[name], "ratio_to_raw": [a / b for a, b in zip(per_round[name], per_round[raw_name], strict=True)]} for name in contenders
+    }
+
+
+def worker_first(a: argparse.Namespace) -> dict:
+    """Build (or, with ``--params load``, load) finalfusion's default index and time the first query and then one query beside raw faiss."""
+    import numpy as np
+
+    import finalfusion
+    from finalfusion import ann
+
+    finalfusion.set_threads(a.build_threads)
+    truth = np.load(os.path.join(a.dir, "truth.npz"))
+    queries = truth["queries"]
+    res: dict = {}
+    if a.params == "load":  # a fresh process: the embeddings memory-mapped, the saved index opened for them
+        t = time.perf_counter()
+        emb = finalfusion.load_finalfusion(os.path.join(a.dir, "emb.fifu"), mmap=True)
+        res["load_embeddings_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        ix = ann.load_index(os.path.join(a.dir, "emb.ann"), emb)
+        res["load_index_s"] = time.perf_counter() - t
+    else:
+        from finalfusion.storage import NdArray
+        from finalfusion.vocab import SimpleVocab
+
+        m = np.load(os.path.join(a.dir, "matrix.npy"))  # in memory, writable
+        emb = finalfusion.Embeddings(NdArray(m), SimpleVocab([word(i) for i in range(len(m))]))
+        t = time.perf_counter()
+        ix = ann.build_index(emb)
+        res["build_s"] = time.perf_counter() - t
+    finalfusion.set_threads(1)  # single queries on one thread
+    res["index"] = repr(ix)
+    res["first_s"], res["later_s"] = _first_and_later(emb, ix, [word(int(i)) for i in queries])
+    m = np.asarray(emb.storage.matrix)
+    res["side_by_side"] = _side_by_side(emb, ix, m, queries[: a.n_queries], a.reps)
+    if a.params != "load":
+        emb.write(os.path.join(a.dir, "emb.fifu"))
+        ix.save(os.path.join(a.dir, "emb.ann"))
+    return res
+
+
+def print_first(n: int, dims: int, built: dict, loaded: dict) -> None:
+    """The first-query table and the side-by-side table of one size."""
+    print(f"\n{n:,} rows x {dims}: the first word_similarity(w, 10, index=ix), then {FIRST_LATER} more (1 thread)")
+    print(f"| {'after':40s} | {'setup':>10s} | {'first query':>11s} | {'later median (p10-p90)':>28s} | {'first / later':>13s} |")
+    print(f"|{'-' * 42}|{'-' * 12}|{'-' * 13}|{'-' * 30}|{'-' * 15}|")
+    for label, r, setup in (
+        ("build_index(emb), in memory", built, built["build_s"]),
+        ("load_index(path, emb), mmap, new process", loaded, loaded["load_index_s"]),
+    ):
+        later = r["later_s"]
+        lat = f"{ms(later['median'])} ({ms(later['p10'])}-{ms(later['p90'])})"
+        print(f"| {label:40s} | {ms(setup):>10s} | {ms(r['first_s']):>11s} | {lat:>28s} | {r['first_s'] / later['median']:12.1f}x |")
+    for label, r in (("in memory, after build_index", built), ("memory-mapped, after load_index", loaded)):
+        sbs = r["side_by_side"]
+        print(f"\none query at a time, {label} ({r['index']}); median per round, rounds: {len(next(iter(sbs.values()))['median_s'])}")
+        print(f"| {'call':28s} | {'median of rounds':>16s} | {'rounds min-max':>19s} | {'x raw faiss, median (min-max)':>30s} |")
+        print(f"|{'-' * 30}|{'-' * 18}|{'-' * 21}|{'-' * 32}|")
+        for name, v in sbs.items():
+            xs, rs = v["median_s"], v["ratio_to_raw"]
+            print(f"| {name:28s} | {ms(med(xs)):>16s} | {ms(min(xs)) + '-' + ms(max(xs)):>19s} | {f'{med(rs):.2f}x ({min(rs):.2f}-{max(rs):.2f})':>30s} |")
+
+
+WORKERS = {"gen": worker_gen, "backend": worker_backend, "exact": worker_exact, "ff": worker_ff, "first": worker_first}
 
 
 # ----------------------------------------------------------------------------------
@@ -461,6 +583,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="50,000 rows, one repetition: a smoke test")
     ap.add_argument("--backends", action="store_true", help="compare the raw libraries (the measurement behind the default)")
     ap.add_argument("--finalfusion", action="store_true", help="the exact scan and finalfusion.ann through Embeddings' query methods")
+    ap.add_argument(
+        "--first-query",
+        action="store_true",
+        help="first-query latency after build_index and after load_index (default index), and one query beside raw faiss (--sizes 300000 --dims 100)",
+    )
     ap.add_argument("--sizes", default="1000000,2000000", help="row counts, comma-separated (default 1000000,2000000)")
     ap.add_argument("--only", help="backends for --backends, comma-separated (default all: " + ",".join(BACKENDS) + ")")
     ap.add_argument("--ff-backends", default="default", help="finalfusion.ann backends for --finalfusion, comma-separated ('default': backend=None)")
@@ -494,6 +621,8 @@ def main() -> int:
     sizes = [50_000] if a.quick else [int(s) for s in a.sizes.split(",")]
     reps = a.reps or (1 if a.quick else 3)
     singles = a.exact_singles or (20 if a.quick else 100)
+    if a.first_query:
+        return first_query(a)
     if not a.backends and not a.finalfusion:
         a.backends = True
         try:
@@ -555,10 +684,39 @@ def main() -> int:
                 check(out["ff_exact"], rows, matrix_mb, n)
         finally:
             remove_tmp(tmp, a.keep)
+    return finish(results, a.out)
+
+
+def finish(results: dict, out: str | None) -> int:
+    """Print the load averages before and after, save the results (``--out``)."""
     results["load_after"] = os.getloadavg()
-    print(f"load average before {results['load_before']}, after {results['load_after']}")
-    save_results(results, a.out)
+    print(f"\nload average before {results['load_before']}, after {results['load_after']}")
+    save_results(results, out)
     return 0
+
+
+def first_query(a: argparse.Namespace) -> int:
+    """The ``--first-query`` mode: per size, generate, build and time in one process, then load and time in another."""
+    results: dict = {
+        "config": {k: v for k, v in vars(a).items() if k not in ("worker", "backend", "params", "dir", "n")},
+        "load_before": os.getloadavg(),
+        "sizes": {},
+    }
+    print(f"{cpu_name()}, {os.cpu_count()} cores, load {results['load_before']}", flush=True)
+    rounds, nq = a.reps or (1 if a.quick else 5), min(a.n_queries, 200)
+    for n in [50_000] if a.quick else [int(s) for s in a.sizes.split(",")]:
+        tmp = tempfile.mkdtemp(prefix="ffannbench-")
+        try:
+            gen = ["--dir", tmp, "--n", str(n), "--dims", str(a.dims), "--clusters", str(a.clusters or max(20, 2 * n // 1000))]
+            run_worker("gen", [*gen, "--spread", str(a.spread), "--noise", str(a.noise)])
+            common = ["--dir", tmp, "--n", str(n), "--reps", str(rounds), "--n-queries", str(nq), "--build-threads", str(a.build_threads)]
+            built = run_worker("first", common)
+            loaded = run_worker("first", [*common, "--params", "load"])
+            results["sizes"][str(n)] = {"build": built, "load": loaded}
+            print_first(n, a.dims, built, loaded)
+        finally:
+            remove_tmp(tmp, a.keep)
+    return finish(results, a.out)
 
 
 def check(exact: dict, rows: dict, matrix_mb: float, n: int) -> None:

@@ -524,6 +524,95 @@ def test_stale_changed_file(tmp_path: Path) -> None:
             ann.load_index(tmp_path / "ix", changed, verify=verify)
 
 
+def counted_hashing(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the row hashings (``_fingerprint._computed`` calls) from here on; the hashing itself still runs."""
+    from finalfusion.ann import _fingerprint
+
+    calls: list[int] = []
+    real = _fingerprint._computed
+
+    def counting(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(_fingerprint, "_computed", counting)
+    return calls
+
+
+def test_the_first_query_after_build_does_not_hash_the_rows_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    emb = small_emb()  # writable, in memory
+    calls = counted_hashing(monkeypatch)
+    ix = ann.build_index(emb, "faiss-ivf")
+    assert len(calls) == 1
+    assert [r.word for r in emb.word_similarity("w3", 3, index=ix)] == [r.word for r in emb.word_similarity("w3", 3, index=False)]
+    ix.check(emb)
+    assert len(calls) == 1
+    other = Embeddings(emb.storage, emb.vocab)  # another object over the same writable rows: hashed again
+    ix.check(other)
+    assert len(calls) == 2
+
+
+def test_writable_rows_changed_in_place_are_hashed_again_by_another_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    emb = small_emb()
+    ann.build_index(emb, "hnswlib").save(tmp_path / "ix")
+    emb.storage.matrix[5, 2] += 1.0  # the rows this process hashed have changed since
+    calls = counted_hashing(monkeypatch)
+    with pytest.raises(StaleIndexError, match="different row data"):
+        ann.load_index(tmp_path / "ix", emb)
+    assert len(calls) == 1
+
+
+def test_memory_mapped_rows_are_hashed_once_per_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    small_emb().write(tmp_path / "e.fifu")
+    emb = load_finalfusion(tmp_path / "e.fifu", mmap=True)
+    calls = counted_hashing(monkeypatch)
+    ann.build_index(emb, "hnswlib").save(tmp_path / "ix")
+    first = ann.load_index(tmp_path / "ix", emb)
+    second = ann.build_index(emb, "faiss-ivf")
+    again = load_finalfusion(tmp_path / "e.fifu", mmap=True)  # another mapping: other objects, hashed
+    with pytest.raises(StaleIndexError, match="different words"):
+        first.check(small_emb(None, [f"v{i}" for i in range(400)]))
+    assert len(calls) == 2  # the mapped rows once; the in-memory embeddings checked above once
+    ann.load_index(tmp_path / "ix", again)
+    assert len(calls) == 3
+    assert first.fingerprint == second.fingerprint
+
+
+def test_row_norms_are_computed_by_build_and_full_load_not_by_the_first_query(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from finalfusion.similarity import _base
+
+    calls: list[int] = []
+    real = _base.QueryIndex.row_norms
+    monkeypatch.setattr(_base.QueryIndex, "row_norms", lambda self: calls.append(1) or real(self))
+    small_emb().write(tmp_path / "e.fifu")
+    emb = load_finalfusion(tmp_path / "e.fifu", mmap=True)
+    ix = ann.build_index(emb, "faiss-ivf")
+    assert len(calls) == 1
+    emb.word_similarity("w1", 5, index=ix)
+    assert len(calls) == 1
+    ix.save(tmp_path / "ix")
+    cheap = load_finalfusion(tmp_path / "e.fifu", mmap=True)
+    ann.load_index(tmp_path / "ix", cheap, verify="file")
+    assert len(calls) == 1  # the cheap check reads no rows: the first query computes the norms
+    full = load_finalfusion(tmp_path / "e.fifu", mmap=True)
+    loaded = ann.load_index(tmp_path / "ix", full)
+    assert len(calls) == 2
+    full.word_similarity("w1", 5, index=loaded)
+    assert len(calls) == 2
+
+
+def test_unchanging_needs_read_only_arrays_down_to_a_read_only_buffer() -> None:
+    from finalfusion.ann._fingerprint import unchanging
+
+    owned = np.zeros((4, 2), dtype=np.float32)
+    view = owned[1:]
+    view.flags.writeable = False
+    owned.flags.writeable = False
+    assert not unchanging(view)  # the owner's flag can be switched back
+    assert unchanging(np.frombuffer(bytes(32), dtype=np.float32).reshape(4, 2)[1:])
+    assert not unchanging(np.frombuffer(bytearray(32), dtype=np.float32))
+
+
 # -- malformed files ---------------------------------------------------------------------------
 @pytest.fixture
 def saved(tmp_path: Path) -> tuple[Path, Embeddings]:

@@ -540,6 +540,61 @@ def test_top_k_block_preselection_with_excluded_rows(tied_emb: Embeddings) -> No
     assert s.tolist() == [1.0, 1.0, 1.0, 0.0, 0.0]
 
 
+def test_few_scores_rank_as_numpy_ranks_many(tied_emb: Embeddings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One query's few candidates go through Python's sort: the same scores and ids as the numpy path, ties by word."""
+    index = sim_index.query_index(tied_emb)
+    rng = np.random.default_rng(3)
+    cases = []
+    for _ in range(300):
+        m = int(rng.integers(1, sim_topk.FEW_SCORES + 1))
+        scores = rng.choice(np.array([0.5, 0.25, 0.0, -0.0, -0.25, -np.inf], np.float32), m)  # nearly every cut a tie
+        ids = rng.choice(20_000, m, replace=False).astype(np.int64)
+        cases.append((scores, ids if rng.random() < 0.5 else int(rng.integers(0, 20_000 - m)), int(rng.integers(1, m + 3))))
+    few = [sim_topk.top_k(s, i, k, index) for s, i, k in cases]
+    monkeypatch.setattr(sim_topk, "FEW_SCORES", 0)  # every call through numpy
+    for (s, i, k), (fs, fi) in zip(cases, few, strict=True):
+        ns, ni = sim_topk.top_k(s, i, k, index)
+        assert fi.tolist() == ni.tolist()
+        assert fs.tobytes() == ns.tobytes()
+        assert fs.dtype == ns.dtype == np.float32
+        assert fi.dtype == ni.dtype == np.int64
+    nan = np.array([0.5, np.nan, 0.25], np.float32)
+    assert sim_topk._top_few(nan, np.arange(3), 2, index) is None  # a NaN: numpy's order decides
+
+
+def test_few_candidates_are_scored_as_many_are(tied_emb: Embeddings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DenseIndex.dots_at places one query's few candidates in their row groups with Python ints: the same bits as the numpy path."""
+    from finalfusion.similarity import _dense
+
+    index = sim_index.query_index(tied_emb)
+    monkeypatch.setattr(sim_base.QueryIndex, "block_rows", lambda self, q: 777 if q <= 1 else 256)  # many cut groups
+    rng = np.random.default_rng(5)
+    q = sim_vectors.unit_query(rng.standard_normal(4), 4)
+    cases = [rng.choice(20_000, int(rng.integers(1, _dense.FEW_IDS + 1)), replace=False).astype(np.int64) for _ in range(200)]
+    cases.append(np.array([776, 777, 1553, 19_999, 0, 7], dtype=np.int64))  # block ends and the matrix's end
+    few = [index.dots_at(q, ids) for ids in cases]
+    monkeypatch.setattr(_dense, "FEW_IDS", 0)
+    for ids, got in zip(cases, few, strict=True):
+        assert got.tobytes() == index.dots_at(q, ids).tobytes()
+
+
+def test_few_proposed_rows_are_filtered_as_many_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index's proposals for one query (out of range, repeated, excluded, bad rows) filtered with Python sets: the same rows."""
+    from finalfusion.similarity import _approx
+
+    matrix = np.random.default_rng(2).standard_normal((300, 4)).astype(np.float32)
+    matrix[[3, 150, 299]] = np.nan
+    index = sim_index.query_index(Embeddings(NdArray(matrix), SimpleVocab([f"w{i}" for i in range(300)])))
+    rng = np.random.default_rng(4)
+    cases = [(rng.integers(-3, 303, int(rng.integers(0, 40))), rng.choice(300, int(rng.integers(0, 4)), replace=False).astype(np.int64)) for _ in range(300)]
+    few = [_approx._candidates(index, found, exclude) for found, exclude in cases]
+    monkeypatch.setattr(_approx, "FEW_CANDIDATES", -1)
+    for (found, exclude), got in zip(cases, few, strict=True):
+        assert got.dtype == np.int64
+        assert sorted(got.tolist()) == sorted(_approx._candidates(index, found, exclude).tolist())
+        assert len(set(got.tolist())) == len(got)
+
+
 def test_threaded_batches_are_identical_to_serial(sim_emb: Embeddings, monkeypatch: pytest.MonkeyPatch) -> None:
     """Row blocks split over threads: the same scores bit for bit and the same ids as one thread."""
     words = sim_emb.vocab.words

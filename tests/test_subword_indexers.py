@@ -157,3 +157,23 @@ def test_byte_cache_evicts_the_oldest_entries_past_its_budget(monkeypatch: pytes
     assert cache.get("c") == "C"
     cache.put("j", "other", 100)  # already stored: kept as it was
     assert cache.get("j") == "J"
+
+
+@pytest.mark.parametrize("bucket_exp", [0, 1, 3, 8, 16, 21, 40, 63])
+def test_short_words_hashed_with_python_ints_equal_the_scalar_hash(bucket_exp: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Words up to SHORT_WORD bracketed code points go through masked Python ints: the buckets of finalfusion's hash, bit for bit."""
+    from finalfusion.subword import hashing
+    from finalfusion.subword.ngrams import ngrams
+
+    rng = np.random.default_rng(bucket_exp)
+    alphabet = [*"abcé\xff<>0 ", "Ā", "語"]  # Latin-1, and two code points above it (the numpy / scalar fallback)
+    words = ["".join(rng.choice(alphabet, int(rng.integers(0, 7)))) for _ in range(200)]
+    mask = (1 << bucket_exp) - 1
+    for min_n, max_n in ((3, 6), (1, 3), (2, 2), (1, 6)):
+        idx = FinalfusionHashIndexer(bucket_exp, min_n, max_n)
+        short = [idx._indices(w).tolist() for w in words]
+        for w, got in zip(words, short, strict=True):
+            assert got == [hashing.fnv1a64_finalfusion(g) & mask for g in ngrams(f"<{w}>", min_n, max_n, bracket=False)], w
+        monkeypatch.setattr(indexers, "SHORT_WORD", 0)  # every word through numpy / the scalar hash
+        assert [idx._indices(w).tolist() for w in words] == short
+        monkeypatch.undo()

@@ -11,9 +11,9 @@ built or loaded.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, ClassVar, Final, Protocol
 
 from finalfusion.errors import FormatError
@@ -128,19 +128,34 @@ class Shape:
     dims: int
 
 
-@contextlib.contextmanager
-def library_errors(library: str, stage: str, kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
+class library_errors:
     """Turn the exceptions ``kinds`` that ``library`` raises while doing ``stage`` into a :class:`FormatError` (DESIGN rule 16).
 
     Each backend wraps every call into its library (load and search) in this, once, naming the library's own exception
-    types: a file the library refuses, or an index it cannot search, is a format error of that backend's file.
+    types: a file the library refuses, or an index it cannot search, is a format error of that backend's file. A class
+    rather than a generator: it wraps every single search, where a generator's set-up costs microseconds.
+
+    Examples
+    --------
+    >>> with library_errors("faiss", "search", (RuntimeError,)):
+    ...     raise RuntimeError("bad index")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: faiss index: faiss cannot search: RuntimeError: bad index
     """
-    try:
-        yield
-    except FormatError:
-        raise
-    except kinds as exc:
-        raise FormatError(f"{library} cannot {stage}: {type(exc).__name__}: {exc}", chunk=f"{library} index") from None
+
+    __slots__ = ("kinds", "library", "stage")
+
+    def __init__(self, library: str, stage: str, kinds: tuple[type[BaseException], ...]) -> None:
+        self.library, self.stage, self.kinds = library, stage, kinds
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc is None or isinstance(exc, FormatError) or not isinstance(exc, self.kinds):
+            return
+        raise FormatError(f"{self.library} cannot {self.stage}: {type(exc).__name__}: {exc}", chunk=f"{self.library} index") from None
 
 
 class BackendIndex(Protocol):

@@ -79,17 +79,23 @@ class _FaissBase:
         self._params = dict(params)
         #: The parameters the index was built with (IVF-PQ reusing a quantizer: its ``m`` and ``nbits``).
         self.resolved_params = self._params
+        #: faiss ``SearchParameters`` per ``k``, made once (a SWIG object costs more than a small search's own work).
+        self._searching: dict[int, Any] = {}
 
     def _search_params(self, faiss: Any, k: int) -> Any:
         raise NotImplementedError
 
     def set_search(self, name: str, value: int) -> None:
-        self._params = {**self._params, name: value}  # read by every search call (faiss's SearchParameters)
+        self._params = {**self._params, name: value}  # read when the next search makes its SearchParameters
+        self._searching = {}
 
     def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
-        faiss = _lib()
+        searching = self._searching
+        params = searching.get(k)
+        if params is None:
+            params = searching[k] = self._search_params(_lib(), k)
         with library_errors("faiss", "search", _ERRORS):
-            scores, ids = self._index.search(queries, k, params=self._search_params(faiss, k))
+            scores, ids = self._index.search(queries, k, params=params)
         scores = np.asarray(scores, dtype=np.float32)
         ids = np.asarray(ids, dtype=np.int64)
         if self._n is not None and ids.size and int(ids.max()) >= self._n:

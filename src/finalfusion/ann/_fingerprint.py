@@ -12,7 +12,12 @@ Hashing reads every byte of the word rows once: SHA-256 runs at about
 pieces on the library's threads, so 1M x 300 float32 rows (1.2 GB) take
 about 0.4 s on two cores, 2M rows about 0.8 s. The words add about 0.2 s
 per million. A check is done once per embeddings object and cached (see
-:meth:`finalfusion.ann.AnnIndex.check`). The cheaper ``verify="file"``
+:meth:`finalfusion.ann.AnnIndex.check`), and an index remembers the
+embeddings it was built from. Across indexes, the process remembers the
+fingerprint of storage that cannot change (:func:`unchanging`: every array
+read-only down to a read-only buffer, as memory-mapped files are), per
+storage and vocabulary object, so it is computed once per process for
+them. The cheaper ``verify="file"``
 (an explicit opt-in) accepts memory-mapped embeddings whose file has the
 size, modification time and edge digest recorded at build time, without
 hashing the rows.
@@ -23,6 +28,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import struct
+import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final
@@ -35,10 +42,17 @@ from finalfusion.similarity._protocol import Queryable
 from finalfusion.storage.ndarray import NdArray
 from finalfusion.storage.quantized import QuantizedArray
 
-__all__ = ["PIECE_BYTES", "Fingerprint", "SourceFile", "fingerprint", "shape_difference", "source_file"]
+__all__ = ["MEMO_ENTRIES", "PIECE_BYTES", "Fingerprint", "SourceFile", "fingerprint", "shape_difference", "source_file", "unchanging"]
 
 #: Bytes hashed per task: the digests of the pieces are hashed again (a two-level hash, so threads can share the work).
 PIECE_BYTES: Final = 1 << 26
+
+#: Fingerprints remembered for unchanging storage (a few hundred bytes each; entries whose objects are gone are dropped).
+MEMO_ENTRIES: Final = 32
+
+# (id(storage), id(vocab)) -> (weak reference to storage, to vocab, fingerprint); guarded by _MEMO_LOCK
+_MEMO: dict[tuple[int, int], tuple[weakref.ref[Any], weakref.ref[Any], Fingerprint]] = {}
+_MEMO_LOCK = threading.Lock()
 
 
 def shape_difference(built: tuple[int, int], given: tuple[int, int]) -> str:
@@ -181,8 +195,39 @@ def _row_arrays(emb: Queryable, n: int) -> tuple[str, list[npt.NDArray[Any]]]:
     raise TypeError(f"an approximate index needs NdArray or QuantizedArray storage, not {type(storage).__name__}")
 
 
+def unchanging(a: npt.NDArray[Any]) -> bool:
+    """Whether nothing can write to ``a``'s data: every array down its ``base`` chain is read-only, and so is the buffer under them.
+
+    True for rows memory-mapped from a file (``load_finalfusion(path,
+    mmap=True)``) or read-only views of ``bytes``; false for arrays that own
+    their memory (their flag can be switched back) or sit on a writable buffer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> unchanging(np.frombuffer(b"\\0" * 8, dtype=np.float32)), unchanging(np.zeros(2, dtype=np.float32))
+    (True, False)
+    """
+    obj: Any = a
+    while isinstance(obj, np.ndarray):
+        if obj.flags.writeable:
+            return False
+        obj = obj.base
+    if obj is None:
+        return False
+    try:
+        with memoryview(obj) as view:
+            return bool(view.readonly)
+    except TypeError:
+        return False
+
+
 def fingerprint(emb: Queryable, *, threads: int | None = None) -> Fingerprint:
     """The :class:`Fingerprint` of ``emb``: reads every byte of its word rows once (on ``threads`` threads).
+
+    For storage whose arrays are all :func:`unchanging`, the result is
+    remembered per storage and vocabulary object for the rest of the process
+    (the words are taken to be as fixed as the vocabulary's index of them is).
 
     Raises
     ------
@@ -192,6 +237,35 @@ def fingerprint(emb: Queryable, *, threads: int | None = None) -> Fingerprint:
     words = emb.vocab.words
     n = len(words)
     kind, arrays = _row_arrays(emb, n)
+    key = (id(emb.storage), id(emb.vocab))
+    if all(map(unchanging, arrays)):
+        with _MEMO_LOCK:
+            known = _MEMO.get(key)
+        if known is not None and known[0]() is emb.storage and known[1]() is emb.vocab and known[2].n == n:
+            return known[2]
+        fp = _computed(kind, arrays, words, emb.storage.shape[1], threads)
+        _remember(key, emb, fp)
+        return fp
+    return _computed(kind, arrays, words, emb.storage.shape[1], threads)
+
+
+def _remember(key: tuple[int, int], emb: Queryable, fp: Fingerprint) -> None:
+    """Remember ``fp`` for ``emb``'s storage and vocabulary (not when they cannot be weakly referenced)."""
+    try:
+        refs = (weakref.ref(emb.storage), weakref.ref(emb.vocab))
+    except TypeError:
+        return
+    with _MEMO_LOCK:
+        for k in [k for k, v in _MEMO.items() if v[0]() is None or v[1]() is None]:
+            del _MEMO[k]
+        while len(_MEMO) >= MEMO_ENTRIES:
+            del _MEMO[next(iter(_MEMO))]
+        _MEMO[key] = (*refs, fp)
+
+
+def _computed(kind: str, arrays: list[npt.NDArray[Any]], words: Sequence[str], dims: int, threads: int | None) -> Fingerprint:
+    """Hash the words and the row arrays."""
+    n = len(words)
     pieces = _pieces(arrays)
     digests: list[bytes] = [b""] * len(pieces)
 
@@ -203,4 +277,4 @@ def fingerprint(emb: Queryable, *, threads: int | None = None) -> Fingerprint:
     for a in arrays:
         top.update(struct.pack("<B", len(a.shape)) + struct.pack(f"<{len(a.shape)}Q", *a.shape) + str(a.dtype.newbyteorder("<")).encode())
     top.update(b"".join(digests))
-    return Fingerprint(kind, n, emb.storage.shape[1], words_digest(words), top.hexdigest())
+    return Fingerprint(kind, n, dims, words_digest(words), top.hexdigest())

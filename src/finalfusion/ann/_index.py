@@ -134,16 +134,23 @@ class AnnIndex:
             raise ValueError("queries must be finite (a NaN or infinite component was found)")
         q = np.ascontiguousarray(q)
         k = int(k)
-        ids = np.full((len(q), k), -1, dtype=np.int64)
-        scores = np.full((len(q), k), np.nan, dtype=np.float32)
         kk = min(k, len(self))
-        if len(q) and kk:
-            # one query runs on the calling thread (some libraries start threads per call)
-            got_ids, got_scores = self._impl.search(q, kk, 1 if len(q) == 1 else threads_for(threads))
+        if not len(q) or not kk:
+            return np.full((len(q), k), -1, dtype=np.int64), np.full((len(q), k), np.nan, dtype=np.float32)
+        # one query runs on the calling thread (some libraries start threads per call)
+        got_ids, got_scores = self._impl.search(q, kk, 1 if len(q) == 1 else threads_for(threads))
+        if kk == k:  # the backend's own arrays (fresh ones), unless it handed out read-only or other ones
+            ids, scores = _writable(got_ids, np.int64), _writable(got_scores, np.float32)
+        else:
+            ids = np.full((len(q), k), -1, dtype=np.int64)
+            scores = np.full((len(q), k), np.nan, dtype=np.float32)
             ids[:, :kk] = got_ids
             scores[:, :kk] = got_scores
-            scores[ids < 0] = np.nan
-            ids[np.isnan(scores)] = -1
+        missing = np.isnan(scores)
+        missing |= ids < 0
+        if missing.any():
+            scores[missing] = np.nan
+            ids[missing] = -1
         return ids, scores
 
     def set_search(self, **params: int) -> None:
@@ -191,9 +198,13 @@ class AnnIndex:
         ``verify="full"`` (the default) compares a SHA-256 of the words and of
         every byte of the word rows (about 0.4 s per GB of rows on two
         cores; see :mod:`finalfusion.ann._fingerprint`); it is done once per
-        embeddings object and remembered (modify the storage in place
-        afterwards and the index is stale unnoticed: as for the query caches,
-        see :func:`finalfusion.similarity.clear_cache`). ``verify="file"`` is the
+        embeddings object and remembered, and an index built by
+        :func:`build_index` remembers the embeddings it was built from (modify
+        the storage in place afterwards and the index is stale unnoticed: as
+        for the query caches, see :func:`finalfusion.similarity.clear_cache`).
+        The fingerprint of storage nothing can write to (memory-mapped files,
+        read-only views of read-only buffers) is computed once per process
+        and shared by every index checked against it. ``verify="file"`` is the
         cheap, explicit opt-in: for embeddings memory-mapped from a file that
         has the size, modification time and edge digest recorded when the
         index was built, the words are compared and the rows are not hashed.
@@ -223,6 +234,10 @@ class AnnIndex:
             if any(r() is emb for r in self._checked):
                 return
         self._compare(emb, verify)
+        self._remember(emb)
+
+    def _remember(self, emb: Queryable) -> None:
+        """Take ``emb`` as checked from now on (the last 8 embeddings objects are remembered)."""
         with self._lock:
             self._checked = [r for r in self._checked if r() is not None][-7:]
             self._checked.append(weakref.ref(emb))
@@ -289,6 +304,13 @@ class AnnIndex:
         except Exception as exc:
             raise TypeError(f"this {self.backend} index cannot be pickled by value ({exc}); save it and pickle the loaded index (a reference)") from exc
         return (_from_bytes, (self.backend, self.params, self.fingerprint.to_dict(), self.source, data))
+
+
+def _writable(a: Any, dtype: type[np.generic]) -> Any:
+    """``a`` itself when it is a writable array of ``dtype``, else a copy that is."""
+    if isinstance(a, np.ndarray) and a.dtype == dtype and a.flags.writeable:
+        return a
+    return np.array(a, dtype=dtype)
 
 
 def _from_bytes(backend: str, params: dict[str, Any], fp: dict[str, Any], source: SourceFile | None, data: bytes) -> AnnIndex:
@@ -364,6 +386,7 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
     Returns
     -------
     AnnIndex
+        Already checked against ``emb`` (its first query neither hashes the rows again nor computes their norms).
 
     Raises
     ------
@@ -391,7 +414,15 @@ def build_index(emb: Queryable, backend: str | None = None, *, progress: Progres
     fp = fingerprint(emb, threads=threads)
     with reporter(progress) as report:
         impl = cls.build(_Counted(rows, report), resolved, threads_for(threads))
-    return AnnIndex(name, getattr(impl, "resolved_params", resolved), impl, fp, source=source_file(emb))
+    ix = AnnIndex(name, getattr(impl, "resolved_params", resolved), impl, fp, source=source_file(emb))
+    ix._remember(emb)  # built from emb's rows just now: its first query does not hash them again
+    _prepare_queries(emb)
+    return ix
+
+
+def _prepare_queries(emb: Queryable) -> None:
+    """Compute what every query of ``emb`` needs once (the row norms and the rows never returned), so the first query costs no more than the next."""
+    emb._query_index().bad  # noqa: B018 -- computed on first access, then kept by the embeddings
 
 
 def _opened(directory: str, header: dict[str, Any], mmap: bool) -> AnnIndex:
@@ -426,7 +457,9 @@ def load_index(path: str | os.PathLike[str], emb: Queryable, *, mmap: bool = Tru
 
     The header is checked first, then whether the index was built for
     ``emb`` (see :meth:`AnnIndex.check`; ``verify="file"`` is the cheap
-    opt-in for memory-mapped embeddings), then the backend's file is opened:
+    opt-in for memory-mapped embeddings; with ``"full"`` the row norms every
+    query needs are computed here too, so the first query is as fast as the
+    next), then the backend's file is opened:
     memory-mapped where the backend can (``faiss-ivf``, ``usearch``, ``faiss-hnsw``,
     ``faiss-ivfpq``), read into memory where it cannot (``hnswlib``,
     ``voyager``). The index pickles as a reference to ``path``.
@@ -470,6 +503,8 @@ def load_index(path: str | os.PathLike[str], emb: Queryable, *, mmap: bool = Tru
     probe.check(emb, verify=verify)
     ix = _opened(directory, header, mmap)
     ix._checked = probe._checked
+    if verify == "full":  # a full check reads every row (unless this process already did); "file" promises not to
+        _prepare_queries(emb)
     return ix
 
 

@@ -30,10 +30,12 @@ from finalfusion._threads import run_tasks, threads_for
 from finalfusion.similarity._base import QueryIndex
 from finalfusion.similarity._topk import F32, I64, NEG_INF, top_k, top_k_rows
 
-__all__ = ["RESCORE_CHUNK", "AnnSearch", "approx_search", "approx_search_batch", "as_ann", "is_ann"]
+__all__ = ["FEW_CANDIDATES", "RESCORE_CHUNK", "AnnSearch", "approx_search", "approx_search_batch", "as_ann", "is_ann"]
 
 #: Fewest queries of a batch re-scored on one thread.
 RESCORE_CHUNK = 64
+#: At most this many proposed, excluded and bad rows together are filtered with Python sets (one query's candidates).
+FEW_CANDIDATES = 256
 
 
 @runtime_checkable
@@ -77,10 +79,20 @@ def as_ann(obj: object) -> AnnSearch:
 
 def _candidates(index: QueryIndex, found: npt.NDArray[np.int64], exclude: I64) -> I64:
     """The proposed row ids that the query may return (valid, not excluded, not a bad row), each once."""
+    bad = index.bad
+    if len(found) + len(exclude) + len(bad) <= FEW_CANDIDATES:  # one query's few: Python sets beat numpy's per-call set-up
+        n = index.n
+        seen = set(exclude.tolist())
+        seen.update(bad.tolist())
+        kept_few: list[int] = []
+        for i in found.tolist():
+            if 0 <= i < n and i not in seen:
+                seen.add(i)
+                kept_few.append(i)
+        return np.array(kept_few, dtype=np.int64)
     ids = found[(found >= 0) & (found < index.n)].astype(np.int64, copy=False)
     if len(ids) > 1 and len(np.unique(ids)) < len(ids):  # a backend may repeat a row
         ids = np.unique(ids)
-    bad = index.bad
     drop = np.concatenate([exclude, bad]) if len(bad) else exclude
     if not len(drop) or not len(ids):
         return ids

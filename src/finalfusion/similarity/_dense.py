@@ -12,7 +12,7 @@ from finalfusion.similarity._base import QueryIndex
 from finalfusion.similarity._topk import F32, I64
 from finalfusion.storage.ndarray import NdArray
 
-__all__ = ["ROW_GROUP", "DenseIndex"]
+__all__ = ["FEW_IDS", "ROW_GROUP", "DenseIndex"]
 
 #: Rows gathered around a candidate by :meth:`DenseIndex.dots_at`: BLAS kernels treat a row by
 #: its position modulo a small unroll width (4 rows in OpenBLAS's sgemv), and the last rows of a
@@ -22,6 +22,35 @@ __all__ = ["ROW_GROUP", "DenseIndex"]
 #: handful) a tail path we cannot see: their scores can differ in the last bit.
 ROW_GROUP: Final = 8
 _GROUP = np.arange(ROW_GROUP, dtype=np.int64)
+
+
+#: At most this many candidates are placed in their groups with Python ints rather than numpy arrays.
+FEW_IDS: Final = 64
+
+
+def _groups_of_few(ids: list[int], step: int, n: int) -> tuple[list[int], list[int], list[int]]:
+    """For each id: the first row of its group, the positions of ids whose group the end of a scan block cuts, and where each id's score lands.
+
+    Examples
+    --------
+    >>> _groups_of_few([3, 1030, 1199], 1024, 1200)  # blocks 0-1023 and 1024-1199; 1199's group (1192-1199) is whole
+    ([0, 1024, 1192], [], [3, 14, 23])
+    >>> _groups_of_few([1197], 1024, 1197 + 2)  # the block ends at 1199: the group 1192-1199 is cut
+    ([1191], [0], [6])
+    """
+    start: list[int] = []
+    cut: list[int] = []
+    at: list[int] = []
+    for j, i in enumerate(ids):
+        block = i // step * step
+        first = block + (i - block) // ROW_GROUP * ROW_GROUP
+        stop = min(block + step, n)
+        if first + ROW_GROUP > stop:
+            cut.append(j)
+            first = max(0, stop - ROW_GROUP)  # any in-range rows will do: patched by the caller
+        start.append(first)
+        at.append(ROW_GROUP * j + i - first)
+    return start, cut, at
 
 
 class DenseIndex(QueryIndex):
@@ -68,18 +97,24 @@ class DenseIndex(QueryIndex):
                 sel = np.flatnonzero((ids >= lo) & (ids < lo + step))
                 whole[sel] = self.dots(q, lo, min(self.n, lo + step))[ids[sel] - lo]
             return whole
-        block = ids // step * step
-        start = block + (ids - block) // ROW_GROUP * ROW_GROUP
-        stop = np.minimum(block + step, self.n)
-        cut = np.flatnonzero(start + ROW_GROUP > stop)
-        if len(cut):
-            start[cut] = np.maximum(0, stop[cut] - ROW_GROUP)  # any in-range rows will do: these are patched below
-        rows = (start[:, None] + _GROUP).reshape(-1)
-        out: F32 = (self.matrix[rows] @ q)[np.arange(0, ROW_GROUP * len(ids), ROW_GROUP) + (ids - start)]
-        for i in cut.tolist():  # the end of a block: a product of a few whole groups and the cut one, ending where the scan's ends
-            b = int(block[i])
-            lo = max(b, b + (int(ids[i]) - b) // ROW_GROUP * ROW_GROUP - 4 * ROW_GROUP)
-            out[i] = (self.matrix[lo : int(stop[i])] @ q)[int(ids[i]) - lo]
+        if len(ids) <= FEW_IDS:  # one query's candidates: the same groups, found with Python ints (fewer numpy calls)
+            first, cut, at = _groups_of_few(ids.tolist(), step, self.n)
+            rows = (np.array(first, dtype=np.int64)[:, None] + _GROUP).reshape(-1)
+            out: F32 = (self.matrix[rows] @ q)[at]
+        else:
+            block = ids // step * step
+            start = block + (ids - block) // ROW_GROUP * ROW_GROUP
+            stop = np.minimum(block + step, self.n)
+            cut = np.flatnonzero(start + ROW_GROUP > stop).tolist()
+            if len(cut):
+                start[cut] = np.maximum(0, stop[cut] - ROW_GROUP)  # any in-range rows will do: these are patched below
+            rows = (start[:, None] + _GROUP).reshape(-1)
+            out = (self.matrix[rows] @ q)[np.arange(0, ROW_GROUP * len(ids), ROW_GROUP) + (ids - start)]
+        for i in cut:  # the end of a block: a product of a few whole groups and the cut one, ending where the scan's ends
+            row = int(ids[i])
+            b = row // step * step
+            lo = max(b, b + (row - b) // ROW_GROUP * ROW_GROUP - 4 * ROW_GROUP)
+            out[i] = (self.matrix[lo : min(b + step, self.n)] @ q)[row - lo]
         return out
 
     def batch_dots(self, qm: F32, lo: int, hi: int) -> F32:

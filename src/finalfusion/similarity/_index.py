@@ -109,6 +109,10 @@ class QueryIndexCache:
 
     def _checked_ann(self, index: Any) -> AnnSearch:
         """``index``, checked against these embeddings once (then remembered)."""
+        checked: AnnSearch | None = self._ann_checked.get(id(index))
+        again = checked is index  # checked before (so it is an index): the one dict probe per query
+        if again and checked is not None:
+            return checked
         ann = as_ann(index)
         key = id(ann)
         if self._ann_checked.get(key) is not ann:

@@ -12,7 +12,7 @@ from typing import Any, Final, Protocol
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["F32", "I64", "NEG_INF", "TOP_K_BLOCK", "Ranked", "order_by_score", "prune", "top_k", "top_k_rows"]
+__all__ = ["F32", "FEW_SCORES", "I64", "NEG_INF", "TOP_K_BLOCK", "Ranked", "order_by_score", "prune", "top_k", "top_k_rows"]
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -21,6 +21,8 @@ I64 = npt.NDArray[np.int64]
 TOP_K_BLOCK: Final = 1024
 #: The score of an excluded row.
 NEG_INF: Final = np.float32(-np.inf)
+#: At most this many scores are ranked with Python's sort (one query's candidates), more with numpy.
+FEW_SCORES: Final = 64
 
 
 class Ranked(Protocol):
@@ -50,6 +52,10 @@ def top_k(scores: F32, ids: I64 | int, k: int, rank: Ranked, *, preselect: bool 
     [9999, 9998, 9997]
     """
     m = len(scores)
+    if 0 < m <= FEW_SCORES and k > 0:
+        few = _top_few(scores, ids, k, rank)
+        if few is not None:
+            return few
     gid = (lambda sel: sel + ids) if isinstance(ids, int) else (lambda sel: ids[sel])
     if preselect and k > 0 and m >= 4 * TOP_K_BLOCK * k:
         # at least k blocks have a maximum >= the k-th largest block maximum t0, so every
@@ -80,6 +86,36 @@ def top_k(scores: F32, ids: I64 | int, k: int, rank: Ranked, *, preselect: bool 
     s = scores[sel]
     g = gid(sel).astype(np.int64, copy=False)
     return order_by_score(s, g, rank)
+
+
+def _top_few(scores: F32, ids: I64 | int, k: int, rank: Ranked) -> tuple[F32, I64] | None:
+    """:func:`top_k` of a few scores with Python's sort (``None`` when a score is NaN: numpy's order decides those).
+
+    Sorted by descending score; only when equal scores meet within the first
+    ``k`` + 1 are the word ranks read and everything sorted by (-score, word).
+
+    Examples
+    --------
+    >>> class Words:
+    ...     rank = np.array([2, 1, 0], dtype=np.int64)  # word order: the last row first
+    >>> s, i = _top_few(np.array([0.5, 0.9, 0.5], np.float32), np.array([0, 1, 2]), 2, Words())
+    >>> s.tolist(), i.tolist()
+    ([0.8999999761581421, 0.5], [1, 2])
+    """
+    values = scores.tolist()
+    if any(v != v for v in values):
+        return None
+    gids = list(range(ids, ids + len(values))) if isinstance(ids, int) else ids.tolist()
+    kept = sorted(((-v, g) for v, g in zip(values, gids, strict=True) if v > -np.inf), key=_first)
+    if any(kept[j][0] == kept[j + 1][0] for j in range(min(k, len(kept) - 1))):
+        ranks = rank.rank[np.array([g for _, g in kept], dtype=np.int64)].tolist()
+        kept = [p for p, _ in sorted(zip(kept, ranks, strict=True), key=lambda pr: (pr[0][0], pr[1]))]
+    top = kept[:k]
+    return np.array([-v for v, _ in top], dtype=np.float32), np.array([g for _, g in top], dtype=np.int64)
+
+
+def _first(pair: tuple[float, int]) -> float:
+    return pair[0]
 
 
 def order_by_score(s: F32, g: I64, rank: Ranked) -> tuple[F32, I64]:

@@ -9,6 +9,7 @@ their largest component when their squares would leave float64's range).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -67,13 +68,22 @@ def unit_query(vector: npt.ArrayLike, dims: int, what: str = "the query vector")
     ...
     finalfusion.errors.NonFiniteError: the vector of the word 'x' has a NaN or infinite component: [1.0, nan]
     """
+    single = isinstance(vector, np.ndarray) and vector.dtype == np.float32
     v = np.asarray(vector, dtype=np.float64)
     if v.shape != (dims,):
         raise ValueError(f"query vector must have shape ({dims},), got {v.shape}")
-    if not np.isfinite(v).all():
-        raise NonFiniteError(f"{what} has a NaN or infinite component: {v.tolist()[:10]}")
-    with np.errstate(over="ignore", under="ignore"):
+    if single:
+        # float32 components: their squares (exact in float64, 2e-90 .. 1.2e77) neither overflow nor underflow,
+        # so the sum of squares is finite exactly when every component is (one numpy call checks both)
         square = float(v.dot(v))
+        finite = math.isfinite(square)
+    else:
+        finite = bool(np.isfinite(v).all())
+        if finite:
+            with np.errstate(over="ignore", under="ignore"):
+                square = float(v.dot(v))
+    if not finite:
+        raise NonFiniteError(f"{what} has a NaN or infinite component: {v.tolist()[:10]}")
     if not _SAFE_LOW <= square <= _SAFE_HIGH:
         if square == 0 and not v.any():
             return v.astype(np.float32)

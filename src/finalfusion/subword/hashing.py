@@ -369,9 +369,9 @@ def word_hashes(bracketed: str, min_n: int, max_n: int, fasttext: bool) -> npt.N
     if fasttext and not raw.isascii():
         return None
     gather, mult, init = _word_layout(length, min_n, max_n, fasttext)
-    # Code points (plus the padding zero at index ``length``) widened once, so
-    # every XOR below runs on equal dtypes; few numpy calls matter most here.
-    chars = np.frombuffer(raw + b"\0", dtype=np.uint8).astype(np.uint64)[gather]
+    # Code points (plus the padding zero at index ``length``) as bytes: a XOR of
+    # the uint64 state with a uint8 widens it exactly; few numpy calls matter most here.
+    chars = np.frombuffer(raw + b"\0", dtype=np.uint8)[gather]
     state: npt.NDArray[np.uint64] = init ^ chars[0]
     state *= mult[0]
     if fasttext:
@@ -386,6 +386,42 @@ def word_hashes(bracketed: str, min_n: int, max_n: int, fasttext: bool) -> npt.N
             state ^= chars[k]
             state *= mult[k]
     return state
+
+
+#: Longest bracketed word (code points) whose n-grams :func:`short_word_buckets` hashes with Python ints: below this
+#: length a word has so few n-grams that the numpy calls of :func:`word_hashes` cost more (measured: docs/performance-unknown.md).
+SHORT_WORD: Final = 6
+
+
+def short_word_buckets(bracketed: str, min_n: int, max_n: int, bucket_exp: int) -> list[int] | None:
+    """finalfusion's bucket (hash ``& (2**bucket_exp - 1)``) of every n-gram of a short bracketed word, in finalfusion order, with Python ints.
+
+    Only the low ``bucket_exp`` bits of an FNV state depend on nothing but
+    the low bits of the previous state, the byte and the prime (products and
+    XOR mod ``2**e``), so the states are kept masked: small ints, cheaper than
+    64-bit ones. Code points below 256 only (``None`` otherwise, as
+    :func:`word_hashes`).
+
+    Examples
+    --------
+    >>> short_word_buckets("<ab>", 3, 6, 21) == [fnv1a64_finalfusion(g) & (2**21 - 1) for g in ("<ab>", "<ab", "ab>")]
+    True
+    """
+    try:
+        raw = bracketed.encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+    mask = (1 << bucket_exp) - 1
+    p = _FNV64_PRIME4 & mask
+    length = len(raw)
+    out: list[int] = []
+    for i in range(length - min_n + 1):
+        for n in range(min(max_n, length - i), min_n - 1, -1):
+            h = _LEN_STATE[n] & mask
+            for c in raw[i : i + n]:
+                h = ((h ^ c) * p) & mask
+            out.append(h)
+    return out
 
 
 # -- MurmurHash3 of many byte strings at once (floret's long words) ----------------------

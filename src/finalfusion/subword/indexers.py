@@ -35,6 +35,7 @@ import numpy.typing as npt
 from finalfusion import limits
 from finalfusion.subword._cache import ByteCache
 from finalfusion.subword.hashing import (
+    SHORT_WORD,
     fnv1a32_fasttext,
     fnv1a32_fasttext_matrix,
     fnv1a64_finalfusion,
@@ -42,6 +43,7 @@ from finalfusion.subword.hashing import (
     murmur3_ngram_words,
     murmur3_x64_128,
     ngram_spans,
+    short_word_buckets,
     word_hashes,
 )
 from finalfusion.subword.ngrams import BOW, EOW, check_ngram_count, check_ngram_range, check_word_type, ngram_blocks, ngram_count, ngrams
@@ -451,6 +453,9 @@ class FinalfusionHashIndexer(_HashIndexer):
         return fnv1a64_finalfusion(ngram) & self._mask
 
     def _hash_word(self, bracketed: str) -> IntArray | None:
+        if len(bracketed) <= SHORT_WORD:  # a few n-grams: Python ints beat numpy calls
+            short = short_word_buckets(bracketed, self._min_n, self._max_n, self._exp)
+            return None if short is None else np.array(short, dtype=np.int64)
         hashes = word_hashes(bracketed, self._min_n, self._max_n, fasttext=False)
         if hashes is None:
             return None
