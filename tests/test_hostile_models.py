@@ -207,7 +207,7 @@ def test_safetensors_header_keys_are_searched_for_once_not_once_per_key(monkeypa
 
     The offset is only needed for a message, so a valid header searches for no key and an invalid one for one.
     """
-    from finalfusion.compat import safetensors as st
+    from finalfusion.compat import _safetensors_header as st
 
     searches: list[str] = []
     find = st._find_key
