@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from llamacpp_text_cases import TEXTS, TOYS
+from llamacpp_text_cases import SPECIAL, TEXTS, TOYS
 from llamacpp_vocabs import ENV, loadable
 
 FIXTURE = Path(__file__).parent / "data" / "llamacpp_text_ids.json"
@@ -93,3 +93,28 @@ def test_against_llama_cpp_itself(tmp_path: Path) -> None:
         tokenizer = load_gguf(path, normalize=False).vocab.tokenizer
         for text in [*TEXTS, *lines]:
             assert tokenizer.encode(text) == llm.tokenize(text.encode("utf-8"), add_bos=False, special=False), (path.name, text)
+
+
+def test_sentencepiece_and_tokenizer_json_sources_follow_their_own_library() -> None:
+    # Special-token text is the library's answer per source: sentencepiece spells control pieces out, tokenizers matches
+    # special added tokens; only GGUF files follow llama.cpp (above).
+    import numpy as np
+
+    from _model_helpers import train_byte_level_bpe, train_sentencepiece
+    from finalfusion import load_sentencepiece
+    from finalfusion.vocab import HuggingFaceTokenizer
+
+    spm = pytest.importorskip("sentencepiece")
+    tokenizers = pytest.importorskip("tokenizers")
+    proto = train_sentencepiece("bpe", True)
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    emb = load_sentencepiece(proto, np.ones((sp.GetPieceSize(), 2), dtype=np.float32))
+    for text in SPECIAL:
+        assert emb.vocab.tokenizer.encode(text) == sp.encode(text), text
+    assert sp.piece_to_id("</s>") not in emb.vocab.tokenizer.encode("hello</s> world")  # a control piece is text
+    doc = train_byte_level_bpe()
+    tok = tokenizers.Tokenizer.from_str(doc)
+    ours = HuggingFaceTokenizer(doc)
+    for text in SPECIAL:
+        assert ours.encode(text) == tok.encode(text, add_special_tokens=False).ids, text
+    assert tok.token_to_id("<|endoftext|>") in ours.encode("a<|endoftext|>b")  # a special added token is matched in text

@@ -152,8 +152,8 @@ class Tokenizer:
 
     Examples
     --------
-    >>> Tokenizer.kinds()
-    ['huggingface', 'sentencepiece']
+    >>> Tokenizer.kinds()  # the -llamacpp kinds tokenize a GGUF file's vocabulary as llama.cpp does
+    ['huggingface', 'huggingface-llamacpp', 'sentencepiece', 'sentencepiece-llamacpp']
     """
 
     #: Name of the serialised form (the ``kind`` in the metadata table).
