@@ -416,6 +416,7 @@ def test_gpt2_round_trip(tmp_path: Path) -> None:
     write_gguf(buf, emb)
     head = read_gguf(buf.getvalue())
     assert head.kv["tokenizer.ggml.model"] == "gpt2"
+    assert head.kv["tokenizer.ggml.pre"] == "gpt-2"  # GPT-2's split: without the key llama.cpp (and load_gguf) split with "default"
     assert len(head.kv["tokenizer.ggml.merges"]) == len(json.loads(text)["model"]["merges"])
     back = load_gguf(buf.getvalue(), normalize=False)
     np.testing.assert_allclose(back.embedding_batch(WORDS)[0], emb.embedding_batch(WORDS)[0], atol=2e-6)

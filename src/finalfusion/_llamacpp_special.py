@@ -124,7 +124,7 @@ def partition(text: str, specials: Sequence[tuple[str, int]]) -> list[str | int]
     ['plain']
     """
     pieces: list[str | int] = [text]
-    for token, token_id in specials:
+    for token, token_id in [s for s in specials if s[0] in text]:  # a token not in the text is in none of its pieces
         if not any(isinstance(p, str) and token in p for p in pieces):
             continue
         cut: list[str | int] = []

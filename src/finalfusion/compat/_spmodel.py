@@ -11,10 +11,11 @@ Fields used (sentencepiece_model.proto): ``ModelProto.pieces`` = 1, each
 
 from __future__ import annotations
 
+import re
 import struct
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -194,12 +195,15 @@ class LlamaCppSentencePieceTokenizer(SentencePieceTokenizer):
     """
 
     kind: ClassVar[str] = "sentencepiece-llamacpp"
-    #: The user-defined tokens matched in text, longest first (set by ``_load``).
+    #: The user-defined tokens matched in text, longest first, and a pattern finding any of them (set by ``_load``).
     _specials: tuple[tuple[str, int], ...] = ()
+    _any_special: re.Pattern[str] | None = None
 
     def _processor_model(self) -> bytes:
         # Called once, under the tokenizer's lock (by ``_load``): sets the tokens matched in text as well.
-        model = SentencePieceModel.parse(self._data)
+        at_hand = self.__dict__.get("_model")  # a lazy tokenizer's model, not serialised yet: no parse of what it is about to write
+        data = self._data
+        model = at_hand if isinstance(at_hand, SentencePieceModel) else SentencePieceModel.parse(data)
         vocabulary = frozenset(model.pieces)
         matched = [
             (piece, i)
@@ -207,13 +211,16 @@ class LlamaCppSentencePieceTokenizer(SentencePieceTokenizer):
             if piece and ((kind == USER_DEFINED and not is_control_text(piece, vocabulary)) or piece in USER_DEFINED_TEXTS)
         ]
         self._specials = tuple(sorted(matched, key=lambda m: -len(m[0].encode("utf-8"))))
+        self._any_special = re.compile("|".join(re.escape(piece) for piece, _ in self._specials)) if self._specials else None
         if USER_DEFINED not in model.types:
-            return self._data
-        model.types = [NORMAL if kind == USER_DEFINED else kind for kind in model.types]
-        return model.to_proto()
+            return data
+        return replace(model, types=[NORMAL if kind == USER_DEFINED else kind for kind in model.types]).to_proto()
 
     def _encode_block(self, impl: Any, words: list[str]) -> list[list[int]]:
-        cut = [partition(w, self._specials) for w in words]
+        find = self._any_special
+        if find is None or not any(map(find.search, words)):  # no word holds a token matched in text: one call, as sentencepiece
+            return list(impl.EncodeAsIds(words))
+        cut = [partition(w, self._specials) if find.search(w) else [w] for w in words]
         texts = [p for pieces in cut for p in pieces if isinstance(p, str)]
         encoded = iter(impl.EncodeAsIds(texts)) if texts else iter(())
         return [[i for p in pieces for i in (next(encoded) if isinstance(p, str) else [p])] for pieces in cut]
