@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 SPACES = [f"x{' ' * k}y" for k in range(1, 36)] + [
     "a  b",
@@ -185,5 +186,78 @@ def write_toy_spm(path: Path, add_space_prefix: bool) -> Path:
     return path
 
 
+def _writer(path: Path, tokens: list[str], model: str) -> Any:
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "bert" if model == "bert" else "llama")
+    writer.add_tokenizer_model(model)
+    writer.add_token_list(tokens)
+    return writer
+
+
+def _finish(writer: Any, n: int, path: Path) -> Path:
+    import numpy as np
+
+    writer.add_tensor("token_embd.weight", np.ones((n, 1), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def write_toy_bert(path: Path) -> Path:
+    """A small ``bert`` (WPM) vocabulary in llama.cpp's converted form: Latin, Greek, Hangul syllables and jamo, Devanagari letters and vowel signs."""
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    chars = [*"abcdefghijklmnopqrstuvwxyz0123456789.,!?'-:;()<>/[]|_=\"#$%&*+@^`{}~", *"αβγδεοσςλμ"]
+    chars += [chr(c) for c in range(0x1100, 0x1113)] + [chr(c) for c in range(0x1161, 0x1176)] + [chr(c) for c in range(0x11A8, 0x11C3)]
+    chars += [*"한국어안녕세계서울"]
+    chars += [chr(c) for c in range(0x0915, 0x093A)] + [chr(c) for c in range(0x093E, 0x094E)] + ["\u0902", "\u0964"]
+    words = ["the", "hello", "world", "and", "text", "spaces", "token", "line", "code", "ing", "er"]
+    tokens = [*special, *(f"\u2581{c}" for c in chars), *chars, *(f"\u2581{w}" for w in words), "ing", "s"]
+    tokens = list(dict.fromkeys(tokens))
+    writer = _writer(path, tokens, "bert")
+    writer.add_token_types([3, 2, 3, 3, 3] + [1] * (len(tokens) - 5))
+    writer.add_unk_token_id(1)
+    writer.add_bos_token_id(2)  # llama.cpp reads BERT's [CLS] as its BOS
+    writer.add_sep_token_id(3)
+    writer.add_pad_token_id(0)
+    writer.add_mask_token_id(4)
+    return _finish(writer, len(tokens), path)
+
+
+def _gpt2_bytes() -> list[str]:
+    """GPT-2's byte-to-character mapping, in byte order."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1), *range(ord("\u00ae"), ord("\u00ff") + 1)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return [chars[b] for b in range(256)]
+
+
+def write_toy_gpt2(path: Path) -> Path:
+    """A small byte-level ``gpt2`` vocabulary *without* ``tokenizer.ggml.pre`` (gpt-neox style): user-defined runs of spaces, a control token."""
+    byte_chars = _gpt2_bytes()
+    merges = ["\u0120 t", "h e", "\u0120t he", "i n", "e r", "\u0120 a", "o n", "\u0120 w", "o r", "\u0120w or", "l d", "\u0120wor ld", "l l", "e ll"]
+    merges += ["h ell", "hell o", "\u0120 hello", "\u0120 s", "\u0120 =", "\u0120 <", "< /", "\u0120 \u0120", "1 2", "12 3"]
+    joined = ["".join(m.split(" ")) for m in merges]
+    tokens = ["<|endoftext|>", *(" " * k for k in range(2, 9)), *byte_chars, *dict.fromkeys(joined)]
+    writer = _writer(path, tokens, "gpt2")
+    writer.add_token_types([3] + [4] * 7 + [1] * (len(tokens) - 8))
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(0)
+    writer.add_eos_token_id(0)
+    return _finish(writer, len(tokens), path)
+
+
 #: The GGUF files built here, by name: ``write(path)`` writes each.
-TOYS = {"toy-spm.gguf": lambda p: write_toy_spm(p, False), "toy-spm-prefix.gguf": lambda p: write_toy_spm(p, True)}
+TOYS = {
+    "toy-spm.gguf": lambda p: write_toy_spm(p, False),
+    "toy-spm-prefix.gguf": lambda p: write_toy_spm(p, True),
+    "toy-bert.gguf": write_toy_bert,
+    "toy-gpt2-no-pre.gguf": write_toy_gpt2,
+}
