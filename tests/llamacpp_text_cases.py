@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from llamacpp_vocabs import finish_gguf
+
 SPACES = [f"x{' ' * k}y" for k in range(1, 36)] + [
     "a  b",
     "  leading two",
@@ -164,13 +166,8 @@ def toy_spm_tokens() -> tuple[list[str], list[float], list[int]]:
 
 def write_toy_spm(path: Path, add_space_prefix: bool) -> Path:
     """:func:`toy_spm_tokens` as a vocabulary-only ``llama`` GGUF file (gguf-py's GGUFWriter; a one-column table for ``load_gguf``)."""
-    import gguf
-    import numpy as np
-
     tokens, scores, types = toy_spm_tokens()
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(tokens)
+    writer = _writer(path, tokens, "llama")
     writer.add_token_scores(scores)
     writer.add_token_types(types)
     writer.add_bos_token_id(2)
@@ -178,12 +175,7 @@ def write_toy_spm(path: Path, add_space_prefix: bool) -> Path:
     writer.add_unk_token_id(3)
     writer.add_pad_token_id(0)
     writer.add_add_space_prefix(add_space_prefix)
-    writer.add_tensor("token_embd.weight", np.ones((len(tokens), 1), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return finish_gguf(writer, len(tokens), path)
 
 
 def _writer(path: Path, tokens: list[str], model: str) -> Any:
@@ -193,17 +185,6 @@ def _writer(path: Path, tokens: list[str], model: str) -> Any:
     writer.add_tokenizer_model(model)
     writer.add_token_list(tokens)
     return writer
-
-
-def _finish(writer: Any, n: int, path: Path) -> Path:
-    import numpy as np
-
-    writer.add_tensor("token_embd.weight", np.ones((n, 1), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
 
 
 def write_toy_bert(path: Path) -> Path:
@@ -223,7 +204,7 @@ def write_toy_bert(path: Path) -> Path:
     writer.add_sep_token_id(3)
     writer.add_pad_token_id(0)
     writer.add_mask_token_id(4)
-    return _finish(writer, len(tokens), path)
+    return finish_gguf(writer, len(tokens), path)
 
 
 def _gpt2_bytes() -> list[str]:
@@ -251,7 +232,7 @@ def write_toy_gpt2(path: Path) -> Path:
     writer.add_token_merges(merges)
     writer.add_bos_token_id(0)
     writer.add_eos_token_id(0)
-    return _finish(writer, len(tokens), path)
+    return finish_gguf(writer, len(tokens), path)
 
 
 #: The GGUF files built here, by name: ``write(path)`` writes each.
