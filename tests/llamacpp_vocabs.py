@@ -28,6 +28,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -132,12 +133,17 @@ def loadable(path: Path, out: Path) -> Path:
             writer.add_key_value(key, value, vt.FLOAT32)
         else:
             writer.add_key_value(key, value, vt.STRING)
-    writer.add_tensor("token_embd.weight", np.ones((n, 1), dtype=np.float32))
+    return finish_gguf(writer, n, out)
+
+
+def finish_gguf(writer: Any, rows: int, path: Path) -> Path:
+    """Add a one-column ``token_embd.weight`` of ``rows`` rows (what ``load_gguf`` loads) to gguf-py's ``writer`` and write ``path``."""
+    writer.add_tensor("token_embd.weight", np.ones((rows, 1), dtype=np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return out
+    return path
 
 
 @dataclass

@@ -281,7 +281,7 @@ def test_llama_vocabulary_tokenizes_like_sentencepiece(tmp_path: Path, byte_fall
     write_with_gguf(path, table, "F32", tokens, kv={"add_tokenizer_model": "llama", **kv})
     emb = load_gguf(path, normalize=False)
     assert isinstance(emb.vocab, TokenizerVocab)
-    assert emb.vocab.tokenizer.kind == "sentencepiece"
+    assert emb.vocab.tokenizer.kind == "sentencepiece-llamacpp"  # sentencepiece, cut at user-defined tokens first as llama.cpp
     _check_unknown_words(emb, sp.encode, sentencepiece_skip(sp), table, 200)
     word = next(w for w in WORDS if w not in emb.vocab)
     assert emb.vocab.subwords(word) == sp.encode_as_pieces(word)
@@ -326,9 +326,11 @@ def test_gpt2_vocabulary_tokenizes_like_tokenizers(tmp_path: Path) -> None:
     types = [3 if t in ("<|endoftext|>", "<|pad|>") else 1 for t in tokens]
     table = _table(rows=len(tokens), dims=32)
     path = tmp_path / "gpt2.gguf"
-    write_with_gguf(path, table, "F16", tokens, kv={"add_tokenizer_model": "gpt2", "add_token_merges": merges, "add_token_types": types})
+    # GPT-2's split (without tokenizer.ggml.pre llama.cpp splits with its "default" regexes)
+    kv = {"add_tokenizer_model": "gpt2", "add_tokenizer_pre": "gpt-2", "add_token_merges": merges, "add_token_types": types}
+    write_with_gguf(path, table, "F16", tokens, kv=kv)
     emb = load_gguf(path, normalize=False)
-    assert emb.vocab.tokenizer.kind == "huggingface"
+    assert emb.vocab.tokenizer.kind == "huggingface-llamacpp"  # tokenizers, special tokens never matched in text as llama.cpp
     reference = emb.storage.matrix
     _check_unknown_words(emb, lambda w: tok.encode(w, add_special_tokens=False).ids, hf_skip(tok, text), reference, 250)
     assert emb.embedding("<|endoftext|>x") is not None  # the special token's text is split like any other
@@ -414,6 +416,7 @@ def test_gpt2_round_trip(tmp_path: Path) -> None:
     write_gguf(buf, emb)
     head = read_gguf(buf.getvalue())
     assert head.kv["tokenizer.ggml.model"] == "gpt2"
+    assert head.kv["tokenizer.ggml.pre"] == "gpt-2"  # GPT-2's split: without the key llama.cpp (and load_gguf) split with "default"
     assert len(head.kv["tokenizer.ggml.merges"]) == len(json.loads(text)["model"]["merges"])
     back = load_gguf(buf.getvalue(), normalize=False)
     np.testing.assert_allclose(back.embedding_batch(WORDS)[0], emb.embedding_batch(WORDS)[0], atol=2e-6)

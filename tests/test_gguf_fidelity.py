@@ -21,8 +21,8 @@ import pytest
 
 from _model_helpers import corpus, random_words, train_byte_level_bpe, train_sentencepiece, train_wordpiece
 from finalfusion import FormatError, load_finalfusion, load_gguf, write_gguf
-from finalfusion.compat._spmodel import LazySentencePieceTokenizer, SentencePieceModel
-from finalfusion.vocab import HuggingFaceTokenizer, SentencePieceTokenizer, TokenizerVocab
+from finalfusion.compat._spmodel import LazySentencePieceTokenizer, LlamaCppSentencePieceTokenizer, SentencePieceModel
+from finalfusion.vocab import HuggingFaceTokenizer, TokenizerVocab
 
 WORDS = random_words(200, seed=25)
 #: llama.cpp's vocabularies, for the kept-keys check on real files: a separate opt-in from test_llamacpp_vocabs.py's
@@ -381,7 +381,7 @@ def test_lazy_model_proto_is_protobufs_bytes_and_tokenizes_as_the_eager_one(tmp_
         assert model is not None  # nothing serialised while loading
         expected = _protobuf_bytes(model)
         assert tok.to_bytes() == expected, path.name  # byte for byte what protobuf writes
-        assert type(tok) is SentencePieceTokenizer  # now a plain tokenizer
+        assert type(tok) is LlamaCppSentencePieceTokenizer  # now a plain (llama.cpp) tokenizer
         sp = spm.SentencePieceProcessor(model_proto=expected)
         words = [*WORDS, *weird]
         assert tok.encode_batch(words) == sp.encode(words), path.name
@@ -391,13 +391,13 @@ def test_lazy_model_proto_is_protobufs_bytes_and_tokenizes_as_the_eager_one(tmp_
 def test_lazy_tokenizer_pickles_copies_and_compares_as_the_eager_one(tmp_path: Path) -> None:
     path = tmp_path / "llama.gguf"
     _write_source(path, "llama")
-    eager = SentencePieceTokenizer(load_gguf(path).vocab.tokenizer.to_bytes())
+    eager = LlamaCppSentencePieceTokenizer(load_gguf(path).vocab.tokenizer.to_bytes())
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
         lazy = load_gguf(path).vocab.tokenizer
         assert pickle.dumps(lazy, protocol) == pickle.dumps(eager, protocol)
     lazy = load_gguf(path).vocab.tokenizer
     assert copy.deepcopy(lazy) == eager
-    assert type(copy.copy(load_gguf(path).vocab.tokenizer)) is SentencePieceTokenizer
+    assert type(copy.copy(load_gguf(path).vocab.tokenizer)) is LlamaCppSentencePieceTokenizer
     lazy = load_gguf(path).vocab.tokenizer
     assert lazy == eager
     assert hash(lazy) == hash(eager)

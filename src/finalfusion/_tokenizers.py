@@ -70,6 +70,7 @@ __all__ = [
     "KNOWN_REGEXES",
     "LLAMA3_REGEX",
     "HuggingFaceTokenizer",
+    "LlamaCppJsonTokenizer",
     "SentencePieceTokenizer",
     "Tokenizer",
     "check_added_token_ids",
@@ -152,8 +153,8 @@ class Tokenizer:
 
     Examples
     --------
-    >>> Tokenizer.kinds()
-    ['huggingface', 'sentencepiece']
+    >>> Tokenizer.kinds()  # the -llamacpp kinds tokenize a GGUF file's vocabulary as llama.cpp does
+    ['huggingface', 'huggingface-llamacpp', 'sentencepiece', 'sentencepiece-llamacpp']
     """
 
     #: Name of the serialised form (the ``kind`` in the metadata table).
@@ -771,10 +772,14 @@ class SentencePieceTokenizer(Tokenizer):
     def _load(self) -> Any:
         sentencepiece = import_extra("sentencepiece", "tokenizing an unknown word", extra="models")
         sp = sentencepiece.SentencePieceProcessor()
-        sp.LoadFromSerializedProto(self._data)
+        sp.LoadFromSerializedProto(self._processor_model())
         n = sp.GetPieceSize()
         self._skip = frozenset(i for i in range(n) if sp.IsControl(i) or sp.IsUnknown(i) or sp.IsUnused(i))
         return sp
+
+    def _processor_model(self) -> bytes:
+        """The ``ModelProto`` that ``sentencepiece`` loads: the serialised model (a subclass may adapt it)."""
+        return self._data
 
     def _encode_block(self, impl: Any, words: list[str]) -> list[list[int]]:
         return list(impl.EncodeAsIds(words))
@@ -896,6 +901,31 @@ class HuggingFaceTokenizer(Tokenizer):
                 ids += block_ids
                 owners += block_owners
         return ids, owners
+
+
+class LlamaCppJsonTokenizer(HuggingFaceTokenizer):
+    """A ``tokenizer.json`` built from a GGUF vocabulary, tokenized as llama.cpp does (``parse_special = false``).
+
+    The same document as :class:`HuggingFaceTokenizer`'s, with one difference
+    that a ``tokenizer.json`` cannot say: special added tokens (llama.cpp's
+    control tokens) are never matched in text (``tokenizers``'
+    ``encode_special_tokens``), where ``tokenizers`` matches them by default;
+    other added tokens (llama.cpp's user-defined ones) are. A text ``<s>`` is
+    the characters ``<``, ``s``, ``>``, as in llama.cpp.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("tokenizers")
+    >>> HuggingFaceTokenizer(_TOY_JSON).encode("[CLS]"), LlamaCppJsonTokenizer.from_json(_TOY_JSON).encode("[CLS]")  # [UNK] for [, C, L, S, ]
+    ([1], [0, 0, 0, 0, 0])
+    """
+
+    kind: ClassVar[str] = "huggingface-llamacpp"
+
+    def _load(self) -> Any:
+        tok = super()._load()
+        tok.encode_special_tokens = True
+        return tok
 
 
 def _encode_sequence(impl: Any, words: list[str], where: list[int]) -> tuple[list[int], list[int]]:

@@ -11,15 +11,17 @@ Fields used (sentencepiece_model.proto): ``ModelProto.pieces`` = 1, each
 
 from __future__ import annotations
 
+import re
 import struct
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._llamacpp_special import USER_DEFINED_TEXTS, is_control_text, partition
 from finalfusion._tokenizers import SentencePieceTokenizer
 from finalfusion.errors import FormatError
 
@@ -33,6 +35,7 @@ __all__ = [
     "UNUSED",
     "USER_DEFINED",
     "LazySentencePieceTokenizer",
+    "LlamaCppSentencePieceTokenizer",
     "SentencePieceModel",
 ]
 
@@ -170,15 +173,72 @@ class SentencePieceModel:
         return out
 
 
-class LazySentencePieceTokenizer(SentencePieceTokenizer):
-    """A :class:`~finalfusion.vocab.SentencePieceTokenizer` whose ``ModelProto`` is serialised on first need.
+class LlamaCppSentencePieceTokenizer(SentencePieceTokenizer):
+    """A GGUF ``llama``/``t5`` vocabulary's SentencePiece model, tokenized as llama.cpp tokenizes it (``parse_special = false``).
+
+    The text is first cut at the user-defined tokens llama.cpp matches in
+    text (:func:`finalfusion._llamacpp_special.partition`: the longest first;
+    not those llama.cpp makes control, such as ``</s>``), and ``sentencepiece``
+    tokenizes each piece between them, with the dummy prefix as llama.cpp puts
+    it before every such piece. Inside a piece, user-defined tokens are ordinary
+    pieces merged by their scores, as llama.cpp's tokenizer merges every token:
+    Gemma 3's 30 tokens of two to 31 literal spaces are then matched in text,
+    and its ``</s>`` is spelled out. The serialised model is the file's, unchanged.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("sentencepiece")
+    >>> pieces = ["<unk>", "  ", "\u2581", "a", "b", "\u2581a", "\u2581b"]
+    >>> m = SentencePieceModel(pieces, [0.0, 0.0, -1.0, -2.0, -3.0, -4.0, -5.0], [UNKNOWN, USER_DEFINED, *[NORMAL] * 5])
+    >>> LlamaCppSentencePieceTokenizer(m.to_proto()).pieces("a  b")
+    ['\u2581a', '  ', '\u2581b']
+    """
+
+    kind: ClassVar[str] = "sentencepiece-llamacpp"
+    #: The user-defined tokens matched in text, longest first, and a pattern finding any of them (set by ``_load``).
+    _specials: tuple[tuple[str, int], ...] = ()
+    _any_special: re.Pattern[str] | None = None
+
+    def _processor_model(self) -> bytes:
+        # Called once, under the tokenizer's lock (by ``_load``): sets the tokens matched in text as well.
+        at_hand = self.__dict__.get("_model")  # a lazy tokenizer's model, not serialised yet: no parse of what it is about to write
+        data = self._data
+        model = at_hand if isinstance(at_hand, SentencePieceModel) else SentencePieceModel.parse(data)
+        vocabulary = frozenset(model.pieces)
+        matched = [
+            (piece, i)
+            for i, (piece, kind) in enumerate(zip(model.pieces, model.types, strict=True))
+            if piece and ((kind == USER_DEFINED and not is_control_text(piece, vocabulary)) or piece in USER_DEFINED_TEXTS)
+        ]
+        self._specials = tuple(sorted(matched, key=lambda m: -len(m[0].encode("utf-8"))))
+        self._any_special = re.compile("|".join(re.escape(piece) for piece, _ in self._specials)) if self._specials else None
+        if USER_DEFINED not in model.types:
+            return data
+        return replace(model, types=[NORMAL if kind == USER_DEFINED else kind for kind in model.types]).to_proto()
+
+    def _encode_block(self, impl: Any, words: list[str]) -> list[list[int]]:
+        find = self._any_special
+        if find is None or not any(map(find.search, words)):  # no word holds a token matched in text: one call, as sentencepiece
+            return list(impl.EncodeAsIds(words))
+        cut = [partition(w, self._specials) if find.search(w) else [w] for w in words]
+        texts = [p for pieces in cut for p in pieces if isinstance(p, str)]
+        encoded = iter(impl.EncodeAsIds(texts)) if texts else iter(())
+        return [[i for p in pieces for i in (next(encoded) if isinstance(p, str) else [p])] for pieces in cut]
+
+    def _pieces(self, impl: Any, word: str) -> list[str]:
+        # sentencepiece's own pieces for the text (an unknown span is its text, not <unk>), the token for a matched one
+        return [q for p in partition(word, self._specials) for q in (impl.EncodeAsPieces(p) if isinstance(p, str) else [impl.IdToPiece(p)])]
+
+
+class LazySentencePieceTokenizer(LlamaCppSentencePieceTokenizer):
+    """A :class:`LlamaCppSentencePieceTokenizer` whose ``ModelProto`` is serialised on first need.
 
     A GGUF ``llama``/``t5`` vocabulary describes its SentencePiece model in
     arrays; serialising them is most of the work of loading a large
     vocabulary, and nothing needs the bytes until the first unknown word,
     a comparison, a write or a pickle. The first of them serialises the
     model once, under a lock (concurrent first uses wait for the one
-    build); from then on the object *is* a plain ``SentencePieceTokenizer``
+    build); from then on the object *is* a plain ``LlamaCppSentencePieceTokenizer``
     (its class is switched), so it pickles, copies, compares and prints as
     one, byte for byte as if it had been built eagerly.
 
@@ -186,9 +246,9 @@ class LazySentencePieceTokenizer(SentencePieceTokenizer):
     --------
     >>> tok = LazySentencePieceTokenizer(SentencePieceModel(["<unk>", "a"], [0.0, -1.0], [UNKNOWN, NORMAL]))
     >>> tok
-    SentencePieceTokenizer(<2 pieces, not serialised yet>)
-    >>> tok.kind, tok == SentencePieceTokenizer(tok.to_bytes()), tok, type(tok).__name__
-    ('sentencepiece', True, SentencePieceTokenizer(<94 bytes>), 'SentencePieceTokenizer')
+    LlamaCppSentencePieceTokenizer(<2 pieces, not serialised yet>)
+    >>> tok.kind, tok == LlamaCppSentencePieceTokenizer(tok.to_bytes()), tok, type(tok).__name__
+    ('sentencepiece-llamacpp', True, LlamaCppSentencePieceTokenizer(<94 bytes>), 'LlamaCppSentencePieceTokenizer')
     """
 
     #: Empty while the class is created, so that it is not registered as a kind of its own; set to its parent's below.
@@ -202,7 +262,7 @@ class LazySentencePieceTokenizer(SentencePieceTokenizer):
         self._build_lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
-        # Reached only while ``_data`` is not set: serialise once, then become a plain SentencePieceTokenizer.
+        # Reached only while ``_data`` is not set: serialise once, then become a plain LlamaCppSentencePieceTokenizer.
         if name != "_data" or "_build_lock" not in self.__dict__:
             raise AttributeError(name)
         with self._build_lock:
@@ -212,24 +272,24 @@ class LazySentencePieceTokenizer(SentencePieceTokenizer):
                 data = self._model.to_proto()
                 self._data = data
                 self._model = None
-                object.__setattr__(self, "__class__", SentencePieceTokenizer)
+                object.__setattr__(self, "__class__", LlamaCppSentencePieceTokenizer)
         return data
 
     @property
     def model(self) -> SentencePieceModel | None:
-        """The model while it is not serialised yet (``None`` once it is: the object is then a plain ``SentencePieceTokenizer``)."""
+        """The model while it is not serialised yet (``None`` once it is: the object is then a plain ``LlamaCppSentencePieceTokenizer``)."""
         return self.__dict__.get("_model")
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        self._data  # noqa: B018 -- serialise: the object is a SentencePieceTokenizer from here on
+        self._data  # noqa: B018 -- serialise: the object is a LlamaCppSentencePieceTokenizer from here on
         return object.__reduce_ex__(self, protocol)
 
     def __repr__(self) -> str:
         model = self.model
-        return f"SentencePieceTokenizer(<{0 if model is None else len(model.pieces)} pieces, not serialised yet>)"
+        return f"LlamaCppSentencePieceTokenizer(<{0 if model is None else len(model.pieces)} pieces, not serialised yet>)"
 
 
-LazySentencePieceTokenizer.kind = SentencePieceTokenizer.kind
+LazySentencePieceTokenizer.kind = LlamaCppSentencePieceTokenizer.kind
 
 
 def _pieces_proto(pieces: list[str], scores: Any, types: npt.NDArray[np.int64]) -> bytes:

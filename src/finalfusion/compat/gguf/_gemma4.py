@@ -22,6 +22,7 @@ from typing import Any
 import numpy.typing as npt
 
 from finalfusion._llamacpp_pre import GEMMA4_SPLIT
+from finalfusion._llamacpp_special import is_control_text
 from finalfusion.compat._bpe_json import bpe_document, split_isolated
 from finalfusion.compat._spmodel import CONTROL, USER_DEFINED
 from finalfusion.compat.gguf._layout import FORMAT
@@ -71,11 +72,12 @@ def gemma4_json(kv: dict[str, Any], tokens: list[str], types: npt.NDArray[Any] |
         )
     pairs = _merge_pairs(merges, set(tokens))
     added = []
+    vocabulary = frozenset(tokens)
     for i, token in enumerate(tokens):
         kind = int(types[i]) if types is not None else 0
         # llama.cpp takes a run of newlines that is a token as that token (its "fix for gemma 4"), without merges: an added token
         if kind in (CONTROL, USER_DEFINED) or (token and not token.strip("\n")):
-            special = kind == CONTROL
+            special = kind == CONTROL or is_control_text(token, vocabulary)
             added.append({"id": i, "content": token, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": special})
     unk = kv.get("tokenizer.ggml.unknown_token_id")
     doc = bpe_document(

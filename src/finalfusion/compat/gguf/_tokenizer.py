@@ -9,7 +9,8 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._llamacpp_pre import IGNORE_MERGES, PRE_REGEXES, UNSUPPORTED
-from finalfusion._tokenizers import HuggingFaceTokenizer, SentencePieceTokenizer, Tokenizer
+from finalfusion._llamacpp_special import is_control_text
+from finalfusion._tokenizers import HuggingFaceTokenizer, LlamaCppJsonTokenizer, SentencePieceTokenizer, Tokenizer
 from finalfusion.compat._bpe_json import bpe_document, split_isolated
 from finalfusion.compat._spmodel import (
     BPE_MODEL,
@@ -36,7 +37,8 @@ def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray
     """A ``tokenizer.json`` for a GGUF ``gpt2``-style vocabulary: byte-level BPE from tokens and merges.
 
     Control tokens become special added tokens, user-defined ones plain
-    added tokens. The pre-tokenizer is llama.cpp's for ``pre``
+    added tokens (special too when llama.cpp makes them control:
+    :func:`finalfusion._llamacpp_special.is_control_text`). The pre-tokenizer is llama.cpp's for ``pre``
     (:data:`finalfusion._llamacpp_pre.PRE_REGEXES`: its regexes, each a
     ``Split`` isolating matches, then GPT-2's byte mapping), with
     ``ignore_merges`` where llama.cpp sets it; ``None`` is GPT-2's byte-level split.
@@ -54,6 +56,7 @@ def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray
     """
     added = []
     if types is not None:
+        vocabulary = frozenset(tokens)
         for i, t in enumerate(types.tolist()):
             if t in (CONTROL, USER_DEFINED) and i < len(tokens):
                 added.append(
@@ -64,7 +67,7 @@ def byte_level_bpe_json(tokens: list[str], merges: list[str], types: npt.NDArray
                         "lstrip": False,
                         "rstrip": False,
                         "normalized": False,
-                        "special": t == CONTROL,
+                        "special": t == CONTROL or is_control_text(tokens[i], vocabulary),
                     }
                 )
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
@@ -219,7 +222,7 @@ def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
     Examples
     --------
     >>> gguf_tokenizer({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.merges": ["a b"]}, ["a", "b", "ab"]).kind
-    'huggingface'
+    'huggingface-llamacpp'
     >>> gguf_tokenizer({}, ["a"]) is None
     True
     """
@@ -233,8 +236,9 @@ def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
         # Checked now; serialised as a ModelProto on first need (most of the load's work for a large vocabulary).
         return LazySentencePieceTokenizer(_sentencepiece_model(kv, tokens, _one_unknown(kv, types), BPE_MODEL if model == "llama" else UNIGRAM_MODEL))
     pre = kv.get("tokenizer.ggml.pre")
+    # llama.cpp never matches a control token in text: LlamaCppJsonTokenizer, where tokenizers would match a special added token
     if model == "gemma4" or (model == "gpt2" and pre in GEMMA4_PRE):
-        return HuggingFaceTokenizer.from_json(gemma4_json(kv, tokens, types))
+        return LlamaCppJsonTokenizer.from_json(gemma4_json(kv, tokens, types))
     if model == "bert":
         return HuggingFaceTokenizer.from_json(wordpiece_json(kv, tokens, types))
     if model == "gpt2":
@@ -242,7 +246,8 @@ def gguf_tokenizer(kv: dict[str, Any], tokens: list[str]) -> Tokenizer | None:
         if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
             raise FormatError("tokenizer.ggml.merges is not a list of strings", chunk=FORMAT, expected="an array of strings", found=type(merges).__name__)
         _check_merges(merges, tokens)
-        return HuggingFaceTokenizer.from_json(byte_level_bpe_json(tokens, merges, types, pre if isinstance(pre, str) else None))
+        # llama.cpp reads a missing (or empty) tokenizer.ggml.pre as "default" (llama_vocab::impl::load), with a warning
+        return LlamaCppJsonTokenizer.from_json(byte_level_bpe_json(tokens, merges, types, pre if isinstance(pre, str) and pre else "default"))
     if isinstance(hf, str):
         return HuggingFaceTokenizer.from_json(hf)
     return None
@@ -362,16 +367,23 @@ def _pre_of(doc: dict[str, Any], model: dict[str, Any]) -> str | None:
 
     So that a ``gpt2`` vocabulary read from a GGUF file is written back with
     the pre-tokenizer llama.cpp and this library split its text with (without
-    the key both would use another split). Values with the same regexes and
+    the key llama.cpp splits with its ``default`` regexes). Values with the same regexes and
     ``ignore_merges`` tokenize alike; the first of :data:`PRE_REGEXES` is written.
+    GPT-2's own ``ByteLevel`` split (a Hugging Face GPT-2 ``tokenizer.json``) is ``gpt-2``.
 
     Examples
     --------
     >>> doc = json.loads(byte_level_bpe_json(["a", "b", "ab"], ["a b"], None, "llama3"))
     >>> _pre_of(doc, doc["model"]), _pre_of(json.loads(byte_level_bpe_json(["a"], [], None)), {})
-    ('llama3', None)
+    ('llama3', 'gpt-2')
+    >>> _pre_of({"pre_tokenizer": {"type": "Whitespace"}}, {}) is None
+    True
     """
     pre_tokenizer = doc.get("pre_tokenizer")
+    if isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") == "ByteLevel":
+        # GPT-2's regex in tokenizers ends in "|\s+", llama.cpp's gpt-2 one does not: the unmatched gap is a piece of its own all the same
+        gpt2 = pre_tokenizer.get("use_regex", True) is True and pre_tokenizer.get("add_prefix_space") is False and model.get("ignore_merges") is not True
+        return "gpt-2" if gpt2 else None
     steps = pre_tokenizer.get("pretokenizers") if isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") == "Sequence" else None
     if not isinstance(steps, list) or len(steps) < 2 or steps[-1] != {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}:
         return None
