@@ -174,6 +174,6 @@ def test_short_words_hashed_with_python_ints_equal_the_scalar_hash(bucket_exp: i
         short = [idx._indices(w).tolist() for w in words]
         for w, got in zip(words, short, strict=True):
             assert got == [hashing.fnv1a64_finalfusion(g) & mask for g in ngrams(f"<{w}>", min_n, max_n, bracket=False)], w
-        monkeypatch.setattr(indexers, "SHORT_WORD", 0)  # every word through numpy / the scalar hash
+        monkeypatch.setattr(hashing, "SHORT_WORD", 0)  # every word through numpy / the scalar hash
         assert [idx._indices(w).tolist() for w in words] == short
         monkeypatch.undo()

@@ -393,6 +393,31 @@ def word_hashes(bracketed: str, min_n: int, max_n: int, fasttext: bool) -> npt.N
 SHORT_WORD: Final = 6
 
 
+def finalfusion_buckets(bracketed: str, min_n: int, max_n: int, bucket_exp: int) -> npt.NDArray[np.int64] | None:
+    """finalfusion's bucket of every n-gram of a bracketed word, in finalfusion order (``None`` as :func:`word_hashes`).
+
+    Words of at most :data:`SHORT_WORD` characters have a few n-grams, which
+    Python ints hash faster than numpy calls (:func:`short_word_buckets`);
+    longer words are hashed as arrays. Both give the same buckets.
+
+    Examples
+    --------
+    >>> finalfusion_buckets("<ab>", 3, 6, 21).tolist() == [fnv1a64_finalfusion(g) & (2**21 - 1) for g in ("<ab>", "<ab", "ab>")]
+    True
+    >>> long = finalfusion_buckets("<abcdefgh>", 3, 6, 21)
+    >>> long.tolist()[0] == fnv1a64_finalfusion("<abcde") & (2**21 - 1)
+    True
+    """
+    if len(bracketed) <= SHORT_WORD:
+        short = short_word_buckets(bracketed, min_n, max_n, bucket_exp)
+        return None if short is None else np.array(short, dtype=np.int64)
+    hashes = word_hashes(bracketed, min_n, max_n, fasttext=False)
+    if hashes is None:
+        return None
+    hashes &= np.uint64((1 << bucket_exp) - 1)  # a fresh array: mask in place, reinterpret (bucket_exp < 64)
+    return hashes.view(np.int64)
+
+
 def short_word_buckets(bracketed: str, min_n: int, max_n: int, bucket_exp: int) -> list[int] | None:
     """finalfusion's bucket (hash ``& (2**bucket_exp - 1)``) of every n-gram of a short bracketed word, in finalfusion order, with Python ints.
 

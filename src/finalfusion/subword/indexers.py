@@ -35,7 +35,7 @@ import numpy.typing as npt
 from finalfusion import limits
 from finalfusion.subword._cache import ByteCache
 from finalfusion.subword.hashing import (
-    SHORT_WORD,
+    finalfusion_buckets,
     fnv1a32_fasttext,
     fnv1a32_fasttext_matrix,
     fnv1a64_finalfusion,
@@ -43,7 +43,6 @@ from finalfusion.subword.hashing import (
     murmur3_ngram_words,
     murmur3_x64_128,
     ngram_spans,
-    short_word_buckets,
     word_hashes,
 )
 from finalfusion.subword.ngrams import BOW, EOW, check_ngram_count, check_ngram_range, check_word_type, ngram_blocks, ngram_count, ngrams
@@ -453,15 +452,7 @@ class FinalfusionHashIndexer(_HashIndexer):
         return fnv1a64_finalfusion(ngram) & self._mask
 
     def _hash_word(self, bracketed: str) -> IntArray | None:
-        if len(bracketed) <= SHORT_WORD:  # a few n-grams: Python ints beat numpy calls
-            short = short_word_buckets(bracketed, self._min_n, self._max_n, self._exp)
-            return None if short is None else np.array(short, dtype=np.int64)
-        hashes = word_hashes(bracketed, self._min_n, self._max_n, fasttext=False)
-        if hashes is None:
-            return None
-        hashes &= np.uint64(self._mask)  # fresh array: mask in place, reinterpret (bucket_exp < 64)
-        out: IntArray = hashes.view(np.int64)
-        return out
+        return finalfusion_buckets(bracketed, self._min_n, self._max_n, self._exp)
 
     def _matrix_indices(self, cps: npt.NDArray[np.uint32]) -> IntArray:
         out: IntArray = (fnv1a64_finalfusion_matrix(cps, self._min_n, self._max_n) & np.uint64(self._mask)).astype(np.int64)
