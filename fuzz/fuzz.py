@@ -2207,7 +2207,13 @@ def _ann_save_check(ix: Any, root: str, kind: str) -> None:
         load_index(target, ann_embeddings()).search(ann_embeddings().storage[:1], 2)
 
 
-READERS["ann-index"] = _load_ann_index
+#: Readers left out because a package they (or their generator) need is not installed: name -> the reason.
+UNAVAILABLE: dict[str, str] = {}
+
+if ann_available():
+    READERS["ann-index"] = _load_ann_index
+else:
+    UNAVAILABLE["ann-index"] = "needs an ANN library: hnswlib, faiss, usearch or voyager (pip install 'finalfusion-py[ann]')"
 
 
 # -- model directories: model2vec, WordLlama, Tekken ------------------------------------------------
@@ -2416,7 +2422,17 @@ def _load_model_dir(data: bytes) -> object:
         check_sentinels(root, entries)
 
 
-READERS["model-dir"] = _load_model_dir
+def models_available() -> bool:
+    """Whether :func:`model_layouts` can write its directories: it trains tokenizers and writes safetensors with the real libraries."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(lib) is not None for lib in ("tokenizers", "safetensors"))
+
+
+if models_available():
+    READERS["model-dir"] = _load_model_dir
+else:
+    UNAVAILABLE["model-dir"] = "its generator writes the model directories with tokenizers and safetensors (pip install 'finalfusion-py[interop]')"
 
 
 # -- the command line: inputs and outputs ---------------------------------------------------------
@@ -2494,15 +2510,18 @@ def cli_structured(rng: random.Random, reader: str = "cli") -> bytes:
     fifus = seed_inputs("finalfusion")
     seed = rng.choice(fifus)
     entries.append((D_FILE, "d/in.fifu", seed if rng.random() < 0.8 else mutate(seed, rng, fifus)))
-    model = [e for e in unpack_dir(model_dir_structured(rng)) if e[1].startswith(("d/", "outside/")) or (e[0] == D_META and e[1] == "sentinels")]
+    models = "model-dir" not in UNAVAILABLE  # without its packages: no model directory, and no index without an ANN library
+    indexes = "ann-index" not in UNAVAILABLE
+    bundle = unpack_dir(model_dir_structured(rng)) if models else []
+    model = [e for e in bundle if e[1].startswith(("d/", "outside/")) or (e[0] == D_META and e[1] == "sentinels")]
     for kind, name, content in model:  # moved one level down: links out of it climb one more level
         if kind == D_LINK and content.startswith(b"../"):
             content = b"../" + content
         entries.append((kind, "d/model/" + name[2:] if name.startswith("d/") else name, content))
-    emb_in = rng.choice(("d/emb.fifu", "d/in.fifu", "d/in.fifu", "d/model"))
+    emb_in = rng.choice(("d/emb.fifu", "d/in.fifu", "d/in.fifu", "d/model")[: 4 if models else 3])
     if any(n.startswith("d/model/weights/") for _, n, _ in entries) and emb_in == "d/model":
         emb_in = "d/model/weights/custom_16.safetensors"
-    command = rng.choice(("info", "lookup", "similar", "encode", "metadata", "metadata", "convert", "convert", "select", "index"))
+    command = rng.choice(("info", "lookup", "similar", "encode", "metadata", "metadata", "convert", "convert", "select", "index")[: 10 if indexes else 9])
     changeable: list[str] = []
     stdin = b""
     if command == "info":
@@ -2511,7 +2530,7 @@ def cli_structured(rng: random.Random, reader: str = "cli") -> bytes:
         argv = ["lookup", emb_in, "w0", "house", "a\xa0b"]
     elif command == "similar":
         argv = ["similar", "-k", "3", "--quiet"]
-        if rng.random() < 0.5:
+        if indexes and rng.random() < 0.5:
             backend = rng.choice(ann_available())
             idx = dict(ann_saved(backend))
             if rng.random() < 0.3:
@@ -2704,6 +2723,9 @@ GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[random.Random, str], byte
     "model_dir_structured": (("model-dir",), model_dir_structured),
     "cli_structured": (("cli",), cli_structured),
 }
+for _name, (_readers, _) in list(GENERATORS.items()):  # the generators of readers left out (UNAVAILABLE) need the same packages
+    if set(_readers) <= set(UNAVAILABLE):
+        del GENERATORS[_name]
 #: Share of a reader's inputs that come from a structure-aware generator (when it has any).
 GENERATED_RATE = 0.05
 #: The same for the readers of bundles (:data:`BUNDLE_READERS`): their generator draws the hostile directory entries and command
@@ -3213,6 +3235,8 @@ def main(argv: list[str] | None = None) -> int:
         missing = [n for n in COMPAT_READERS if n not in READERS]
         if missing:
             print(f"not importable (finalfusion.compat): {', '.join(missing)}")
+        for name, reason in UNAVAILABLE.items():
+            print(f"{name}: not registered: {reason}")
         return 0
     if args.seconds is None:
         args.seconds = float("inf") if args.executions is not None else 60.0

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 #: Code point ranges of the scripts the random words come from (all NFKC-stable).
 SCRIPTS: dict[str, list[tuple[int, int]]] = {
@@ -55,7 +56,7 @@ def corpus(n_lines: int = 1500, seed: int = 1) -> list[str]:
 @functools.cache
 def train_sentencepiece(model_type: str, byte_fallback: bool, vocab_size: int = 1000) -> bytes:
     """A small SentencePiece model trained with the real library (default normalisation)."""
-    import sentencepiece as spm
+    spm = pytest.importorskip("sentencepiece")  # not in the test extra: the calling test skips without it
 
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
@@ -80,6 +81,7 @@ def sentencepiece_skip(sp: Any) -> set[int]:
 @functools.cache
 def train_byte_level_bpe(vocab_size: int = 500) -> str:
     """A small byte-level BPE ``tokenizer.json`` (GPT-2 style) trained with the real ``tokenizers`` library."""
+    pytest.importorskip("tokenizers")  # not in the test extra: the calling test skips without it
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -95,6 +97,7 @@ def train_byte_level_bpe(vocab_size: int = 500) -> str:
 @functools.cache
 def train_wordpiece(vocab_size: int = 400) -> str:
     """A small BERT-style WordPiece ``tokenizer.json`` (with [UNK] and special tokens)."""
+    pytest.importorskip("tokenizers")  # not in the test extra: the calling test skips without it
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))

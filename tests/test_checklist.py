@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -319,8 +320,24 @@ SURFACES: list[Surface] = [
 NOT_IN_TABLE = {"write-floret": "writes only embeddings with a floret vocabulary; the table's writers take one word-vocabulary input"}
 
 
+#: Packages outside the test extra a surface's valid input (``make``) or its writer needs: without them its rows skip (the
+#: ``ann-*`` readers are in the table only for the backends installed).
+NEEDS: dict[str, tuple[str, ...]] = {
+    "tekken": ("safetensors",),
+    "wordllama": ("tokenizers", "safetensors"),
+    "ann-save": ("hnswlib",),
+    "cli-index-build": ("hnswlib",),
+}
+
+
+def needs(surface: Surface) -> list[pytest.MarkDecorator]:
+    """A skip mark naming the packages ``surface`` needs that are not installed (none when all are)."""
+    missing = [lib for lib in NEEDS.get(surface.name, ()) if importlib.util.find_spec(lib) is None]
+    return [pytest.mark.skip(reason=f"{surface.name} needs {', '.join(missing)} (not installed)")] if missing else []
+
+
 def of(*kinds: str, where: Callable[[Surface], bool] = lambda s: True) -> list[Any]:
-    return [pytest.param(s, id=s.name) for s in SURFACES if s.kind in kinds and where(s)]
+    return [pytest.param(s, id=s.name, marks=needs(s)) for s in SURFACES if s.kind in kinds and where(s)]
 
 
 def conventional_files(*extra: str) -> list[Any]:
@@ -330,7 +347,7 @@ def conventional_files(*extra: str) -> list[Any]:
         if s.kind == "dir-reader":
             for name in s.conventional:
                 for e in extra or (None,):
-                    rows.append(pytest.param(s, name, e, id=f"{s.name}-{name.rsplit('/', 1)[-1]}" + (f"-{e}" if e else "")))
+                    rows.append(pytest.param(s, name, e, id=f"{s.name}-{name.rsplit('/', 1)[-1]}" + (f"-{e}" if e else ""), marks=needs(s)))
     return rows
 
 
@@ -462,6 +479,8 @@ def test_huge_sparse_file_in_a_directory_is_refused_by_its_size(surface: Surface
 @pytest.mark.parametrize("via", ["api", "cli"])
 def test_a_named_tokenizer_file_is_read_with_a_bound(via: str, tmp_path: Path) -> None:
     # --tokenizer PATH / tokenizer=PATH: a file the user names beside the weights, checked by its size like the others
+    pytest.importorskip("tokenizers")  # the fuzzer's model directories are trained and written with tokenizers and safetensors
+    pytest.importorskip("safetensors")
     files = dict(fuzz.model_layouts()["model2vec-plain-wordpiece"])
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(files["d/model.safetensors"])
@@ -605,7 +624,7 @@ def test_a_directory_the_library_wrote_is_replaced(surface: Surface, tmp_path: P
 
 @pytest.mark.parametrize("stale", ["model.safetensors.index.json", "old.safetensors"])
 def test_write_model2vec_leaves_nothing_stale(stale: str, tmp_path: Path) -> None:
-    from safetensors.numpy import save_file
+    save_file = pytest.importorskip("safetensors.numpy").save_file
 
     target = tmp_path / "m"
     finalfusion.write_model2vec(target, small_embeddings())
@@ -735,6 +754,7 @@ def test_odd_words_round_trip_or_are_refused_before_writing(surface: Surface, wo
         return
     got = surface.read(target)
     if surface.name == "write-model2vec":  # a model vocabulary: each word encodes to its own row
+        pytest.importorskip("tokenizers")  # encoding a model's words splits them with its tokenizer
         for w in ("plain", word, "other"):
             np.testing.assert_allclose(got.encode([w])[0], emb.encode([w])[0], rtol=1e-5, atol=1e-6)
     else:
@@ -743,6 +763,7 @@ def test_odd_words_round_trip_or_are_refused_before_writing(surface: Surface, wo
 
 @pytest.mark.parametrize("surface", of("dir-reader", where=lambda s: s.words))
 def test_a_lone_surrogate_drops_only_its_word(surface: Surface, tmp_path: Path) -> None:
+    pytest.importorskip("tokenizers")  # encoding a model's sentence splits it with its tokenizer
     assert surface.make is not None
     assert surface.load is not None
     emb = surface.load(surface.make(tmp_path))
@@ -755,6 +776,8 @@ def test_a_lone_surrogate_drops_only_its_word(surface: Surface, tmp_path: Path) 
 
 @pytest.mark.parametrize("surface", of("file-reader", "dir-reader", "file-writer", "dir-writer"))
 def test_the_fuzzer_has_a_generator_for_the_surface(surface: Surface) -> None:
+    if surface.fuzz_reader in fuzz.UNAVAILABLE:
+        pytest.skip(f"fuzz reader {surface.fuzz_reader}: {fuzz.UNAVAILABLE[surface.fuzz_reader]}")
     assert surface.fuzz_reader in fuzz.READERS
     assert fuzz.generators_for(surface.fuzz_reader), f"no structure-aware generator feeds {surface.fuzz_reader}"
 

@@ -19,17 +19,34 @@ from conftest import load_fuzz
 
 fuzz = load_fuzz()
 
+
+def _needs(reader: str) -> pytest.MarkDecorator:
+    """Skip a reader the fuzzer leaves out when its packages are missing (``fuzz.UNAVAILABLE``), with the fuzzer's reason."""
+    return pytest.mark.skipif(reader in fuzz.UNAVAILABLE, reason=f"fuzz reader {reader}: {fuzz.UNAVAILABLE.get(reader)}")
+
+
 #: (generator, reader, seeds run, the fewest inputs that must read)
-CASES = [("ann_index_structured", "ann-index", 24, 3), ("model_dir_structured", "model-dir", 24, 3), ("cli_structured", "cli", 24, 3)]
+BUNDLES = (("ann_index_structured", "ann-index", 24, 3), ("model_dir_structured", "model-dir", 24, 3), ("cli_structured", "cli", 24, 3))
+CASES = [pytest.param(name, reader, seeds, least, marks=_needs(reader)) for name, reader, seeds, least in BUNDLES]
+PAIRS = [pytest.param(*p.values[:2], marks=p.marks) for p in CASES]
 
 
-@pytest.mark.parametrize(("name", "reader"), [(n, r) for n, r, _, _ in CASES])
+@pytest.mark.parametrize(("name", "reader"), PAIRS)
 def test_the_generator_is_registered_and_seeds_its_reader(name: str, reader: str) -> None:
     assert fuzz.generators_for(reader) == [name]
     assert len(fuzz.seed_inputs(reader)) == fuzz.BUNDLE_SEEDS
 
 
-@pytest.mark.parametrize(("name", "reader"), [(n, r) for n, r, _, _ in CASES])
+def test_a_reader_left_out_has_no_generator() -> None:
+    # without their packages the bundle readers are left out with a reason, and so are their generators; cli stays
+    assert "cli" in fuzz.READERS
+    for reader, reason in fuzz.UNAVAILABLE.items():
+        assert reader not in fuzz.READERS
+        assert not fuzz.generators_for(reader)
+        assert "pip install" in reason
+
+
+@pytest.mark.parametrize(("name", "reader"), PAIRS)
 def test_generators_are_deterministic_per_seed(name: str, reader: str) -> None:
     gen = fuzz.GENERATORS[name][1]
     for seed in (0, 1, 7, 123):
@@ -52,15 +69,22 @@ def test_the_target_accepts_some_inputs(name: str, reader: str, seeds: int, leas
     assert outcomes["error"] >= 1, outcomes  # and refuses others: the defects are drawn
 
 
-def test_every_backend_and_model_layout_is_drawn() -> None:
-    backends, layouts = set(), set()
+@_needs("ann-index")
+def test_every_backend_is_drawn() -> None:
+    backends = set()
     for seed in range(80):
         entries = fuzz.unpack_dir(fuzz.ann_index_structured(random.Random(seed)))
         header = next(data for kind, name, data in entries if name == "d/ann.json")
         backends |= {b for b in fuzz.ann_available() if f'"backend": "{b}"'.encode() in header}
+    assert backends == set(fuzz.ann_available())
+
+
+@_needs("model-dir")
+def test_every_model_layout_is_drawn() -> None:
+    layouts = set()
+    for seed in range(80):
         names = {name for _, name, _ in fuzz.unpack_dir(fuzz.model_dir_structured(random.Random(seed)))}
         layouts.add("tekken" if "d/tekken.json" in names else "wordllama" if "d/weights/custom_16.safetensors" in names else "model2vec")
-    assert backends == set(fuzz.ann_available())
     assert layouts == {"tekken", "wordllama", "model2vec"}
     assert {"float16", "float64", "int8", "quantized", "plain"} <= {k.split("-")[1] for k in fuzz.model_layouts() if k.startswith("model2vec")}
 

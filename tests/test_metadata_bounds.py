@@ -312,7 +312,8 @@ class TestPythonValues:
 
         path = tmp_path / "meta.toml"
         path.write_bytes(WIDE["array-of-inline-dotted"](20_000))
-        with pytest.raises(CliError, match=r"not valid TOML: .*MAX_METADATA_ITEMS; raise it to read more"):
+        with pytest.raises(CliError, match=r"meta\.toml: metadata has too many items.*MAX_METADATA_ITEMS; raise it to read more") as caught:
             read_metadata(str(path))
+        assert str(caught.value).count("meta.toml") == 1  # the file is named once (issue 34)
         monkeypatch.setattr(limits, "MAX_METADATA_ITEMS", 20 * 20_000)
         assert len(read_metadata(str(path))["x"]) == 20_000
