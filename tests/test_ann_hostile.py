@@ -420,3 +420,59 @@ def test_an_index_pickled_by_value_is_checked_too(world: dict[str, Any]) -> None
     lines = proc.stdout.splitlines()
     assert len(lines) == len(cases)
     assert all(line.startswith("FormatError") and "neighbour id is out of range" in line for line in lines), lines
+
+
+# -- faiss IVF: inverted lists kept in another file ----------------------------------------------------
+def faiss_ondisk_lists(world: dict[str, Any], kind: str, filename: str) -> bytes:
+    """The saved ``kind`` index as faiss writes it once its lists are ``OnDiskInvertedLists`` (``ilod``) naming ``filename``.
+
+    faiss itself makes such lists by reading an IVF file with ``IO_FLAG_MMAP``
+    (lists mapped from that file, no name); ``filename`` is what a crafted
+    file names instead.
+    """
+    import faiss
+
+    index = faiss.read_index(str(world["saved"][kind] / "index.bin"), faiss.IO_FLAG_MMAP)
+    lists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(index).invlists)
+    assert isinstance(lists, faiss.OnDiskInvertedLists)
+    lists.filename = filename
+    data = bytes(faiss.serialize_index(index))
+    assert b"ilod" in data
+    assert b"ilar" not in data
+    return data
+
+
+@pytest.mark.parametrize("kind", ["faiss-ivf", "faiss-ivfpq"])
+def test_faiss_inverted_lists_in_another_file_are_refused(world: dict[str, Any], kind: str) -> None:
+    """An ``ilod`` file (lists in another file) is refused at load: mapped, faiss would search through a null pointer (SIGSEGV,
+    campaign 33); not mapped, it would open the file it names read-write -- here the original index, which faiss would map."""
+    named = {"no name": "", "the original index named": str(world["saved"][kind] / "index.bin")}
+    files = {what: faiss_ondisk_lists(world, kind, filename) for what, filename in named.items()}
+    cases = [
+        (f"{what}{' (mapped)' if mmap else ''}", mutated(world, kind, f"ilod-{i}", lambda b, d=data: bytearray(d)), mmap)
+        for i, (what, data) in enumerate(files.items())
+        for mmap in (False, True)
+    ]
+    results = run_child(world, cases)
+    for name, _, _ in cases:
+        got = results[name]
+        assert (got["outcome"], got["at"]) == ("FormatError", "load"), (kind, name, got)
+        assert "faiss index: the IVF index's inverted lists are not in its file" in got["message"], (kind, name, got["message"])
+
+
+@pytest.mark.parametrize("kind", ["faiss-ivf", "faiss-ivfpq"])
+def test_a_mapped_faiss_ivf_index_saves_and_pickles_its_rows(world: dict[str, Any], kind: str, tmp_path: Path) -> None:
+    """Saved or pickled by value, an IVF index loaded memory-mapped writes the file it was loaded from, byte for byte (faiss
+    alone would write its mapped lists as ``ilod`` lists in no file: no rows), and the copy loads and answers in a child."""
+    from finalfusion.ann import _index
+
+    ix = ann.load_index(world["saved"][kind], world["emb"], mmap=True)
+    original = (world["saved"][kind] / "index.bin").read_bytes()
+    assert ix._impl.to_bytes() == original
+    ix.save(tmp_path / "copy")
+    assert (tmp_path / "copy" / "index.bin").read_bytes() == original
+    queries = np.load(world["root"] / "queries.npy")
+    by_value = _index._from_bytes(kind, ix.params, ix.fingerprint.to_dict(), None, ix._impl.to_bytes())
+    np.testing.assert_array_equal(by_value.search(queries, 10)[0], ix.search(queries, 10)[0])
+    results = run_child(world, [(f"saved{' (mapped)' if mmap else ''}", tmp_path / "copy", mmap) for mmap in (False, True)])
+    assert {got["outcome"] for got in results.values()} == {"answer"}, results

@@ -15,7 +15,10 @@ not the exact cosines (``rerank=`` in the queries re-scores them). faiss's threa
 a build sets it for its duration and restores it.
 
 faiss checks its own files as it reads them (``validate_HNSW``, list
-sizes, ids); a loaded index is also checked for its kind (the index
+sizes, ids); an IVF file must hold its inverted lists itself (no ``ilod``
+lists naming another file, :func:`_inline_lists`), and an IVF index loaded
+memory-mapped is written with its lists copied inline
+(:func:`_with_inline_lists`); a loaded index is also checked for its kind (the index
 classes this backend builds), dims, metric and build parameters, its
 results for row ids the embeddings have, and every error faiss raises
 while loading or searching is a :class:`~finalfusion.errors.FormatError`
@@ -64,12 +67,62 @@ def _omp_threads(faiss: Any, threads: int) -> Iterator[None]:
         faiss.omp_set_num_threads(old)
 
 
+def _inline_lists(faiss: Any, index: Any) -> None:
+    """Refuse an IVF index whose inverted lists are not in its own file.
+
+    faiss's ``ilod`` lists (``OnDiskInvertedLists``) name another file: read
+    without ``IO_FLAG_MMAP`` faiss opens that path (read-write) and maps it,
+    with the flag it maps nothing and the first search reads through a null
+    pointer. The lists finalfusion writes are inline (``ilar``): read with
+    ``IO_FLAG_MMAP`` they are mapped from the index file itself, which is
+    how :meth:`_FaissBase.load` reads an IVF file first, so that no named
+    file is ever opened.
+    """
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is None:
+        return
+    lists = faiss.downcast_InvertedLists(ivf.invlists)
+    if isinstance(lists, faiss.ArrayInvertedLists) or (isinstance(lists, faiss.OnDiskInvertedLists) and lists.ptr is not None and not lists.filename):
+        return
+    where = f"a file of their own ({lists.filename!r})" if isinstance(lists, faiss.OnDiskInvertedLists) else "elsewhere"
+    raise FormatError(
+        "the IVF index's inverted lists are not in its file",
+        chunk="faiss index",
+        expected="inverted lists stored in the index file (faiss ilar)",
+        found=f"{type(lists).__name__} kept in {where}",
+    )
+
+
+def _with_inline_lists(faiss: Any, index: Any) -> Any:
+    """``index``, or for an IVF index loaded memory-mapped a copy with its inverted lists in memory, to be written.
+
+    faiss would write mapped lists as ``ilod`` (lists in another file, here
+    none), so the saved file would hold no rows and be refused by
+    :func:`_inline_lists` on loading.
+    """
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is None or isinstance(faiss.downcast_InvertedLists(ivf.invlists), faiss.ArrayInvertedLists):
+        return index
+    mapped = ivf.invlists
+    copy = faiss.deserialize_index(faiss.serialize_index(index), faiss.IO_FLAG_SKIP_IVF_DATA)  # no lists read: a null-mapped ilod
+    lists = faiss.ArrayInvertedLists(mapped.nlist, mapped.code_size)
+    for cell in range(mapped.nlist):
+        size = mapped.list_size(cell)
+        if size:
+            lists.add_entries(cell, size, mapped.get_ids(cell), mapped.get_codes(cell))
+    faiss.try_extract_index_ivf(copy).replace_invlists(lists, True)
+    lists.this.disown()
+    return copy
+
+
 class _FaissBase:
     """What both faiss backends share: the search call, saving, serialising."""
 
     name: ClassVar[str]
     module: ClassVar[str] = "faiss"
     can_mmap: ClassVar[bool] = True
+    #: An IVF index: its file holds inverted lists (read memory-mapped first, see :func:`_inline_lists`).
+    _ivf: ClassVar[bool] = True
 
     def __init__(self, index: Any, params: Mapping[str, Any], n: int | None = None) -> None:
         self._index = index
@@ -104,10 +157,12 @@ class _FaissBase:
         return ids, scores
 
     def save(self, path: str) -> None:
-        _lib().write_index(self._index, path)
+        faiss = _lib()
+        faiss.write_index(_with_inline_lists(faiss, self._index), path)
 
     def to_bytes(self) -> bytes:
-        return bytes(_lib().serialize_index(self._index))
+        faiss = _lib()
+        return bytes(faiss.serialize_index(_with_inline_lists(faiss, self._index)))
 
     @classmethod
     def _flags(cls, faiss: Any) -> int:
@@ -120,9 +175,14 @@ class _FaissBase:
 
     @classmethod
     def load(cls, path: str, shape: Shape, params: Mapping[str, Any], mmap: bool) -> Any:
+        """The index in ``path``; an IVF file is read memory-mapped first (see :func:`_inline_lists`), then again if ``mmap`` is false."""
         faiss = _lib()
         with library_errors("faiss", "read its index file", (*_ERRORS, MemoryError)):
-            index = faiss.read_index(path, cls._flags(faiss) if mmap else 0)
+            index = faiss.read_index(path, cls._flags(faiss) if mmap or cls._ivf else 0)
+        _inline_lists(faiss, index)
+        if cls._ivf and not mmap:
+            with library_errors("faiss", "read its index file", (*_ERRORS, MemoryError)):
+                index = faiss.read_index(path, 0)
         return cls._checked(index, shape, params)
 
     @classmethod
@@ -135,6 +195,7 @@ class _FaissBase:
     @classmethod
     def _checked(cls, index: Any, shape: Shape, params: Mapping[str, Any]) -> Any:
         faiss = _lib()
+        _inline_lists(faiss, index)
         other = cls._kind(faiss, index, params)
         if other is not None:
             raise FormatError(f"the file is not a {cls.name} index", chunk="faiss index", expected=f"the index a {cls.name} build writes", found=other)
@@ -157,6 +218,7 @@ class FaissHNSWIndex(_FaissBase):
     """``IndexIDMap(IndexHNSWFlat(d, M, METRIC_INNER_PRODUCT))``."""
 
     name: ClassVar[str] = "faiss-hnsw"
+    _ivf: ClassVar[bool] = False
     search_params: ClassVar[tuple[str, ...]] = ("ef",)
     params: ClassVar[Mapping[str, Param]] = hnsw_params()
 

@@ -28,7 +28,7 @@ expected, what was found and the field. The backend's file is checked for
 its size and edge digest, then by its backend before the library reads it
 (the graph files of hnswlib, voyager and usearch structurally, every
 count, level and neighbour id: :mod:`finalfusion.ann._graphs`; faiss's by
-faiss's own reader, then for its kind), and every error of the library is
+faiss's own reader, IVF lists in the file itself, then for its kind), and every error of the library is
 a :class:`~finalfusion.errors.FormatError`.
 
 Saving is atomic and follows the library's output rule
