@@ -1956,6 +1956,39 @@ def materialize(root: str, entries: list[tuple[int, str, bytes]]) -> None:
             os.utime(path, (0, os.stat(path).st_mtime))
 
 
+@contextlib.contextmanager
+def named_fifos_closed(root: str, named: Sequence[str]) -> Iterator[None]:
+    """While the block runs, a FIFO the user names (the path loaded, a command-line argument) gets a writer that closes at once.
+
+    A FIFO the user names is a stream, read as it arrives (docs/reliability.md's checklist), so with no writer its open waits
+    like ``cat fifo`` would: no hang of the library's. The writer makes it an empty stream (a ``FormatError``); a second open
+    of it still waits (a FIFO cannot be read twice), and that is a finding.
+    """
+    paths = []
+    for name in named:
+        path = _safe_name(root, name)
+        with contextlib.suppress(OSError):
+            if path is not None and stat.S_ISFIFO(os.stat(path).st_mode):
+                paths.append(path)
+    done = threading.Event()
+
+    def serve(path: str) -> None:
+        while not done.is_set():
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # ENXIO until a reader has it open
+                return
+            except OSError:
+                done.wait(0.01)
+
+    threads = [threading.Thread(target=serve, args=(p,), daemon=True) for p in paths]
+    for t in threads:
+        t.start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
 def check_sentinels(root: str, entries: list[tuple[int, str, bytes]], named: Sequence[str] = ()) -> None:
     """A file outside the named directory, reachable only through a link planted in it, must not have been read.
 
@@ -2404,7 +2437,8 @@ def _load_model_dir(data: bytes) -> object:
     materialize(root, entries)
     target = _safe_name(root, (_meta(entries, "load") or ["d"])[0]) or os.path.join(root, "d")
     try:
-        emb = finalfusion.load(target)
+        with named_fifos_closed(root, _meta(entries, "load")):
+            emb = finalfusion.load(target)
         try:
             vecs = emb.encode(list(MODEL_SENTENCES))
             alone = emb.encode(["house"])[0]
@@ -2646,7 +2680,8 @@ def _load_cli(data: bytes) -> object:
     try:
         os.chdir(root)
         try:
-            status = cli.main(argv)
+            with named_fifos_closed(root, [a for a in argv if not a.startswith("-")]):
+                status = cli.main(argv)
         except SystemExit as exc:
             status = exc.code if isinstance(exc.code, int) else 1
     finally:
