@@ -443,6 +443,7 @@ def exercise(result: Any) -> Any:
         for w in probe:
             result.embedding(w)
             result.embedding_with_norm(w)
+        ANSWER_BYTES[0] += len(probe) * 6 * 4 * result.dims
         result.embedding_batch(probe * 6)  # > 16 words: the vectorised batch path too
         if rng.random() < LONG_LOOKUP_RATE:
             _long_lookups(result, rng)
@@ -481,6 +482,9 @@ def exercise(result: Any) -> Any:
 #: (the issue's bound: a few hundred MB for queries of a few MB), besides what the input's size allows.
 QUERY_BYTES = [0]
 QUERY_RSS_FACTOR = 256
+#: Bytes of the answers ``exercise()`` asks for (a batch is a ``len(batch) x dims`` float32 matrix): a file of 0 rows may be
+#: ``MAX_DIMS`` wide in 72 bytes, and the 18 words of exercise()'s batch are 72 MiB of answer. The worker allows twice this on top.
+ANSWER_BYTES = [0]
 
 
 def _long_lookups(result: Any, rng: random.Random) -> None:
@@ -492,6 +496,7 @@ def _long_lookups(result: Any, rng: random.Random) -> None:
     total = LONG_BATCH_BYTES if rng.random() < 0.1 else min(LONG_BATCH_SMALL_BYTES, LONG_BATCH_BYTES)
     batch = [long_word(rng, each // 4) + str(i) for i in range(max(total // each, 1))]
     QUERY_BYTES[0] += len(word.encode("utf-8")) + sum(len(w.encode("utf-8")) for w in batch)
+    ANSWER_BYTES[0] += (1 + len(batch)) * 4 * result.dims
     from finalfusion import LimitExceeded
 
     # A word past MAX_NGRAMS_PER_WORD or MAX_TOKENIZE_BYTES is refused (documented); the other lookups still run.
@@ -1956,6 +1961,39 @@ def materialize(root: str, entries: list[tuple[int, str, bytes]]) -> None:
             os.utime(path, (0, os.stat(path).st_mtime))
 
 
+@contextlib.contextmanager
+def named_fifos_closed(root: str, named: Sequence[str]) -> Iterator[None]:
+    """While the block runs, a FIFO the user names (the path loaded, a command-line argument) gets a writer that closes at once.
+
+    A FIFO the user names is a stream, read as it arrives (docs/reliability.md's checklist), so with no writer its open waits
+    like ``cat fifo`` would: no hang of the library's. The writer makes it an empty stream (a ``FormatError``); a second open
+    of it still waits (a FIFO cannot be read twice), and that is a finding.
+    """
+    paths = []
+    for name in named:
+        path = _safe_name(root, name)
+        with contextlib.suppress(OSError):
+            if path is not None and stat.S_ISFIFO(os.stat(path).st_mode):
+                paths.append(path)
+    done = threading.Event()
+
+    def serve(path: str) -> None:
+        while not done.is_set():
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # ENXIO until a reader has it open
+                return
+            except OSError:
+                done.wait(0.01)
+
+    threads = [threading.Thread(target=serve, args=(p,), daemon=True) for p in paths]
+    for t in threads:
+        t.start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
 def check_sentinels(root: str, entries: list[tuple[int, str, bytes]], named: Sequence[str] = ()) -> None:
     """A file outside the named directory, reachable only through a link planted in it, must not have been read.
 
@@ -2404,7 +2442,8 @@ def _load_model_dir(data: bytes) -> object:
     materialize(root, entries)
     target = _safe_name(root, (_meta(entries, "load") or ["d"])[0]) or os.path.join(root, "d")
     try:
-        emb = finalfusion.load(target)
+        with named_fifos_closed(root, _meta(entries, "load")):
+            emb = finalfusion.load(target)
         try:
             vecs = emb.encode(list(MODEL_SENTENCES))
             alone = emb.encode(["house"])[0]
@@ -2646,7 +2685,8 @@ def _load_cli(data: bytes) -> object:
     try:
         os.chdir(root)
         try:
-            status = cli.main(argv)
+            with named_fifos_closed(root, [a for a in argv if not a.startswith("-")]):
+                status = cli.main(argv)
         except SystemExit as exc:
             status = exc.code if isinstance(exc.code, int) else 1
     finally:
@@ -2839,6 +2879,12 @@ def worker_main(limit_mb: int, rss_factor: int) -> None:
         _serve(names, rss_factor)
 
 
+def rss_allowance(size: int, rss_factor: int) -> int:
+    """The peak-RSS growth allowed for the input just run (``size`` bytes): 64 MiB, ``rss_factor`` times its size or
+    ``QUERY_RSS_FACTOR`` times its queries' bytes, and twice the answers ``exercise()`` asked for on top."""
+    return max(64 * 2**20, rss_factor * size, QUERY_RSS_FACTOR * QUERY_BYTES[0]) + 2 * ANSWER_BYTES[0]
+
+
 def _serve(names: list[str], rss_factor: int) -> None:
     stdin = sys.stdin.buffer
     stdout = sys.stdout
@@ -2850,11 +2896,11 @@ def _serve(names: list[str], rss_factor: int) -> None:
         which, n = struct.unpack("<BI", head)
         data = stdin.read(n)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        QUERY_BYTES[0] = 0
+        QUERY_BYTES[0] = ANSWER_BYTES[0] = 0
         out = run_one(READERS[names[which]], data)
         grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
-        if out["status"] in ("ok", "error") and grown > max(64 * 2**20, rss_factor * len(data), QUERY_RSS_FACTOR * QUERY_BYTES[0]):
-            msg = f"peak RSS grew by {grown} bytes for a {len(data)}-byte input and {QUERY_BYTES[0]} bytes of queries"
+        if out["status"] in ("ok", "error") and grown > rss_allowance(len(data), rss_factor):
+            msg = f"peak RSS grew by {grown} bytes for a {len(data)}-byte input, {QUERY_BYTES[0]} bytes of queries and {ANSWER_BYTES[0]} of answers"
             out = {"status": "alloc", "type": "RSS", "msg": msg, "where": "rss", "tb": ""}
         print(json.dumps(out), file=stdout, flush=True)
 

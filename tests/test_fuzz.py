@@ -253,3 +253,25 @@ def test_endless_gzip_finalfusion_stream_stays_bounded() -> None:
     member = fuzz._endless_member(b"a")
     data = gzip.compress(seed[: len(seed) // 2], mtime=0) + member * (fuzz.ENDLESS_BYTES // fuzz._ENDLESS_MEMBER)
     check("load", data)
+
+
+def test_answers_of_a_max_dims_file_are_allowed_for() -> None:
+    """A file of 0 rows may be ``MAX_DIMS`` wide in 72 bytes; the 18 lookups of ``exercise()``'s batch are then 72 MiB of answer.
+
+    The campaign reported that peak as "an allocation for a 72-byte input" (the worker allowed 64 MiB): the width is within
+    its limit, the rows are checked against the bytes (0 x 2^20 floats), and a batch answer is ``len(batch) x dims`` by
+    definition. The worker's allowance now counts twice the answers ``exercise()`` asks for.
+    """
+    from finalfusion import Embeddings, limits, load_finalfusion
+    from finalfusion.storage import NdArray
+    from finalfusion.vocab import SimpleVocab
+
+    buf = io.BytesIO()
+    Embeddings(NdArray(np.zeros((0, limits.MAX_DIMS), dtype=np.float32)), SimpleVocab([])).write(buf)
+    data = buf.getvalue()
+    assert len(data) == 72
+    fuzz.QUERY_BYTES[0] = fuzz.ANSWER_BYTES[0] = 0
+    assert fuzz.run_one(fuzz.READERS["finalfusion-file-mmap"], data) == {"status": "ok"}
+    answer = load_finalfusion(data).embedding_batch(["fuzzing", "", "üüü"] * 6)[0]  # exercise()'s batch of unknown words
+    assert answer.nbytes == 18 * 4 * limits.MAX_DIMS > 64 * 2**20
+    assert fuzz.rss_allowance(len(data), 1000) >= 2 * answer.nbytes

@@ -117,3 +117,18 @@ def test_a_read_through_a_planted_link_is_seen(tmp_path: Path) -> None:
         pytest.skip("this file system does not record reads (noatime)")
     with pytest.raises(fuzz.Violation, match="was read"):
         fuzz.check_sentinels(root, entries)
+
+
+@_needs("model-dir")
+def test_a_named_fifo_is_an_empty_stream_not_a_hang(tmp_path: Path) -> None:
+    """A FIFO the user names is a stream, read as it arrives: the fuzzer closes a writer on it, so the load answers.
+
+    A WordLlama bundle whose named weights file was planted as a FIFO waited on the open (like ``cat fifo``) and was
+    reported as a hang; with the writer it is an empty input. The check runs in a forked child, its lifetime a safety net.
+    """
+    from _bounded import bounded
+
+    entries = [(fuzz.D_FIFO, "d/weights/custom_16.safetensors", b""), (fuzz.D_META, "load", b"d/weights/custom_16.safetensors")]
+    out = bounded(lambda: fuzz.run_one(fuzz.READERS["model-dir"], fuzz.pack_dir(entries)), timeout=60)
+    assert (out["status"], out["type"]) == ("error", "FormatError"), out
+    assert "empty input" in out["msg"]

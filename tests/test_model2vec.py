@@ -296,3 +296,30 @@ def test_sentencepiece_vocabulary_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"model2vec reads a tokenizer\.json"):
         finalfusion.write_model2vec(tmp_path / "sp", emb)
     assert not (tmp_path / "sp").exists()
+
+
+def test_added_tokens_one_string_after_normalisation_are_refused(tmp_path: Path) -> None:
+    """Normalised added tokens that the normaliser makes one string: tokenizers gives a text one of their ids per instance.
+
+    A fuzzed model2vec directory had ``<s>``, ``[MASK]`` and ``[PAD]`` become ``▁▁`` under a ``Replace`` normaliser: one
+    load encoded a text with ``<s>``'s row, the next (and the ``write_model2vec`` copy) with ``[MASK]``'s, so a round trip
+    "changed" the vectors. Such a file has no stable answer and is refused, at load of the tokenizer, naming the tokens.
+    """
+    from model2vec import StaticModel
+    from tokenizers import AddedToken
+
+    tok = _wordpiece()
+    tok.add_tokens([AddedToken("<Mask>", normalized=True), AddedToken("<MASK>", normalized=True), AddedToken("<own>", normalized=True)])
+    assert tok.normalizer.normalize_str("<Mask>") == tok.normalizer.normalize_str("<MASK>")  # the BertNormalizer lowercases
+    path = tmp_path / "m"
+    StaticModel(_vectors(tok.get_vocab_size()), tok, normalize=True).save_pretrained(path)
+    emb = finalfusion.load(path)
+    with pytest.raises(finalfusion.FormatError, match=r"'<Mask>' \(id \d+\) and '<MASK>' \(id \d+\) both normalise to '<mask>'"):
+        emb.encode(["the <mask> house"])
+
+    # tokens with strings of their own after normalisation keep their answer: model2vec's
+    tok = _wordpiece()
+    tok.add_tokens([AddedToken("<Mask>", normalized=True), AddedToken("<own>", normalized=True)])
+    StaticModel(_vectors(tok.get_vocab_size()), tok, normalize=True).save_pretrained(tmp_path / "ok")
+    texts = ["the <MASK> house", "<own> house", "house"]
+    np.testing.assert_allclose(finalfusion.load(tmp_path / "ok").encode(texts), _ref(tmp_path / "ok").encode(texts), rtol=1e-5, atol=1e-6)

@@ -14,13 +14,23 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from typing import Any, Final
 
 from finalfusion import limits
 from finalfusion._llamacpp_pre import LLAMA_CPP_REGEXES
 from finalfusion.errors import FormatError
 
-__all__ = ["FASTTEXT_SPACE_REGEX", "GPT2_REGEX", "KNOWN_REGEXES", "LLAMA3_REGEX", "check_added_token_ids", "check_known_regex", "checked_tokenizer_json"]
+__all__ = [
+    "FASTTEXT_SPACE_REGEX",
+    "GPT2_REGEX",
+    "KNOWN_REGEXES",
+    "LLAMA3_REGEX",
+    "check_added_token_ids",
+    "check_known_regex",
+    "check_normalized_added_tokens",
+    "checked_tokenizer_json",
+]
 
 
 #: GPT-2's pre-tokenizer regex (also the built-in one of ``ByteLevel``'s ``use_regex``), as tokenizer.json files spell it in a ``Split``.
@@ -253,4 +263,51 @@ def check_added_token_ids(doc: dict[str, Any], where: str) -> None:
                 chunk=where,
                 expected="added tokens with ids of their own, or repeating the vocabulary's token (tokenizers answers such a file differently per instance)",
                 found=f"id {i}: added {entry.get('content')!r}, vocabulary {by_id[i]!r}"[:200],
+            )
+
+
+def check_normalized_added_tokens(doc: dict[str, Any], normalize: Callable[[str], str], token_id: Callable[[str], int | None], where: str) -> None:
+    """Refuse added tokens with ``"normalized": true`` that the normaliser makes one string while they keep ids of their own.
+
+    ``tokenizers`` matches such tokens in the normalised text, and for one
+    string with several ids it answers per instance: two instances of one
+    file gave a text the id of ``<s>`` and then of ``[MASK]`` (both
+    ``▁▁`` after a ``Replace`` normaliser), so no vector built from it could
+    be trusted. Tokens that repeat one content (one id) are accepted.
+    ``normalize`` is the file's normaliser (``str`` unchanged without
+    one), ``token_id`` the id the library gives a token's content.
+
+    Raises
+    ------
+    FormatError
+        Naming the normalised string and the tokens and ids that share it.
+
+    Examples
+    --------
+    >>> doc = {"added_tokens": [{"id": 5, "content": "[PAD]", "normalized": True}, {"id": 6, "content": "[pad]", "normalized": True}]}
+    >>> check_normalized_added_tokens(doc, str, {"[PAD]": 5, "[pad]": 6}.get, "tokenizer.json")
+    >>> check_normalized_added_tokens(doc, str.lower, {"[PAD]": 5, "[pad]": 6}.get, "tokenizer.json")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: tokenizer.json: added tokens are one string after normalisation but have different ids: ...
+    """
+    added = doc.get("added_tokens")
+    if not isinstance(added, list):
+        return
+    seen: dict[str, tuple[str, int]] = {}
+    for entry in added:
+        if not isinstance(entry, dict) or entry.get("normalized") is not True or not isinstance(entry.get("content"), str):
+            continue
+        content = entry["content"]
+        i = token_id(content)
+        if i is None:
+            continue
+        key = normalize(content)
+        first = seen.setdefault(key, (content, i))
+        if first[1] != i:
+            raise FormatError(
+                "added tokens are one string after normalisation but have different ids",
+                chunk=where,
+                expected="normalised added tokens with strings of their own (tokenizers picks one of the ids per instance)",
+                found=f"{first[0]!r} (id {first[1]}) and {content!r} (id {i}) both normalise to {key!r}"[:200],
             )

@@ -64,6 +64,7 @@ from finalfusion._tokenizer_json import (
     LLAMA3_REGEX,
     check_added_token_ids,
     check_known_regex,
+    check_normalized_added_tokens,
     checked_tokenizer_json,
 )
 from finalfusion.errors import FinalfusionError, FormatError, LimitExceeded, MissingExtraError, import_extra
@@ -613,6 +614,8 @@ class HuggingFaceTokenizer(Tokenizer):
         tok = tokenizers.Tokenizer.from_str(json.dumps(doc, ensure_ascii=False))
         tok.no_padding()
         tok.no_truncation()
+        normalizer = tok.normalizer
+        check_normalized_added_tokens(doc, str if normalizer is None else normalizer.normalize_str, tok.token_to_id, self._chunk)
         skip = {i for i, tok_ in tok.get_added_tokens_decoder().items() if tok_.special}
         model = doc.get("model")
         unk = model.get("unk_token") if isinstance(model, dict) else None
