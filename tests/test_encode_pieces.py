@@ -289,9 +289,17 @@ def test_the_cache_would_change_other_tokenizers_vectors(name: str) -> None:
 
 
 def test_real_bert_vocabulary_of_llamacpp(tmp_path: Path) -> None:
-    """A real WordPiece vocabulary (bge-small's, llama.cpp's test file): the cache gives the plain ids on llama.cpp's test strings."""
+    """A real WordPiece vocabulary (bge-small's, llama.cpp's test file) under BERT's own normaliser: the cache gives the plain ids.
+
+    The GGUF reader's tokenizer normalises as llama.cpp does, with a ``Precompiled`` character map the cache does not take
+    (it cannot tell a map's targets from its bytes): ``encode`` on a bert GGUF takes the plain path. The same vocabulary
+    with ``BertNormalizer`` (as a Hugging Face or model2vec directory has it) goes through the cache, on llama.cpp's test
+    strings.
+    """
+    import json
     import os
 
+    from finalfusion._tokenizers import HuggingFaceTokenizer
     from finalfusion.compat.gguf import load_gguf
     from llamacpp_vocabs import ENV, loadable, read_cases, vocab_files
 
@@ -302,7 +310,13 @@ def test_real_bert_vocabulary_of_llamacpp(tmp_path: Path) -> None:
     files = [f for f in vocab_files(directory) if "bert" in f.name]
     assert files
     for path in files:
-        tok = load_gguf(loadable(path, tmp_path / path.name)).vocab.tokenizer
+        gguf_tok = load_gguf(loadable(path, tmp_path / path.name)).vocab.tokenizer
+        assert not tokenizer_splits_at_spaces(gguf_tok), path.name  # llama.cpp's character map: the plain path
+        doc = json.loads(gguf_tok.to_bytes())
+        steps = doc["normalizer"]["normalizers"]
+        assert [s["type"] for s in steps] == ["Precompiled", "BertNormalizer"], path.name
+        doc["normalizer"] = {**steps[1], "lowercase": True, "strip_accents": True}
+        tok = HuggingFaceTokenizer(json.dumps(doc).encode())
         assert tokenizer_splits_at_spaces(tok), path.name
         texts = [text for text, _ids in read_cases(path)] + TRICKY
         flat, counts = PieceIds(tok).ids(texts + texts)

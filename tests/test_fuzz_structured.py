@@ -384,7 +384,7 @@ def test_gguf_structured_reaches_every_tokenizer_tensor_type_and_byte_order() ->
         tokenizer = getattr(emb.vocab, "tokenizer", None)
         seen.add(("tokenizer", tokenizer.kind if tokenizer is not None else None))
     expected = {("type", t) for t in fuzz.GGUF_TENSOR_TYPES} | {("order", "<"), ("order", ">")}
-    expected |= {("tokenizer", "huggingface"), ("tokenizer", "sentencepiece"), ("tokenizer", None)}
+    expected |= {("tokenizer", "huggingface"), ("tokenizer", "sentencepiece-llamacpp"), ("tokenizer", None)}
     assert expected <= seen, expected - seen
 
 

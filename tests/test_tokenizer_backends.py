@@ -18,7 +18,7 @@ from finalfusion.vocab import HuggingFaceTokenizer, SentencePieceTokenizer, Toke
 
 
 def test_from_bytes_names_the_known_kinds_for_an_unknown_one() -> None:
-    with pytest.raises(ValueError, match=r"unknown tokenizer kind 'bpe': expected one of \['huggingface', 'sentencepiece'\]"):
+    with pytest.raises(ValueError, match=r"unknown tokenizer kind 'bpe': expected one of \['huggingface', 'huggingface-llamacpp', 'sentencepiece', 'sentencepiece-llamacpp'\]"):
         Tokenizer.from_bytes("bpe", b"")
 
 
