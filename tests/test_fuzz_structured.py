@@ -198,6 +198,9 @@ def test_long_words_have_the_length_and_script_asked_for() -> None:
 class Recorder:
     """Stands in for embeddings: records the words looked up."""
 
+    #: The width the fuzzer counts the answers' bytes by (fuzz.ANSWER_BYTES).
+    dims = 4
+
     def __init__(self) -> None:
         self.single: list[str] = []
         self.batches: list[list[str]] = []
