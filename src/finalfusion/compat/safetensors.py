@@ -1,13 +1,8 @@
 """Token-embedding tables from safetensors checkpoints (Hugging Face, model2vec), see docs/models.md.
 
-A ``.safetensors`` file::
-
-    u64 little-endian   n                 length of the JSON header
-    n bytes             JSON object       {"<name>": {"dtype": "BF16", "shape": [rows, dims],
-                                                      "data_offsets": [begin, end]},
-                                           ..., "__metadata__": {"<key>": "<value>"}}
-    the rest            tensor data       tensors back to back, row-major, little-endian;
-                                          offsets are relative to the first byte after the header
+A ``.safetensors`` file is a u64 header length, a JSON header naming each
+tensor's dtype, shape and byte range, then the tensors' bytes (the table of
+its bytes is in :mod:`finalfusion.compat._safetensors_header`).
 
 The header is parsed and checked in
 :mod:`finalfusion.compat._safetensors_header` (no ``safetensors`` package
