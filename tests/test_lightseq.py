@@ -255,3 +255,15 @@ def test_unpacked_and_split_repeated_floats() -> None:
     # Two occurrences of the embedding layer are merged, as protobuf merges messages.
     emb = load_lightseq(field(1, split) + field(1, norm), list("abcd"), normalize=False)
     np.testing.assert_array_equal(emb.storage.matrix, table)
+
+
+def test_a_file_that_hangs_libhdf5_is_a_format_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by the fuzzer: a crafted virtual-dataset layout makes libhdf5 loop inside H5Oopen, where no Python-level bound
+    # reaches; h5py reads in a child process (finalfusion._isolated) that is stopped after HDF5_SECONDS.
+    pytest.importorskip("h5py")
+    from finalfusion.compat import lightseq
+
+    monkeypatch.setattr(lightseq, "HDF5_SECONDS", 1.0)
+    crafted = Path(__file__).parent.parent / "fuzz" / "crashers" / "lightseq-hdf5-hang-b7c16365ab77.bin"
+    with pytest.raises(FormatError, match=r"LightSeq HDF5: .*no answer within 1\.0 s"):
+        load_lightseq(crafted, [f"w{i}" for i in range(20)])

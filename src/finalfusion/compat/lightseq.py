@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion._binary import check_dims
+from finalfusion._isolated import call_isolated
 from finalfusion._source import Source, input_size, local_path, peek, sized_or_stream
 from finalfusion._stream import StreamReader
 from finalfusion.compat._build import embeddings_from
@@ -240,20 +241,69 @@ def _gpt_or_bert(conf: Message | None) -> str:
 # -- HDF5 ------------------------------------------------------------------------------
 
 
+#: Seconds the process reading an HDF5 file may take: this much, plus one per 25 MB of file.
+HDF5_SECONDS: float = 60.0
+
+
 def _hdf5_table(source: Any, side: str) -> _Table:
-    h5py = import_extra("h5py", "reading LightSeq HDF5 files", extra="models")
+    """The table of an HDF5 export, read by h5py in a child process (:mod:`finalfusion._isolated`).
+
+    libhdf5 follows the offsets, heaps and B-trees of the file, and a
+    crafted one can make it loop or crash where no check before the call
+    reaches; in the child, either is this file's :class:`FormatError`.
+    """
+    import_extra("h5py", "reading LightSeq HDF5 files", extra="models")
+    path = isinstance(source, (str, os.PathLike))
+    size = os.path.getsize(source) if path else len(source)
+    header, payload = call_isolated(
+        __name__,
+        "_hdf5_answer",
+        [side, os.fspath(source) if path else None],
+        data=None if path else bytes(source),
+        seconds=HDF5_SECONDS + size / 25e6,
+        max_payload=_hdf5_limit(size),
+        what=f"{_FORMAT} HDF5",
+    )
+    dtype = {"uint8": np.uint8, "float32": np.float32}.get(header.get("dtype", ""))
+    fields = ("model", "quantized", "clip_max", "hidden", "no_scale")
+    if dtype is None or any(k not in header for k in fields) or len(payload) % np.dtype(dtype).itemsize:
+        raise FormatError("the HDF5 reading process answered out of shape", chunk=f"{_FORMAT} HDF5", expected="a table and its fields", found=sorted(header))
+    values = np.frombuffer(bytearray(payload), dtype=dtype)
+    model, quantized, clip_max, hidden, no_scale = (header[k] for k in fields)
+    if not (
+        isinstance(model, str) and isinstance(quantized, bool) and isinstance(clip_max, float) and isinstance(hidden, int) and no_scale in (None, True, False)
+    ):
+        raise FormatError("the HDF5 reading process answered out of shape", chunk=f"{_FORMAT} HDF5", expected="a table and its fields", found=header)
+    t = _Table(model, values, int(values.size), quantized, clip_max, hidden, no_scale, None)
+    t.owned = True
+    return t
+
+
+def _hdf5_limit(file_size: int) -> int:
+    """Most bytes of table an HDF5 file of ``file_size`` bytes may give: a dataset may declare more than it stores (fill values, compression)."""
+    return 16 * file_size + (1 << 20)
+
+
+def _hdf5_answer(side: str, path: str | None, data: bytes | None = None) -> tuple[dict[str, Any], bytes]:  # pragma: no cover - the child
+    """In the reading process: the table's fields and its values (``float32`` or ``uint8``) as bytes."""
     import io
 
-    fileobj = source if isinstance(source, (str, os.PathLike)) else io.BytesIO(bytes(source))
-    size = os.path.getsize(source) if isinstance(source, (str, os.PathLike)) else len(source)
+    import h5py  # type: ignore[import-untyped,unused-ignore]
+
+    source: Any = path if path is not None else io.BytesIO(cast(bytes, data))
+    size = os.path.getsize(path) if path is not None else len(cast(bytes, data))
     try:
-        with h5py.File(fileobj, "r") as f:
-            return _hdf5_read(f, side, size)
+        with h5py.File(source, "r") as f:
+            t = _hdf5_read(f, side, size)
     except FormatError:
         raise
     except (OSError, KeyError, ValueError, TypeError, RuntimeError, AttributeError, IndexError, OverflowError) as exc:
+        if isinstance(exc, ValueError) and str(exc).startswith("side="):
+            raise  # the caller's argument, not the file: a GPT or BERT export has no target side
         # h5py reports a corrupt file as OSError ("file signature not found", "bad object header", ...).
         raise FormatError("HDF5 data that h5py cannot read", offset=None, chunk=f"{_FORMAT} HDF5", expected="a valid HDF5 file", found=str(exc)[:200]) from None
+    header = {"dtype": t.values.dtype.name, "model": t.model, "quantized": t.quantized, "clip_max": t.clip_max, "hidden": t.hidden, "no_scale": t.no_scale}
+    return header, np.ascontiguousarray(t.values).tobytes()
 
 
 def _dataset(f: Any, name: str) -> Any:
@@ -351,7 +401,7 @@ def _hdf5_read(f: Any, side: str, file_size: int) -> _Table:
             "token_embedding has the wrong type", chunk=f"{_FORMAT} HDF5 {name}", expected="uint8 with emb_clip_max, else float", found=str(table.dtype)
         )
     # A dataset may declare more elements than it stores (fill values, compression): bound what is allocated by the file size.
-    limit = 16 * file_size + (1 << 20)
+    limit = _hdf5_limit(file_size)
     if table.size * table.dtype.itemsize > limit:
         raise FormatError(
             "token_embedding declares more data than the file can hold",
