@@ -332,6 +332,16 @@ def _load_tekken(data: bytes) -> object:
 
 READERS["tekken"] = _load_tekken
 
+
+def _load_gensim_pickle(path: str) -> object:
+    # gensim's kv.save file (Embeddings.load): a pickle read as data; arrays said to be stored aside have no file beside it.
+    from finalfusion import Embeddings
+
+    return Embeddings.load(path)
+
+
+READERS["gensim-pickle"] = _via_path(_load_gensim_pickle)
+
 #: Seed files per reader (globs relative to ../shared); unmatched globs are skipped.
 #: Seed files per reader (globs relative to tests/data, fuzz/ and ../shared if present); unmatched globs are skipped.
 SEEDS: dict[str, list[str]] = {
@@ -348,6 +358,7 @@ SEEDS: dict[str, list[str]] = {
     "lightseq-hdf5": ["models/lightseq_*.hdf5"],
     "tokenizer-json": ["models/*tokenizer.json"],
     "tekken": ["models/tekken_*.json"],
+    "gensim-pickle": ["models/gensim_*.kv"],
 }
 SEEDS["finalfusion-mmap"] = SEEDS["finalfusion-file-mmap"] = SEEDS["finalfusion"]
 SEEDS["load"] = [g for r in ("word2vec", "text", "text_dims", "fasttext", "floret", "finalfusion", "gguf") for g in SEEDS[r]]
@@ -1782,6 +1793,95 @@ def lightseq_structured(rng: random.Random, reader: str = "lightseq") -> bytes:
     return _lightseq_hdf5(rng) if reader == "lightseq-hdf5" else _lightseq_proto(rng)
 
 
+#: Globals a hostile pickle names instead of gensim's classes: each must be refused by name, never imported or called.
+PICKLE_FOREIGN = (("os", "system"), ("builtins", "eval"), ("numpy", "load"), ("gensim.models.word2vec", "Word2Vec"), ("numpy", "frombuffer"))
+
+
+def _pickle_as(module: str, name: str, state: Any, protocol: int) -> bytes:
+    """``state`` pickled as the state of an instance of ``module.name``, a class that need not exist here.
+
+    A stand-in class is pickled under a top-level module name and a class name of the same lengths as the real
+    ones, which are then put in their place (equal lengths keep every length field and protocol 4's frames right).
+    """
+    import copyreg
+    import types
+
+    fake_module, fake_name = "m" * len(module), "K" * len(name)
+    stand_in = type(fake_name, (), {"__module__": fake_module, "__qualname__": fake_name})
+    stand_in.__reduce_ex__ = lambda self, proto: (copyreg.__newobj__, (stand_in,), state)  # type: ignore[method-assign,assignment]
+    fake = types.ModuleType(fake_module)
+    setattr(fake, fake_name, stand_in)
+    sys.modules[fake_module] = fake
+    try:
+        data = pickle.dumps(stand_in(), protocol=protocol)
+    finally:
+        del sys.modules[fake_module]
+    return data.replace(fake_module.encode(), module.encode(), 1).replace(fake_name.encode(), name.encode(), 1)
+
+
+def gensim_pickle_structured(rng: random.Random, reader: str = "gensim-pickle") -> bytes:
+    """A gensim ``KeyedVectors`` or ``FastTextKeyedVectors`` pickle as ``kv.save`` writes it, with structural defects.
+
+    Valid: 0-40 words (odd Unicode among them), float32 or float64 vectors of
+    1-8 dimensions; fastText with 1-64 buckets, n-grams from 1-6, and either
+    the composed ``vectors`` or only ``vectors_vocab``. Defects (a few % each):
+    a foreign global (:data:`PICKLE_FOREIGN`: ``os.system`` and friends,
+    which must be refused by name), a non-dict state, words twice or not
+    str, a wrong ``vector_size``, vectors of the wrong shape or dtype
+    (ints, objects), a missing array, arrays said to be stored aside (no
+    file beside the input: refused), ``compatible_hash`` false, absurd
+    bucket counts or n-gram ranges, gensim 3's ``vocab`` instead of
+    ``index_to_key``; pickle protocols 2-5.
+    """
+    import numpy as np
+
+    def chance(p: float) -> bool:
+        return rng.random() < p
+
+    fasttext = chance(0.35)
+    dims = rng.randint(1, 8)
+    n = rng.choice([0, 1, 2, rng.randint(3, 40)])
+    words = [rng.choice(["w", "é", "中", "\u00a0", "a b", "\U0001f600", ""]) + str(i) for i in range(n)]
+    if n and chance(0.04):
+        words.append(words[0])
+    dtype = np.float64 if chance(0.2) else np.float32
+    vectors = np.asarray([[rng.uniform(-2, 2) for _ in range(dims)] for _ in range(len(words))], dtype=dtype).reshape(len(words), dims)
+    state: dict[str, Any] = {"vector_size": dims, "index_to_key": words, "key_to_index": {w: i for i, w in enumerate(words)}, "next_index": 0}
+    state["vectors"] = vectors
+    state["norms"] = None
+    if fasttext:
+        bucket = rng.choice([0, 1, rng.randint(2, 64)])
+        min_n = rng.randint(1, 4)
+        state.update(bucket=bucket, min_n=min_n, max_n=rng.randint(min_n, 6), compatible_hash=True)
+        state["vectors_vocab"] = vectors
+        state["vectors_ngrams"] = np.asarray([[rng.uniform(-1, 1) for _ in range(dims)] for _ in range(bucket)], dtype=np.float32).reshape(bucket, dims)
+        if chance(0.4):
+            state["vectors"] = None
+    defect = rng.random()
+    if defect < 0.03:
+        state["vector_size"] = rng.choice([dims + 1, -1, True, "4", 2**70])
+    elif defect < 0.06 and words:
+        state["index_to_key"] = [*words[:-1], rng.choice([1, b"w", None, ("t",)])]
+    elif defect < 0.09:
+        state["vectors"] = rng.choice([vectors[:-1], vectors.astype(np.int32), vectors.astype(object), vectors.T, None, "vectors"])
+    elif defect < 0.12:
+        state["__numpys"] = rng.choice([["vectors"], ["vectors_ngrams"], ["../../etc/passwd"], "vectors", ["norms"]])
+    elif defect < 0.14:
+        state["__scipys"] = ["vectors"]
+    elif defect < 0.17 and fasttext:
+        state[rng.choice(["compatible_hash", "bucket", "min_n", "max_n"])] = rng.choice([False, 2**40, -3, 0, 99, None])
+    elif defect < 0.19:
+        state.pop("index_to_key")
+        state["vocab"] = {w: i for i, w in enumerate(words)}  # gensim 3
+    elif defect < 0.21:
+        state.pop(rng.choice(sorted(state)))
+    cls = ("gensim.models.fasttext", "FastTextKeyedVectors") if fasttext else ("gensim.models.keyedvectors", "KeyedVectors")
+    if chance(0.04):
+        cls = rng.choice(PICKLE_FOREIGN)
+    payload: Any = state if not chance(0.02) else rng.choice([[state], "state", None])
+    return _pickle_as(*cls, payload, rng.choice([2, 3, 4, 4, 4, 5]))
+
+
 @functools.cache
 def _zlib_bomb() -> bytes:
     """64 MiB of zeros, deflated (64 KiB): a stored model that inflates far past what it declares."""
@@ -2765,6 +2865,7 @@ GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[random.Random, str], byte
     "tokenizer_json_affixes": (("tokenizer-json",), tokenizer_json_affixes),
     "tekken_structured": (("tekken",), tekken_structured),
     "lightseq_structured": (("lightseq", "lightseq-hdf5"), lightseq_structured),
+    "gensim_pickle_structured": (("gensim-pickle",), gensim_pickle_structured),
     "tokenizer_table_structured": (FIFU_READERS, tokenizer_table_structured),
     "ann_index_structured": (("ann-index",), ann_index_structured),
     "model_dir_structured": (("model-dir",), model_dir_structured),

@@ -255,6 +255,16 @@ def _file_reader(
     return Surface(name, "file-reader", fuzz_reader, _written(writer, filename), load, gzip=gzip, extra={"writer": writer})
 
 
+def _save_gensim(path: Path, emb: Embeddings) -> None:
+    emb.save(path)
+
+
+def _gensim_aside_dir(d: Path) -> Path:
+    """A gensim ``kv.save(fname, sep_limit=0)`` with its vectors stored aside in ``e.kv.vectors.npy`` (read by convention)."""
+    small_embeddings().to_gensim().save(str(d / "e.kv"), sep_limit=0)
+    return d
+
+
 BACKENDS = fuzz.ann_available()
 
 SURFACES: list[Surface] = [
@@ -267,6 +277,7 @@ SURFACES: list[Surface] = [
     _file_reader("gguf", "gguf", finalfusion.write_gguf, "e.gguf", finalfusion.load_gguf),
     _file_reader("load", "load", finalfusion.write_word2vec, "e.w2v", finalfusion.load, gzip=True),
     _file_reader("load-finalfusion", "load", _write_fifu, "e.fifu", finalfusion.load, gzip=True),
+    _file_reader("gensim-pickle", "gensim-pickle", _save_gensim, "e.kv", Embeddings.load),
     # readers of a directory (and the files they open by convention)
     Surface("model2vec", "dir-reader", "model-dir", _model2vec_dir, finalfusion.load, conventional=("model.safetensors", "tokenizer.json", "config.json")),
     Surface("tekken", "dir-reader", "model-dir", _tekken_dir, finalfusion.load, conventional=("tekken.json", "consolidated.safetensors"), native="tokenizers"),
@@ -281,6 +292,7 @@ SURFACES: list[Surface] = [
         conventional=("weights/custom_16.safetensors", "tokenizers/custom_tokenizer_config.json"),
         native="tokenizers",
     ),
+    Surface("gensim-aside", "dir-reader", "gensim-pickle", _gensim_aside_dir, lambda p: Embeddings.load(p / "e.kv"), conventional=("e.kv.vectors.npy",)),
     *(Surface(f"ann-{b}", "dir-reader", "ann-index", _ann_dir(b), _ann_load, conventional=("ann.json", "index.bin"), native=b, words=False) for b in BACKENDS),
     # writers of a file
     Surface("write-finalfusion", "file-writer", "finalfusion", write=_write_fifu, read=finalfusion.load_finalfusion),
@@ -289,6 +301,7 @@ SURFACES: list[Surface] = [
     Surface("write-text-dims", "file-writer", "text_dims", write=finalfusion.write_text_dims, read=finalfusion.load_text_dims),
     Surface("write-fasttext", "file-writer", "fasttext", write=finalfusion.write_fasttext, read=finalfusion.load_fasttext),
     Surface("write-gguf", "file-writer", "gguf", write=finalfusion.write_gguf, read=finalfusion.load_gguf),
+    Surface("write-gensim", "file-writer", "gensim-pickle", write=_save_gensim, read=Embeddings.load),
     Surface(
         "cli-convert",
         "file-writer",
@@ -325,6 +338,9 @@ NOT_IN_TABLE = {"write-floret": "writes only embeddings with a floret vocabulary
 #: ``ann-*`` readers are in the table only for the backends installed).
 NEEDS: dict[str, tuple[str, ...]] = {
     "tekken": ("safetensors",),
+    "gensim-pickle": ("gensim",),
+    "gensim-aside": ("gensim",),
+    "write-gensim": ("gensim",),
     "wordllama": ("tokenizers", "safetensors"),
     "ann-save": ("hnswlib",),
     "cli-index-build": ("hnswlib",),

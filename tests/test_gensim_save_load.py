@@ -215,3 +215,63 @@ def test_fasttext_keyedvectors_without_buckets_are_their_word_vectors(tmp_path: 
     emb = Embeddings.load(tmp_path / "nob.kv")
     assert isinstance(emb.vocab, SimpleVocab)
     assert_same(emb, gensim_models.KeyedVectors.load(str(tmp_path / "nob.kv")))
+
+
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+@pytest.mark.parametrize("kind", ["KeyedVectors", "FastTextKeyedVectors"])
+def test_every_pickle_protocol_gensim_saves_with_loads(tmp_path: Path, protocol: int, kind: str) -> None:
+    # protocol 2 spells bytes as _codecs.encode(str, 'latin1') and sets as __builtin__.frozenset, 3 builtins.frozenset,
+    # 5 numpy arrays as numpy._core.numeric._frombuffer: each read as data (the fuzzer's generator found 2, 3 and 5 refused)
+    kv = keyed_vectors() if kind == "KeyedVectors" else fasttext_vectors()
+    path = tmp_path / "v.kv"
+    kv.save(str(path), pickle_protocol=protocol)
+    emb = Embeddings.load(path)
+    gensim_kv = gensim_models.KeyedVectors.load(str(path))
+    assert_same(emb, gensim_kv)
+    if kind == "FastTextKeyedVectors":
+        for w in UNKNOWN:
+            np.testing.assert_allclose(emb.get_vector(w), gensim_kv.get_vector(w), rtol=1e-5, atol=1e-7)
+
+
+def test_protocol_2_and_5_spellings_are_data_only() -> None:
+    # _codecs.encode only as pickle spells bytes; _frombuffer only over exactly the bytes its shape needs
+    with pytest.raises(FormatError, match=r"bytes spelt otherwise.*found str, 'rot13'"):
+        Embeddings.load(b"\x80\x02c_codecs\nencode\nX\x01\x00\x00\x00aX\x05\x00\x00\x00rot13\x86R.")
+    args = b"(C\x08" + bytes(8) + b"cnumpy\ndtype\nX\x02\x00\x00\x00f4\x85RJ\x00\xca\x9a;\x85X\x01\x00\x00\x00Ct"  # (8 bytes, f4, (10**9,), "C")
+    frombuffer = b"\x80\x05cnumpy._core.numeric\n_frombuffer\n" + args + b"R."
+    with pytest.raises(FormatError, match=r"an array whose bytes do not match its shape.*found 8 bytes"):
+        Embeddings.load(frombuffer)
+
+
+def test_a_key_that_is_none_is_refused() -> None:
+    # found by the fuzzer: the check for a non-str key took None for "no bad key found"
+    kv = keyed_vectors()
+    kv.__dict__["index_to_key"] = [*kv.index_to_key[:-1], None]
+    with pytest.raises(FormatError, match=r"a key is not a str.*found NoneType None"):
+        Embeddings.load(pickle.dumps(kv, protocol=4))
+
+
+def test_an_array_aside_is_exactly_the_size_its_header_declares(tmp_path: Path) -> None:
+    # np.load reads what the header declares and ignores the rest: a 3 GiB file holding 40 x 8 floats is refused by size
+    keyed_vectors().save(str(tmp_path / "v.kv"), sep_limit=0)
+    aside = tmp_path / "v.kv.vectors.npy"
+    good = aside.read_bytes()
+    with open(aside, "ab") as f:
+        f.truncate(3 << 30)
+    for mmap in (None, "r"):
+        with pytest.raises(FormatError, match=r"'vectors' stored aside .* is not the size its header declares: expected 1472 bytes"):
+            Embeddings.load(tmp_path / "v.kv", mmap=mmap)  # type: ignore[arg-type]
+    aside.write_bytes(good[:-4])
+    with pytest.raises(FormatError, match="not the size its header declares"):
+        Embeddings.load(tmp_path / "v.kv")
+
+
+def test_a_compressed_array_aside_expands_within_the_gzip_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kv = gensim_models.KeyedVectors(64)
+    vectors = np.random.default_rng(0).integers(0, 4, (20_000, 64)).astype(np.float32)  # compresses about 10x
+    kv.add_vectors([f"w{i}" for i in range(20_000)], vectors)
+    kv.save(str(tmp_path / "v.kv.gz"), sep_limit=0)
+    np.testing.assert_array_equal(Embeddings.load(tmp_path / "v.kv.gz").vectors, vectors)
+    monkeypatch.setattr("finalfusion.limits.MAX_GZIP_EXPANSION", 1)
+    with pytest.raises(FormatError, match=r"expands past the limit MAX_GZIP_EXPANSION: expected at most \d+ bytes, found 5120128 bytes"):
+        Embeddings.load(tmp_path / "v.kv.gz")

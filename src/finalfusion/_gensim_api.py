@@ -375,7 +375,10 @@ class KeyedVectorsMixin(GensimQueriesMixin):
         kept as stored, as by :meth:`load_word2vec_format`, so ``emb[w]``
         and :meth:`get_vector` are gensim's ``kv[w]``; a
         ``FastTextKeyedVectors`` keeps its buckets (a
-        :class:`~finalfusion.vocab.FastTextVocab`). Save finalfusion files with
+        :class:`~finalfusion.vocab.FastTextVocab`): an unknown word's
+        :meth:`get_vector` is gensim's, its ``emb[w]`` finalfusion's (unit
+        length, as finalfusion-python 0.7). Files of every pickle protocol
+        gensim writes (2-5) are read. Save finalfusion files with
         :meth:`write` and read them with :func:`~finalfusion.load`.
 
         Parameters

@@ -15,13 +15,16 @@ one rule for sibling files), with ``allow_pickle=False``.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import pickle
+import zipfile
 from typing import IO, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import limits
 from finalfusion._gensim_api import register_loader
 from finalfusion._source import Source, file_in, local_path, open_regular, open_stream, peek, sibling
 from finalfusion.embeddings import Embeddings
@@ -73,7 +76,34 @@ def _reconstruct(subtype: Any, shape: Any, dtype: Any) -> npt.NDArray[Any]:
     return array
 
 
-#: Every global a gensim ``KeyedVectors`` pickle refers to (numpy 1 spells its module ``numpy.core``, numpy 2 ``numpy._core``).
+def _frombuffer(buf: Any, dtype: Any, shape: Any, order: Any) -> npt.NDArray[Any]:
+    """numpy's ``_frombuffer``, how numpy pickles an array with protocol 5: the array over the pickle's own bytes, of exactly their size."""
+    if not isinstance(buf, (bytes, bytearray)) or not isinstance(dtype, np.dtype) or order not in ("C", "F"):
+        raise FormatError(
+            "an array built otherwise than numpy pickles arrays",
+            chunk=WHAT,
+            expected="bytes, a dtype, 'C' or 'F'",
+            found=f"{type(buf).__name__}, {dtype!r}, {order!r}",
+        )
+    if not isinstance(shape, tuple) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise FormatError("a bad array shape", chunk=WHAT, expected="a tuple of non-negative ints", found=repr(shape)[:100])
+    if dtype.hasobject or math.prod(shape) * dtype.itemsize != len(buf):
+        raise FormatError("an array whose bytes do not match its shape", chunk=WHAT, expected=f"{shape!r} x {dtype}", found=f"{len(buf)} bytes")
+    return np.frombuffer(buf, dtype=dtype).reshape(shape, order=order)
+
+
+def _latin1(text: Any, encoding: Any) -> bytes:
+    """``_codecs.encode(text, "latin1")``: how protocols 2 and 3 of Python 2's heritage spell bytes (protocol 2 pickles numpy's data so)."""
+    if not isinstance(text, str) or encoding != "latin1":
+        raise FormatError(
+            "bytes spelt otherwise than pickle spells them", chunk=WHAT, expected="_codecs.encode(str, 'latin1')", found=f"{type(text).__name__}, {encoding!r}"
+        )
+    return text.encode("latin1")
+
+
+#: Every global a gensim ``KeyedVectors`` pickle refers to, with any pickle protocol gensim's ``kv.save(fname, pickle_protocol=)``
+#: takes (2-5): numpy 1 spells its modules ``numpy.core``, numpy 2 ``numpy._core``; protocol 2 spells bytes with
+#: ``_codecs.encode``, protocols 2-3 sets with ``builtins`` (``__builtin__`` in 2), protocol 5 arrays with numpy's ``_frombuffer``.
 _GLOBALS: dict[tuple[str, str], object] = {
     ("gensim.models.keyedvectors", "KeyedVectors"): _Record,
     ("gensim.models.fasttext", "FastTextKeyedVectors"): _FastTextRecord,
@@ -81,6 +111,13 @@ _GLOBALS: dict[tuple[str, str], object] = {
     ("numpy", "dtype"): np.dtype,
     ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
     ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy.core.numeric", "_frombuffer"): _frombuffer,
+    ("numpy._core.numeric", "_frombuffer"): _frombuffer,
+    ("_codecs", "encode"): _latin1,
+    ("builtins", "frozenset"): frozenset,
+    ("builtins", "set"): set,
+    ("__builtin__", "frozenset"): frozenset,  # protocol 2 names builtins as Python 2 did
+    ("__builtin__", "set"): set,
 }
 
 
@@ -135,17 +172,67 @@ def _side_array(path: str | None, attrib: str, mmap: Literal["r"] | None) -> npt
     if file_in(directory or ".", name, chunk=WHAT) is None:
         raise FormatError(f"the array {attrib!r} stored aside is missing", chunk=WHAT, expected=side, found="no such file")
     try:
-        if mmap is not None and not compressed:
-            return np.asarray(np.load(side, mmap_mode=mmap, allow_pickle=False))
         with open_regular(side, chunk=WHAT) as f:
             if compressed:
-                with np.load(f, allow_pickle=False) as npz:
-                    return np.asarray(npz["val"])
+                return _npz_val(f, side, attrib)
+            _npy_size_matches(f, os.fstat(f.fileno()).st_size, side, attrib)
+            if mmap is not None:
+                return np.asarray(np.load(side, mmap_mode=mmap, allow_pickle=False))
             return np.asarray(np.load(f, allow_pickle=False))
+    except FormatError:
+        raise
     except OSError as e:
         raise FormatError(f"cannot read the array {attrib!r} stored aside in {side}: {e}", chunk=WHAT) from None
-    except (ValueError, KeyError, EOFError) as e:
+    except (ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
         raise FormatError(f"the array {attrib!r} stored aside in {side} is not a readable .npy/.npz array: {e}", chunk=WHAT) from None
+
+
+def _npy_size_matches(f: IO[bytes], size: int, side: str, attrib: str) -> None:
+    """The ``.npy`` data in ``f`` (``size`` bytes) is exactly what its header declares, checked before a byte of data is read.
+
+    numpy's ``np.load`` reads what the header declares and ignores the rest, so a file may be much larger than what
+    it holds, or declare more than it has; either is refused (numpy writes exactly header and data).
+    """
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+        read_header = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(version)
+        if read_header is None:
+            raise ValueError(f".npy version {version} (numpy writes float arrays as 1.0 or 2.0)")
+        shape, _, dtype = read_header(f)
+    except ValueError as e:
+        raise FormatError(f"the array {attrib!r} stored aside in {side} has no readable .npy header: {e}", chunk=WHAT) from None
+    declared = f.tell() + math.prod(shape) * dtype.itemsize
+    if dtype.hasobject or declared != size:
+        raise FormatError(
+            f"the array {attrib!r} stored aside in {side} is not the size its header declares",
+            chunk=WHAT,
+            expected=f"{declared} bytes ({shape!r} x {dtype})",
+            found=f"{size} bytes",
+        )
+    f.seek(0)
+
+
+def _npz_val(f: IO[bytes], side: str, attrib: str) -> npt.NDArray[Any]:
+    """The one array ``val`` of a gensim ``.npz`` file, its expansion bounded like gzip input's (``limits.MAX_GZIP_EXPANSION``)."""
+    size = os.fstat(f.fileno()).st_size
+    with zipfile.ZipFile(f) as z:
+        try:
+            info = z.getinfo("val.npy")
+        except KeyError:
+            raise FormatError(f"the array {attrib!r} stored aside in {side} has no 'val.npy'", chunk=WHAT, found=z.namelist()[:5]) from None
+        bound = max(1, limits.MAX_GZIP_EXPANSION) * size + (1 << 20)
+        if info.file_size > bound:
+            raise FormatError(
+                f"the array {attrib!r} stored aside in {side} expands past the limit MAX_GZIP_EXPANSION",
+                chunk=WHAT,
+                expected=f"at most {bound} bytes",
+                found=f"{info.file_size} bytes",
+            )
+        with z.open(info) as member:
+            _npy_size_matches(member, info.file_size, side, attrib)
+        with z.open(info) as member:  # zipfile stops at the declared size and checks the CRC
+            return np.asarray(np.load(member, allow_pickle=False))
 
 
 def _matrix(state: dict[str, Any], name: str, rows: int | None, dims: int) -> npt.NDArray[np.float32]:
@@ -199,8 +286,10 @@ def load_keyedvectors(fname: Source, mmap: Literal["r"] | None = None) -> Embedd
     """gensim's ``KeyedVectors.load(fname, mmap=None)``: a file written by gensim's ``kv.save(fname)``, read without gensim.
 
     The vectors are kept as stored (no norms), as by
-    :func:`~finalfusion.compat.load_word2vec_format`, so every spelling,
-    ``emb[w]`` included, gives gensim's ``kv[w]``. A ``FastTextKeyedVectors``
+    :func:`~finalfusion.compat.load_word2vec_format`, so every spelling of a
+    vocabulary word, ``emb[w]`` included, gives gensim's ``kv[w]`` (an unknown
+    word of a fastText vocabulary: :meth:`~finalfusion.Embeddings.get_vector`
+    gives gensim's, ``emb[w]`` finalfusion's unit vector). A ``FastTextKeyedVectors``
     becomes a :class:`~finalfusion.vocab.FastTextVocab` with its buckets and
     n-gram lengths; its word vectors are recomposed from ``vectors_vocab``
     and ``vectors_ngrams`` as gensim's loader does when they were saved
@@ -255,9 +344,9 @@ def load_keyedvectors(fname: Source, mmap: Literal["r"] | None = None) -> Embedd
     if not isinstance(words, list):
         gensim3 = "a gensim 3 file? load it in gensim 4 and save it again"
         raise FormatError(f"bad 'index_to_key' ({gensim3})", chunk=WHAT, expected="a list of words", found=type(words).__name__)
-    bad = next((w for w in words if not isinstance(w, str)), None)
-    if bad is not None:
-        raise FormatError("a key is not a str (finalfusion's words are)", chunk=WHAT, expected="str", found=f"{type(bad).__name__} {bad!r}")
+    bad = [w for w in words if not isinstance(w, str)][:1]  # (a key may be None itself)
+    if bad:
+        raise FormatError("a key is not a str (finalfusion's words are)", chunk=WHAT, expected="str", found=f"{type(bad[0]).__name__} {bad[0]!r}"[:200])
     if len(set(words)) != len(words):
         raise FormatError("a word occurs twice in 'index_to_key'", chunk=WHAT)
     dims = _int(state, "vector_size")
