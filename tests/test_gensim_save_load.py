@@ -275,3 +275,12 @@ def test_a_compressed_array_aside_expands_within_the_gzip_bound(tmp_path: Path, 
     monkeypatch.setattr("finalfusion.limits.MAX_GZIP_EXPANSION", 1)
     with pytest.raises(FormatError, match=r"expands past the limit MAX_GZIP_EXPANSION: expected at most \d+ bytes, found 5120128 bytes"):
         Embeddings.load(tmp_path / "v.kv.gz")
+
+
+def test_declared_lengths_past_the_file_are_format_errors(tmp_path: Path) -> None:
+    # found by the fuzzer: a FRAME of 2**64 - 1 bytes was an OverflowError; a frame or bytes claiming 256 GiB are read in
+    # steps (a frame) or refused when the unpickler cannot allocate them (bytes): never more than the file holds is read
+    for claim in (b"\x95" + (2**64 - 1).to_bytes(8, "little"), b"\x95" + (1 << 38).to_bytes(8, "little"), b"\x8e" + (1 << 38).to_bytes(8, "little")):
+        (tmp_path / "c.kv").write_bytes(b"\x80\x04" + claim + b"abc")
+        with pytest.raises(FormatError, match="not a readable pickle"):
+            Embeddings.load(tmp_path / "c.kv")

@@ -19,7 +19,7 @@ import math
 import os
 import pickle
 import zipfile
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -135,6 +135,28 @@ class _DataUnpickler(pickle.Unpickler):
         return found
 
 
+#: Bytes the unpickler is handed per read: a length the pickle declares is read in steps of this, so nothing is allocated
+#: for more than the file holds.
+_STEP = 1 << 24
+
+
+class _Stepwise:
+    """``f`` for the unpickler: a ``read(n)`` of a declared length ``n`` is done in steps (``io`` allocates ``n`` at once)."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self._f = f
+        self.readline = f.readline
+
+    def read(self, n: int = -1) -> bytes:
+        if n < 0 or n <= _STEP:
+            return self._f.read(n)
+        parts: list[bytes] = []
+        while n > 0 and (part := self._f.read(min(n, _STEP))):
+            parts.append(part)
+            n -= len(part)
+        return b"".join(parts)
+
+
 def _unpickle(f: IO[bytes]) -> _Record:
     head, f = peek(f, 2)
     if head[:1] != b"\x80":  # the PROTO opcode: gensim pickles with protocol 2 or later
@@ -146,10 +168,11 @@ def _unpickle(f: IO[bytes]) -> _Record:
             found=repr(head),
         )
     try:
-        obj = _DataUnpickler(f).load()
+        obj = _DataUnpickler(cast(IO[bytes], _Stepwise(f))).load()
     except FormatError:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError, MemoryError, RecursionError) as e:
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError, MemoryError, RecursionError, OverflowError) as e:
+        # (OverflowError: a FRAME or a length past what the platform can address)
         raise FormatError(f"not a readable pickle ({type(e).__name__}: {e})", chunk=WHAT) from None
     if not isinstance(obj, _Record) or "state" not in obj.__dict__:
         raise FormatError("the pickle holds no gensim KeyedVectors", chunk=WHAT, expected="a KeyedVectors object", found=type(obj).__name__)
