@@ -284,3 +284,41 @@ def test_declared_lengths_past_the_file_are_format_errors(tmp_path: Path) -> Non
         (tmp_path / "c.kv").write_bytes(b"\x80\x04" + claim + b"abc")
         with pytest.raises(FormatError, match="not a readable pickle"):
             Embeddings.load(tmp_path / "c.kv")
+
+
+def test_the_unpickler_allocates_nothing_ahead_of_the_bytes() -> None:
+    # found by the fuzzer: the C unpickler sizes its memo by the largest PUT index (2.5 KB grew 350 MB; index 2**31 would
+    # be 16 GiB), and allocates a BYTEARRAY8's declared length before reading it
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    put_far = b"\x80\x04N" + b"r" + (2**31).to_bytes(4, "little") + b"."  # None, memoized at index 2**31
+    with pytest.raises(FormatError, match="holds no gensim KeyedVectors"):
+        Embeddings.load(put_far)
+    with pytest.raises(FormatError, match=r"not a readable pickle.*truncated"):
+        Embeddings.load(b"\x80\x05\x96" + (1 << 36).to_bytes(8, "little") + b"abc.")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB
+
+
+def test_a_pickle_cannot_set_attributes_of_the_readers_classes() -> None:
+    # BUILD applies a state only to an array or a record instance: not to the class a GLOBAL names (which would change
+    # every later load in the process), nor to a function
+    from finalfusion.compat import _gensim_pickle
+
+    on_class = b"\x80\x02cgensim.models.keyedvectors\nKeyedVectors\nN}X\x04\x00\x00\x00kindX\x04\x00\x00\x00evils\x86b."
+    with pytest.raises(FormatError, match=r"a state for something else than an array or a record: .*found type"):
+        Embeddings.load(on_class)
+    assert _gensim_pickle._Record.kind == "KeyedVectors"
+    on_function = b"\x80\x02cnumpy._core.multiarray\n_reconstruct\n}X\x01\x00\x00\x00aK\x01sb."
+    with pytest.raises(FormatError, match="found function"):
+        Embeddings.load(on_function)
+
+
+def test_numpy_states_are_checked_before_numpy_sees_them() -> None:
+    # found by the fuzzer: numpy's C dtype.__setstate__ raised SystemError on a crafted state
+    dtype = b"cnumpy\ndtype\nX\x02\x00\x00\x00f4\x89\x88\x87R"
+    bad_state = b"(K\x03X\x01\x00\x00\x00<NNNJ\x00\x01\x00\x00J\xff\xff\xff\xffK\x00tb."
+    with pytest.raises(FormatError, match="an array type with fields or sizes"):
+        Embeddings.load(b"\x80\x02" + dtype + bad_state)
+    with pytest.raises(FormatError, match=r"an array type other than a number: .*'O'"):
+        Embeddings.load(b"\x80\x02cnumpy\ndtype\nX\x01\x00\x00\x00O\x89\x88\x87R.")

@@ -19,7 +19,7 @@ import math
 import os
 import pickle
 import zipfile
-from typing import IO, Any, Literal, cast
+from typing import IO, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,7 @@ import numpy.typing as npt
 from finalfusion import limits
 from finalfusion._gensim_api import register_loader
 from finalfusion._source import Source, file_in, local_path, open_regular, open_stream, peek, sibling
+from finalfusion.compat._pickle_data import NUMPY_GLOBALS, DataUnpickler, array_of
 from finalfusion.embeddings import Embeddings
 from finalfusion.errors import FormatError
 from finalfusion.storage.ndarray import NdArray
@@ -59,69 +60,17 @@ class _FastTextRecord(_Record):
     kind = "FastTextKeyedVectors"
 
 
-#: What ``numpy.ndarray`` resolves to: a marker for :func:`_reconstruct`, not the class (calling it would allocate any shape).
-_NDARRAY = object()
-
-
-def _reconstruct(subtype: Any, shape: Any, dtype: Any) -> npt.NDArray[Any]:
-    """numpy's ``_reconstruct`` as numpy's pickles call it: an empty plain array that ``__setstate__`` then fills from the file's bytes.
-
-    The size comes from the data that follows (numpy checks it against the
-    shape), never from a shape alone; no subclass of ``ndarray`` is built.
-    """
-    if subtype is not _NDARRAY or tuple(shape) != (0,):
-        found = f"{'numpy.ndarray' if subtype is _NDARRAY else repr(subtype)}, shape {shape!r}"
-        raise FormatError("an array built otherwise than numpy pickles arrays", chunk=WHAT, expected="numpy.ndarray, shape (0,)", found=found)
-    array: npt.NDArray[Any] = np.ndarray.__new__(np.ndarray, (0,), dtype)
-    return array
-
-
-def _frombuffer(buf: Any, dtype: Any, shape: Any, order: Any) -> npt.NDArray[Any]:
-    """numpy's ``_frombuffer``, how numpy pickles an array with protocol 5: the array over the pickle's own bytes, of exactly their size."""
-    if not isinstance(buf, (bytes, bytearray)) or not isinstance(dtype, np.dtype) or order not in ("C", "F"):
-        raise FormatError(
-            "an array built otherwise than numpy pickles arrays",
-            chunk=WHAT,
-            expected="bytes, a dtype, 'C' or 'F'",
-            found=f"{type(buf).__name__}, {dtype!r}, {order!r}",
-        )
-    if not isinstance(shape, tuple) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
-        raise FormatError("a bad array shape", chunk=WHAT, expected="a tuple of non-negative ints", found=repr(shape)[:100])
-    if dtype.hasobject or math.prod(shape) * dtype.itemsize != len(buf):
-        raise FormatError("an array whose bytes do not match its shape", chunk=WHAT, expected=f"{shape!r} x {dtype}", found=f"{len(buf)} bytes")
-    return np.frombuffer(buf, dtype=dtype).reshape(shape, order=order)
-
-
-def _latin1(text: Any, encoding: Any) -> bytes:
-    """``_codecs.encode(text, "latin1")``: how protocols 2 and 3 of Python 2's heritage spell bytes (protocol 2 pickles numpy's data so)."""
-    if not isinstance(text, str) or encoding != "latin1":
-        raise FormatError(
-            "bytes spelt otherwise than pickle spells them", chunk=WHAT, expected="_codecs.encode(str, 'latin1')", found=f"{type(text).__name__}, {encoding!r}"
-        )
-    return text.encode("latin1")
-
-
-#: Every global a gensim ``KeyedVectors`` pickle refers to, with any pickle protocol gensim's ``kv.save(fname, pickle_protocol=)``
-#: takes (2-5): numpy 1 spells its modules ``numpy.core``, numpy 2 ``numpy._core``; protocol 2 spells bytes with
-#: ``_codecs.encode``, protocols 2-3 sets with ``builtins`` (``__builtin__`` in 2), protocol 5 arrays with numpy's ``_frombuffer``.
+#: Every global a gensim ``KeyedVectors`` pickle refers to: gensim's two classes, and numpy's arrays as data.
 _GLOBALS: dict[tuple[str, str], object] = {
     ("gensim.models.keyedvectors", "KeyedVectors"): _Record,
     ("gensim.models.fasttext", "FastTextKeyedVectors"): _FastTextRecord,
-    ("numpy", "ndarray"): _NDARRAY,
-    ("numpy", "dtype"): np.dtype,
-    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
-    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
-    ("numpy.core.numeric", "_frombuffer"): _frombuffer,
-    ("numpy._core.numeric", "_frombuffer"): _frombuffer,
-    ("_codecs", "encode"): _latin1,
-    ("builtins", "frozenset"): frozenset,
-    ("builtins", "set"): set,
-    ("__builtin__", "frozenset"): frozenset,  # protocol 2 names builtins as Python 2 did
-    ("__builtin__", "set"): set,
+    **NUMPY_GLOBALS,
 }
 
 
-class _DataUnpickler(pickle.Unpickler):
+class _GensimUnpickler(DataUnpickler):
+    buildable = (*DataUnpickler.buildable, _Record)
+
     def find_class(self, module: str, name: str) -> Any:
         found = _GLOBALS.get((module, name))
         if found is None:
@@ -135,28 +84,6 @@ class _DataUnpickler(pickle.Unpickler):
         return found
 
 
-#: Bytes the unpickler is handed per read: a length the pickle declares is read in steps of this, so nothing is allocated
-#: for more than the file holds.
-_STEP = 1 << 24
-
-
-class _Stepwise:
-    """``f`` for the unpickler: a ``read(n)`` of a declared length ``n`` is done in steps (``io`` allocates ``n`` at once)."""
-
-    def __init__(self, f: IO[bytes]) -> None:
-        self._f = f
-        self.readline = f.readline
-
-    def read(self, n: int = -1) -> bytes:
-        if n < 0 or n <= _STEP:
-            return self._f.read(n)
-        parts: list[bytes] = []
-        while n > 0 and (part := self._f.read(min(n, _STEP))):
-            parts.append(part)
-            n -= len(part)
-        return b"".join(parts)
-
-
 def _unpickle(f: IO[bytes]) -> _Record:
     head, f = peek(f, 2)
     if head[:1] != b"\x80":  # the PROTO opcode: gensim pickles with protocol 2 or later
@@ -168,14 +95,19 @@ def _unpickle(f: IO[bytes]) -> _Record:
             found=repr(head),
         )
     try:
-        obj = _DataUnpickler(cast(IO[bytes], _Stepwise(f))).load()
-    except FormatError:
+        obj = _GensimUnpickler(f).load()
+    except FormatError as e:
+        if e.chunk == "pickle":  # compat._pickle_data's own checks: name the file they are in
+            raise FormatError(e.message, chunk=WHAT, expected=e.expected, found=e.found) from None
         raise
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError, MemoryError, RecursionError, OverflowError) as e:
         # (OverflowError: a FRAME or a length past what the platform can address)
         raise FormatError(f"not a readable pickle ({type(e).__name__}: {e})", chunk=WHAT) from None
     if not isinstance(obj, _Record) or "state" not in obj.__dict__:
         raise FormatError("the pickle holds no gensim KeyedVectors", chunk=WHAT, expected="a KeyedVectors object", found=type(obj).__name__)
+    state = obj.__dict__["state"]
+    for key, value in state.items():  # the arrays the reader uses are attributes of the object itself
+        state[key] = array_of(value)
     return obj
 
 
