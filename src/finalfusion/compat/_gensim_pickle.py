@@ -18,6 +18,7 @@ import functools
 import math
 import os
 import pickle
+import struct
 import zipfile
 from typing import IO, Any, Literal
 
@@ -100,7 +101,7 @@ def _unpickle(f: IO[bytes]) -> _Record:
         if e.chunk == "pickle":  # compat._pickle_data's own checks: name the file they are in
             raise FormatError(e.message, chunk=WHAT, expected=e.expected, found=e.found) from None
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError, MemoryError, RecursionError, OverflowError) as e:
+    except (pickle.UnpicklingError, struct.error, EOFError, ValueError, TypeError, AttributeError, LookupError, MemoryError, RecursionError, OverflowError) as e:
         # (OverflowError: a FRAME or a length past what the platform can address)
         raise FormatError(f"not a readable pickle ({type(e).__name__}: {e})", chunk=WHAT) from None
     if not isinstance(obj, _Record) or "state" not in obj.__dict__:
