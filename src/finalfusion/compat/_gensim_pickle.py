@@ -85,6 +85,10 @@ class _GensimUnpickler(DataUnpickler):
         return found
 
 
+#: What pickle's Python unpickler raises on bytes it cannot read (OverflowError: a length past what the platform addresses).
+_UNREADABLE = (pickle.UnpicklingError, struct.error, EOFError, ValueError, TypeError, AttributeError, LookupError, MemoryError, RecursionError, OverflowError)
+
+
 def _unpickle(f: IO[bytes]) -> _Record:
     head, f = peek(f, 2)
     if head[:1] != b"\x80":  # the PROTO opcode: gensim pickles with protocol 2 or later
@@ -101,7 +105,7 @@ def _unpickle(f: IO[bytes]) -> _Record:
         if e.chunk == "pickle":  # compat._pickle_data's own checks: name the file they are in
             raise FormatError(e.message, chunk=WHAT, expected=e.expected, found=e.found) from None
         raise
-    except (pickle.UnpicklingError, struct.error, EOFError, ValueError, TypeError, AttributeError, LookupError, MemoryError, RecursionError, OverflowError) as e:
+    except _UNREADABLE as e:
         # (OverflowError: a FRAME or a length past what the platform can address)
         raise FormatError(f"not a readable pickle ({type(e).__name__}: {e})", chunk=WHAT) from None
     if not isinstance(obj, _Record) or "state" not in obj.__dict__:
