@@ -615,6 +615,8 @@ def test_real_wordllama_weights_give_wordllamas_embed(tmp_path: Path, capsys: py
         pytest.skip("this wordllama package does not ship l2_supercat_256")
     wl = wordllama.WordLlama.load(dim=256, disable_download=True, cache_dir=package)
     texts = ["the quick brown fox jumps over the lazy dog", "happiness", "a", "It's dangerous to go alone!", "e-mail the U.S.A. office", "日本語"]
+    # special-token text: WordLlama's embed keeps the rows of <s>, </s> and <unk> written in a text, and so does encode (issue 35)
+    texts += ["<s> the house </s>", "an <unk> word", "  two  spaces  "]
     expected = wl.embed(texts, norm=False)
     # The weights file and the weights/ directory find WordLlama's tokenizer in ../tokenizers; --tokenizer names it outright.
     for args in ([weights], [weights.parent], ["--tokenizer", tokenizer, weights], ["--tensor", "embedding.weight", weights]):

@@ -21,8 +21,10 @@ tokenizers = pytest.importorskip("tokenizers")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
 CORPUS = ["the quick brown fox jumps over the lazy dog", "a house is not a home", "happiness is a warm puppy in the house"] * 30
-# texts within the training alphabet: WordLlama keeps an unknown token's row, finalfusion drops it (docs/models.md)
+# with special-token text and characters outside the training alphabet (the unknown token): WordLlama's embed keeps every
+# token's row, and so does encode for WordLlama weights (issue 35; a word keeps the word rule, docs/models.md)
 TEXTS = ["the happy house", "a quick puppy jumps", "houses", "warm", "the lazy dog is not a fox", "dogs and puppies", ""]
+TEXTS += ["the <s> house </s>", "<unk> a dog", "zebra über 中文 house", "  spaced   out  "]
 DIMS = 16
 
 
@@ -60,7 +62,7 @@ def test_default_arguments_give_wordllama_embed(tmp_path: Path, normalize: bool)
     assert "custom_tokenizer_config.json" in emb.metadata["safetensors"]["tokenizer"]
     theirs = np.asarray(wl.embed(TEXTS), dtype=np.float32)
     np.testing.assert_allclose(emb.encode(TEXTS), theirs, rtol=2e-5, atol=2e-6)
-    texts = TEXTS[:-1]  # WordLlama's norm=True divides the empty text's zeros by zero (NaN); ours stay zero
+    texts = [t for t in TEXTS if t]  # WordLlama's norm=True divides the empty text's zeros by zero (NaN); ours stay zero
     np.testing.assert_allclose(emb.encode(texts, normalize=True), wl.embed(texts, norm=True), rtol=2e-5, atol=2e-6)
     assert not emb.encode([""], normalize=True).any()
     for word in ["house", "happiness", "a", "puppy", "dogs"]:

@@ -52,13 +52,15 @@ if TYPE_CHECKING:
     from finalfusion.metadata import Metadata
     from finalfusion.norms import Norms
 
-__all__ = ["FASTTEXT_SPACE", "MODEL2VEC_KEY", "EncodeMixin", "model_mean", "model_settings", "model_word_batch"]
+__all__ = ["FASTTEXT_SPACE", "MODEL2VEC_KEY", "WORDLLAMA_KEY", "EncodeMixin", "model_mean", "model_settings", "model_word_batch"]
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 
 #: The metadata table a model2vec directory's ``config.json`` settings are kept in (``normalize``, ``max_length``).
 MODEL2VEC_KEY: Final = "model2vec"
+#: The metadata table that marks WordLlama weights (``<config>_<dims>.safetensors``): their sentences keep every token, as WordLlama's ``embed``.
+WORDLLAMA_KEY: Final = "wordllama"
 #: fastText splits a line into words at these bytes (``std::istream >> word`` in the C locale).
 FASTTEXT_SPACE: Final = re.compile(r"[ \t\n\v\f\r]+")
 #: Bytes of rows gathered at once while averaging (bounds the ``(texts, tokens, dims)`` temporary).
@@ -156,6 +158,19 @@ def _model2vec_allowed(vocab: TokenizerVocab) -> npt.NDArray[np.bool_]:
         allowed[unk] = False
     object.__setattr__(vocab, "_m2v_allowed", allowed)
     return allowed
+
+
+def _allowed_in_sentences(vocab: TokenizerVocab, metadata: Metadata | None) -> npt.NDArray[np.bool_] | None:
+    """The token ids a sentence of a model vocabulary keeps, as the model's own library: model2vec's ``encode`` drops only the
+    unknown token, WordLlama's ``embed`` nothing (every token a text has, special-token text and the unknown token
+    included, keeps its row); other models follow the word rule (``None``: control, unknown and unused dropped)."""
+    if metadata is not None and MODEL2VEC_KEY in metadata:
+        return _model2vec_allowed(vocab)
+    if metadata is not None and WORDLLAMA_KEY in metadata:
+        every = np.ones(len(vocab.words) + 1, dtype=bool)
+        every[-1] = False  # ids without a row (WordLlama's tables have a row for every id its tokenizer gives)
+        return every
+    return None
 
 
 def _token_ids(
@@ -279,7 +294,8 @@ class EncodeMixin:
         A model vocabulary (:class:`~finalfusion.vocab.TokenizerVocab`) gives
         model2vec's ``StaticModel.encode``: the text is tokenized by the
         model's tokenizer (no special tokens added; the unknown token
-        dropped for model2vec models, as model2vec does, and control,
+        dropped for model2vec models, as model2vec does, nothing for
+        WordLlama weights, as WordLlama's ``embed``, and control,
         unknown and unused tokens for other models), truncated to the model's ``max_length``
         tokens if its model2vec ``config.json`` set one (and first to
         ``max_length`` times the median token length in characters, as
@@ -330,7 +346,7 @@ class EncodeMixin:
         normalize = model_normalize if normalize is None else bool(normalize)
         out = np.zeros((len(items), self._storage.shape[1]), dtype=np.float32)
         chars = max_length * _median_token_chars(vocab) if model and max_length is not None else None
-        allowed = _model2vec_allowed(vocab) if model and self.metadata is not None and MODEL2VEC_KEY in self.metadata else None
+        allowed = _allowed_in_sentences(vocab, self.metadata) if model else None
         pieces = PieceIds(vocab.tokenizer) if model and len(items) > 1 and tokenizer_splits_at_spaces(vocab.tokenizer) else None
 
         def task(lo: int) -> Callable[[], None]:

@@ -255,6 +255,17 @@ class TokenizerNotFound(FileNotFoundError):
 _WORDLLAMA_WEIGHTS: Final = re.compile(r"(.+?)_[0-9]+(?:_binary)?\.safetensors")
 
 
+def is_wordllama_weights(name: str) -> bool:
+    """Whether a weights file is named as WordLlama names its own (``<config>_<dims>.safetensors``).
+
+    Examples
+    --------
+    >>> is_wordllama_weights("l2_supercat_256.safetensors"), is_wordllama_weights("model.safetensors")
+    (True, False)
+    """
+    return _WORDLLAMA_WEIGHTS.fullmatch(name) is not None
+
+
 def _find_tokenizer(directory: Path, weights_name: str | None = None) -> Path:
     """``tokenizer.json``, else ``tokenizer.model``, else ``tekken.json`` (Mistral's own layout) in ``directory``; for WordLlama
     weights ``<config>_<dims>.safetensors`` also ``<config>_tokenizer_config.json`` beside them or in ``../tokenizers/`` (WordLlama's package layout).

@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from finalfusion import limits
 from finalfusion._binary import Buffer, check_dims
+from finalfusion._encode import WORDLLAMA_KEY
 from finalfusion._source import (
     GZIP_MAGIC,
     Source,
@@ -50,7 +51,7 @@ from finalfusion._source import (
 from finalfusion._stream import read_exactly
 from finalfusion.compat._build import embeddings_from
 from finalfusion.compat._model2vec import MAPPING_TENSOR, MODEL2VEC_TENSOR, WEIGHTS_TENSOR, expand_quantized, model2vec_settings
-from finalfusion.compat._model_vocab import model_vocab
+from finalfusion.compat._model_vocab import is_wordllama_weights, model_vocab
 from finalfusion.compat._registry import register_format
 from finalfusion.compat._safetensors_header import (
     DTYPE_BITS,
@@ -428,6 +429,10 @@ def _gzip_file(path: str) -> bool:
         return f.read(2) == GZIP_MAGIC
 
 
+#: The table WordLlama's weight files hold.
+WORDLLAMA_TENSOR: Final = "embedding.weight"
+
+
 def _load(loc: _Located, tokenizer: Any, normalize: bool, read: Callable[[int], npt.NDArray[np.float32]]) -> Embeddings:
     info = loc.tensor
     where = f"{_FORMAT} tensor {info.name!r}"
@@ -465,6 +470,8 @@ def _load(loc: _Located, tokenizer: Any, normalize: bool, read: Callable[[int], 
     settings = model2vec_settings(loc.directory, info.name)
     if settings is not None:
         data["model2vec"] = settings
+    elif info.name == WORDLLAMA_TENSOR and is_wordllama_weights(os.path.basename(loc.name)):
+        data[WORDLLAMA_KEY] = {"weights": os.path.basename(loc.name)}  # encode follows WordLlama's embed (keeps every token)
     return embeddings_from([], matrix, normalize, Metadata(data), vocab=vocab)
 
 
