@@ -33,7 +33,7 @@ LOWER_LAYERS = {
     "finalfusion._progress": {"finalfusion.errors"},
     "finalfusion._llamacpp_pre": set(),
     "finalfusion._local_files": {"finalfusion.errors"},
-    "finalfusion._isolated": {"finalfusion.errors"},
+    "finalfusion._isolated": {"finalfusion._threads", "finalfusion.errors"},
     "finalfusion._gzip_input": {"finalfusion._progress", "finalfusion.errors", "finalfusion.limits"},
     "finalfusion._tokenizer_json": {"finalfusion._llamacpp_pre", "finalfusion.errors", "finalfusion.limits"},
     "finalfusion._tokenizers": {"finalfusion._local_files", "finalfusion._tokenizer_json", "finalfusion.errors", "finalfusion.limits"},

@@ -14,6 +14,7 @@ import pytest
 
 from finalfusion import FormatError
 from finalfusion._isolated import call_isolated
+from finalfusion._threads import fork_is_safe
 
 MODULE = "isolated_targets"
 
@@ -34,7 +35,7 @@ def test_the_answer_comes_back_whole(spawn: bool) -> None:
     assert header["n"] == 300_000
     assert header["data"] == "dätä"
     assert header["pid"] != os.getpid()
-    assert header["forked"] is (not spawn and threading.active_count() == 1)  # the suite may have started the thread pool
+    assert header["forked"] is (not spawn and fork_is_safe())  # the suite may have started threads of its own
     assert payload == bytes(i % 251 for i in range(300_000))
 
 
@@ -92,6 +93,15 @@ def test_with_other_threads_the_child_is_a_fresh_interpreter(another_thread: Non
     # a fork could inherit a lock one of the other threads holds
     header, _ = call_isolated(MODULE, "echo", [1], seconds=60, max_payload=10, what="Demo")
     assert header["forked"] is False
+
+
+def test_beside_the_librarys_own_pool_the_child_is_a_fork() -> None:
+    # the pool's threads run only the library's tasks (and a forked child forgets the pool): a fork is still safe
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import pytest, threading; "
+    code += "from finalfusion._threads import run_tasks; run_tasks([lambda: None] * 4, 2); "
+    code += "assert any(t.name.startswith('finalfusion-pool') for t in threading.enumerate()); from finalfusion._isolated import call_isolated; "
+    code += f"print(call_isolated({MODULE!r}, 'echo', [1], seconds=60, max_payload=10, what='Demo')[0]['forked'])"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True\n"
 
 
 def test_alone_the_child_is_a_fork() -> None:

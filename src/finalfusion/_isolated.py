@@ -8,9 +8,10 @@ the caller gets back a small JSON header and a byte payload -- or a
 :class:`~finalfusion.FormatError` when the child is killed by a signal,
 answers nothing within its time, or sends more than it may.
 
-The child is a fork of the caller when the caller runs one thread (cheap:
-nothing is imported again), else a fresh interpreter (a fork of a process
-with other threads may inherit a lock held by one of them). Nothing the
+The child is a fork of the caller when no thread but the caller and the
+library's own pool runs (cheap: nothing is imported again), else a fresh
+interpreter (a fork of a process with other threads may inherit a lock one of
+them holds). Nothing the
 child sends is unpickled: errors come back as JSON fields, data as raw
 bytes whose size the caller bounds.
 """
@@ -24,11 +25,11 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import IO, Any, Final, cast
 
+from finalfusion._threads import fork_is_safe
 from finalfusion.errors import FormatError
 
 __all__ = ["Answer", "call_isolated"]
@@ -102,7 +103,7 @@ def call_isolated(
     --------
     >>> header, payload = call_isolated("json", "dumps", [[1, 2]], seconds=30, max_payload=0, what="demo")  # doctest: +SKIP
     """
-    spawn = force_spawn or not hasattr(os, "fork") or not sys.platform.startswith("linux") or threading.active_count() > 1
+    spawn = force_spawn or not hasattr(os, "fork") or not sys.platform.startswith("linux") or not fork_is_safe()
     if spawn:
         proc = subprocess.Popen([sys.executable, "-c", _SPAWNED], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         stdin, stdout = cast(IO[bytes], proc.stdin), cast(IO[bytes], proc.stdout)

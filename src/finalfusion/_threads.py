@@ -53,6 +53,7 @@ __all__ = [
     "Background",
     "InOrder",
     "check_threads",
+    "fork_is_safe",
     "get_threads",
     "in_threads",
     "run_in_background",
@@ -186,12 +187,29 @@ def threads_for(threads: int | None = None, *, blas: bool = False) -> int:
 # ------------------------------------------------------------------------------------
 # the pool
 # ------------------------------------------------------------------------------------
+#: The names of the pool's threads start so.
+_POOL_PREFIX: Final = "finalfusion-pool"
+
+
 def _forget_pool() -> None:
     """In a forked child: it has none of the parent's threads, so start from nothing."""
     global _pool, _pool_size, _lock
     _lock = threading.Lock()  # the parent may have held it while forking
     _pool = None
     _pool_size = 0
+
+
+def fork_is_safe() -> bool:
+    """Whether a fork of this process now inherits no lock another thread may hold: the calling thread is the only
+    one, besides the library's own pool (whose threads run only the library's tasks, and which a forked child forgets).
+
+    Examples
+    --------
+    >>> fork_is_safe()  # a doctest runs in the suite's own process, whose threads are its business
+    True
+    """
+    me = threading.current_thread()
+    return all(t is me or t.name.startswith(_POOL_PREFIX) for t in threading.enumerate())
 
 
 def _as_worker(fn: Callable[..., T], *args: Any) -> T:
@@ -209,7 +227,7 @@ def _submit_all(jobs: list[tuple[Callable[..., T], tuple[Any, ...]]], workers: i
                 _fork_hook = True
             old = _pool
             _pool_size = max(workers, get_threads() - 1, 1)
-            _pool = ThreadPoolExecutor(_pool_size, thread_name_prefix="finalfusion-pool")
+            _pool = ThreadPoolExecutor(_pool_size, thread_name_prefix=_POOL_PREFIX)
             if old is not None:
                 old.shutdown(wait=False)  # its threads finish what they run, then exit
         return [_pool.submit(_as_worker, fn, *args) for fn, args in jobs]
