@@ -101,7 +101,10 @@ def write_model2vec(directory: str | os.PathLike[str], emb: Embeddings, *, norma
     vocabulary: unknown words of subword vocabularies (n-grams) are
     dropped there, where :meth:`~finalfusion.Embeddings.encode` uses their
     n-grams; texts of known words separated by whitespace give the same
-    vectors.
+    vectors. model2vec drops the unknown token from every text: written
+    from WordLlama weights (whose ``embed`` keeps it), a text with
+    characters the tokenizer does not know encodes without that token's
+    row; every other text gives WordLlama's vector.
 
     The directory is written whole beside the target, with a manifest
     (``finalfusion-manifest.json``) of its files, and swapped in only when
