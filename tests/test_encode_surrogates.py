@@ -114,3 +114,27 @@ def test_a_word_lookup_with_a_lone_surrogate_still_has_no_vector(model: finalfus
     assert model.embedding("qu\ud800ick") is None
     _, found = model.embedding_batch(["the", "qu\ud800ick", "fox"])
     assert found.tolist() == [True, False, True]
+
+
+def test_a_checkpoint_written_for_model2vec_encodes_in_model2vec_as_here(tmp_path: Path) -> None:
+    """A Hugging Face checkpoint (safetensors beside a tokenizer.json) keeps in a sentence every token but the unknown one, as
+    model2vec does: special-token text such as ``[CLS]`` keeps its row, so the model2vec directory ``write_model2vec``
+    makes of it gives model2vec's ``encode`` equal to ours (issue 35: they differed on such lines)."""
+    model2vec = pytest.importorskip("model2vec")
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    tokenizers = pytest.importorskip("tokenizers")
+    tokenizer_json = train_wordpiece()
+    n = tokenizers.Tokenizer.from_str(tokenizer_json).get_vocab_size()
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    safetensors_numpy.save_file({"model.embed_tokens.weight": _table(n)}, str(checkpoint / "model.safetensors"))
+    emb = finalfusion.load(checkpoint)
+    texts = ["[CLS] the quick fox [SEP]", "a [UNK] and [PAD]", "the fox", "qxzv ☃ fox", "[MASK]"]
+    finalfusion.write_model2vec(tmp_path / "m2v", emb)
+    theirs = model2vec.StaticModel.from_pretrained(str(tmp_path / "m2v")).encode(texts)
+    np.testing.assert_allclose(emb.encode(texts), theirs, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(finalfusion.load(tmp_path / "m2v").encode(texts), theirs, rtol=1e-5, atol=1e-6)
+    with pytest.raises(KeyError):  # a word drops a control token (the word rule); a sentence keeps it
+        emb["[CLS]"]
+    assert emb.encode(["[CLS]"])[0].any()

@@ -160,17 +160,19 @@ def _model2vec_allowed(vocab: TokenizerVocab) -> npt.NDArray[np.bool_]:
     return allowed
 
 
-def _allowed_in_sentences(vocab: TokenizerVocab, metadata: Metadata | None) -> npt.NDArray[np.bool_] | None:
-    """The token ids a sentence of a model vocabulary keeps, as the model's own library: model2vec's ``encode`` drops only the
-    unknown token, WordLlama's ``embed`` nothing (every token a text has, special-token text and the unknown token
-    included, keeps its row); other models follow the word rule (``None``: control, unknown and unused dropped)."""
-    if metadata is not None and MODEL2VEC_KEY in metadata:
-        return _model2vec_allowed(vocab)
+def _allowed_in_sentences(vocab: TokenizerVocab, metadata: Metadata | None) -> npt.NDArray[np.bool_]:
+    """The token ids a sentence of a model vocabulary keeps, as the model's own library.
+
+    WordLlama's ``embed`` keeps every token a text has (special-token text and the unknown token included); model2vec's
+    ``encode`` drops only the unknown token, and so do the other models with a ``tokenizer.json`` (a model2vec directory
+    written from them encodes the same); models with another tokenizer (SentencePiece, GGUF read as llama.cpp reads it)
+    follow the word rule (control, unknown and unused dropped).
+    """
     if metadata is not None and WORDLLAMA_KEY in metadata:
         every = np.ones(len(vocab.words) + 1, dtype=bool)
         every[-1] = False  # ids without a row (WordLlama's tables have a row for every id its tokenizer gives)
         return every
-    return None
+    return _model2vec_allowed(vocab)
 
 
 def _token_ids(
@@ -294,9 +296,10 @@ class EncodeMixin:
         A model vocabulary (:class:`~finalfusion.vocab.TokenizerVocab`) gives
         model2vec's ``StaticModel.encode``: the text is tokenized by the
         model's tokenizer (no special tokens added; the unknown token
-        dropped for model2vec models, as model2vec does, nothing for
-        WordLlama weights, as WordLlama's ``embed``, and control,
-        unknown and unused tokens for other models), truncated to the model's ``max_length``
+        dropped for models with a ``tokenizer.json``, as model2vec does,
+        nothing for WordLlama weights, as WordLlama's ``embed``, and
+        control, unknown and unused tokens for SentencePiece and GGUF
+        models, as for words), truncated to the model's ``max_length``
         tokens if its model2vec ``config.json`` set one (and first to
         ``max_length`` times the median token length in characters, as
         model2vec does), and the model's rows are averaged (vocabulary-quantized
