@@ -23,7 +23,7 @@ Design (docs/reliability.md):
   ASCII numbers replaced by huge or negative ones, truncations, splices of
   two inputs, duplicated chunks/ranges, insertions and deletions.
 * Each input runs in a worker subprocess under ``RLIMIT_AS`` (address space
-  = the worker's size after start-up + ``--rlimit-mb``), so a runaway
+  = the worker's size when the input starts + ``--rlimit-mb``), so a runaway
   allocation is a ``MemoryError`` (reported as ``alloc``) instead of an
   out-of-memory kill. The peak RSS growth per input is also checked. A
   per-input timeout catches hangs, and a worker that dies by a signal is
@@ -3004,10 +3004,9 @@ def worker_main(limit_mb: int, rss_factor: int) -> None:
 
         lightseq.HDF5_SECONDS = NATIVE_SECONDS
     names = list(READERS)
-    # Import everything before measuring the address space.
+    # Import everything before the first input (each input's address-space limit is measured when it starts).
     run_one(READERS["finalfusion"], b"")
-    with address_space_limit(limit_mb) if limit_mb > 0 else contextlib.nullcontext():
-        _serve(names, rss_factor)
+    _serve(names, rss_factor, limit_mb)
 
 
 def rss_allowance(size: int, rss_factor: int) -> int:
@@ -3016,7 +3015,10 @@ def rss_allowance(size: int, rss_factor: int) -> int:
     return max(64 * 2**20, rss_factor * size, QUERY_RSS_FACTOR * QUERY_BYTES[0]) + 2 * ANSWER_BYTES[0]
 
 
-def _serve(names: list[str], rss_factor: int) -> None:
+def _serve(names: list[str], rss_factor: int, limit_mb: int = 0) -> None:
+    """Answer inputs until stdin ends; each runs under an address-space limit of the worker's size at that moment plus
+    ``limit_mb`` (the libraries' thread pools and arenas, started by earlier inputs, are the worker's, not the input's:
+    a limit measured once at start-up shrank as they grew, until bounded allocations of later inputs failed)."""
     stdin = sys.stdin.buffer
     stdout = sys.stdout
     print(json.dumps({"ready": names}), file=stdout, flush=True)
@@ -3028,7 +3030,8 @@ def _serve(names: list[str], rss_factor: int) -> None:
         data = stdin.read(n)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         QUERY_BYTES[0] = ANSWER_BYTES[0] = 0
-        out = run_one(READERS[names[which]], data)
+        with address_space_limit(limit_mb) if limit_mb > 0 else contextlib.nullcontext():
+            out = run_one(READERS[names[which]], data)
         grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
         if out["status"] in ("ok", "error") and grown > rss_allowance(len(data), rss_factor):
             msg = f"peak RSS grew by {grown} bytes for a {len(data)}-byte input, {QUERY_BYTES[0]} bytes of queries and {ANSWER_BYTES[0]} of answers"
