@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, BinaryIO, Final, Union, cast
 
 from finalfusion import _threads
+from finalfusion._remote import is_url
 
 __all__ = ["PositionalFile", "Target", "atomic_output", "preallocate", "resolve_target", "run_in_background", "split_write", "temporary_name"]
 
@@ -214,6 +215,8 @@ def atomic_output(file: Target, *, fsync: bool = False, size: int | None = None)
     ------
     TypeError
         For bytes, ``bytearray``, ``memoryview`` or a file descriptor.
+    ValueError
+        For a URL (``https://...``, ``s3://...``): remote files are read only.
     IsADirectoryError
         The target is (or links to) a directory.
     OSError
@@ -234,6 +237,8 @@ def atomic_output(file: Target, *, fsync: bool = False, size: int | None = None)
     if not isinstance(file, (str, os.PathLike)):
         yield file
         return
+    if is_url(file):
+        raise ValueError(f"{file}: a URL is read, never written (write a local file and upload it)")
     target, st = resolve_target(os.fsdecode(os.fspath(file)))
     if _is_stream(st):
         # A FIFO or device is written into, in place: not atomic, nothing reserved.

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from finalfusion._atomic import atomic_output, temporary_name
+from finalfusion._remote import is_url
 from finalfusion.errors import OutputRefused
 
 __all__ = ["MANIFEST_NAME", "check_directory_target", "edge_digest", "edge_digest_of", "refuse_own_input", "write_directory"]
@@ -356,6 +357,8 @@ def write_directory(target: str | os.PathLike[str], kind: str, fill: Callable[[s
     >>> sorted(os.listdir(write_directory(out, "example", fill)))  # its own output: replaced
     ['a.txt', 'finalfusion-manifest.json']
     """
+    if is_url(target):
+        raise ValueError(f"{target}: a URL is read, never written (write a local directory and upload it)")
     path = os.path.abspath(os.fspath(target))
     check_directory_target(path, kind)
     parent, base = os.path.split(path)

@@ -54,6 +54,7 @@ from finalfusion._binary import Buffer
 from finalfusion._gzip_input import GZIP_BUFFERED, GzipInput
 from finalfusion._local_files import file_in, open_regular, read_regular, sibling
 from finalfusion._progress import Progress, counting
+from finalfusion._remote import RemoteFile, is_url, open_url
 from finalfusion.errors import FormatError, Truncated
 
 __all__ = [
@@ -134,6 +135,8 @@ def local_path(file: Source) -> str | None:
     """
     if isinstance(file, bytes):
         return os.fsdecode(file) if is_bytes_path(file) else None
+    if is_url(file):  # a remote file (finalfusion._remote): no local path
+        return None
     if isinstance(file, (str, os.PathLike)):
         return os.fsdecode(file)
     return None
@@ -186,7 +189,10 @@ def opened(source: Source) -> Iterator[Opened]:
     """
     if isinstance(source, bytes) and is_bytes_path(source):
         source = os.fsdecode(source)
-    if isinstance(source, (str, os.PathLike)):
+    if is_url(source):
+        with open_url(cast(str, source)) as f:
+            yield Opened(cast(str, source), None, cast(IO[bytes], f))
+    elif isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
             yield Opened(os.fsdecode(source), None, f)
     elif isinstance(source, int) and not isinstance(source, bool):
@@ -765,6 +771,9 @@ def skip(f: IO[bytes], n: int) -> int:
     >>> skip(f, 4), f.read(), skip(f, 4)
     (4, b'ef', 0)
     """
+    if isinstance(f, RemoteFile):  # a remote file: skipping is a seek, never a download
+        pos = f.tell()
+        return f.seek(min(pos + max(n, 0), max(f.size, pos))) - pos
     done = 0
     while done < n:
         part = f.read(min(n - done, 1 << 20))

@@ -78,9 +78,10 @@ def register(subparsers: Any) -> None:
 
 def _finalfusion_layout(path: str) -> dict[str, Any] | None:
     """Header version and chunk layout of a plain finalfusion file, or ``None`` for anything else."""
+    from finalfusion._remote import is_url
     from finalfusion.io import open_buffer, read_chunks
 
-    if os.path.isdir(path):  # a model directory (safetensors, model2vec): loaded like any other format
+    if os.path.isdir(path) or is_url(path):  # a model directory (loaded like any other format); a URL (no second download)
         return None
     try:
         with open(path, "rb") as f:

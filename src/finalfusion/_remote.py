@@ -1,0 +1,200 @@
+"""Files named by a URL (``https://``, ``s3://``, ``gs://``, ``hf://``, anything fsspec knows), read with range requests.
+
+A URL is a ``str`` that starts with a scheme of two or more characters and
+``://`` (``file://`` excepted): a local path never goes through fsspec, and
+an ``os.PathLike`` is always local. :func:`open_url` opens one through
+fsspec (the ``remote`` extra) as a seekable binary file of known size whose
+reads are range requests of whole blocks, kept in a bounded cache
+(:data:`BLOCK_SIZE` x :data:`CACHE_BLOCKS`). The readers then treat it as
+they treat any seekable file object: they read the headers they parse and
+the bytes they use, and skip the rest by seeking (:func:`~finalfusion._source.skip`),
+so a GGUF's token table or a safetensors tensor costs its own bytes and the
+headers, not the file. Transient failures of a read are retried
+(:data:`RETRIES` times, from the same position); a file that is not there is
+:class:`FileNotFoundError` at once. Credentials and endpoints are fsspec's
+own configuration (environment variables, config files, ``fsspec.config``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import re
+from typing import Any, Final
+
+from finalfusion.errors import MissingExtraError, import_extra
+
+__all__ = ["BLOCK_SIZE", "CACHE_BLOCKS", "RETRIES", "TIMEOUT", "RemoteFile", "is_url", "open_url"]
+
+#: Bytes of one range request (fsspec's block): a read fetches the blocks it touches.
+BLOCK_SIZE: int = 1 << 20
+#: Blocks kept per open file (fsspec's ``blockcache``): the memory a remote file holds is at most their size.
+CACHE_BLOCKS: int = 32
+#: Further attempts of a read that failed for a reason other than a missing file or a refused permission.
+RETRIES: int = 2
+#: Seconds an HTTP(S) server may take to connect or between two reads of an answer (fsspec's http, through aiohttp).
+TIMEOUT: float = 60.0
+
+_URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
+
+
+def is_url(source: object) -> bool:
+    """Whether ``source`` is a URL for fsspec (a ``str`` ``scheme://...`` other than ``file://``), not a local path.
+
+    Examples
+    --------
+    >>> is_url("https://example.org/e.fifu"), is_url("s3://bucket/e.gguf"), is_url("e.fifu"), is_url("file:///tmp/e.fifu")
+    (True, True, False, False)
+    >>> from pathlib import Path
+    >>> is_url(Path("https://example.org"))  # a PathLike is a local path
+    False
+    """
+    if not isinstance(source, str):
+        return False
+    match = _URL.match(source)
+    return match is not None and match.group(1).lower() != "file"
+
+
+class RemoteFile(io.RawIOBase):
+    """A remote file opened by fsspec: seekable, of known size (:attr:`size`), its reads retried on transient failures."""
+
+    def __init__(self, url: str, opener: Any) -> None:
+        super().__init__()
+        self.name = url
+        self._open = opener
+        self._f = opener()
+        size = getattr(self._f, "size", None)
+        if not isinstance(size, int) or size < 0:
+            self._f.close()
+            raise OSError(f"{url}: the server does not tell the file's size, which range requests need")
+        self.size = size
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise OSError(f"{self.name}: seek before the start of the file")
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        want = min(len(view), max(0, self.size - self._pos))
+        if want == 0:
+            return 0
+        data = self._read_at(self._pos, want)
+        view[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def read(self, size: int | None = -1) -> bytes:
+        left = max(0, self.size - self._pos)
+        n = left if size is None or size < 0 else min(size, left)
+        if n == 0:
+            return b""
+        data = self._read_at(self._pos, n)
+        self._pos += len(data)
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def _read_at(self, pos: int, n: int) -> bytes:
+        for attempt in range(RETRIES + 1):
+            try:
+                self._f.seek(pos)
+                data = bytes(self._f.read(n))
+            except (FileNotFoundError, PermissionError):
+                raise
+            except Exception as exc:  # the protocol library's own errors (aiohttp, botocore, ...): a transient failure
+                if attempt == RETRIES:
+                    raise OSError(f"{self.name}: reading {n} bytes at {pos} failed {RETRIES + 1} times: {type(exc).__name__}: {exc}") from exc
+                self._reopen()
+                continue
+            if len(data) != n:
+                raise OSError(f"{self.name}: the server sent {len(data)} bytes for a range of {n} at {pos} (a file of {self.size} bytes)")
+            return data
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _reopen(self) -> None:
+        with contextlib.suppress(Exception):  # a broken connection may fail to close; a new one is opened
+            self._f.close()
+        self._f = self._open()
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._f.close()
+            finally:
+                super().close()
+
+
+def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | None = None) -> RemoteFile:
+    """``url`` opened for reading with range requests through fsspec (:class:`RemoteFile`).
+
+    Parameters
+    ----------
+    url
+        Anything fsspec opens: ``https://``, ``s3://`` (``s3fs``), ``gs://``
+        (``gcsfs``), ``hf://`` (``huggingface_hub``), ...
+    block_size, cache_blocks
+        Bytes per range request and blocks kept (default :data:`BLOCK_SIZE`,
+        :data:`CACHE_BLOCKS`).
+
+    Raises
+    ------
+    MissingExtraError
+        Without fsspec (the ``remote`` extra), or without the package of the URL's protocol.
+    FileNotFoundError
+        If nothing is at ``url``.
+    OSError
+        If the file cannot be opened (its size unknown, a refused connection).
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("aiohttp")
+    >>> try:
+    ...     open_url("http://127.0.0.1:9/e.fifu")  # nothing listens on port 9
+    ... except OSError as err:
+    ...     print(str(err)[:58])
+    http://127.0.0.1:9/e.fifu: cannot be opened: ClientConnect
+    """
+    fsspec = import_extra("fsspec", "reading files named by a URL", extra="remote")
+    blocks = CACHE_BLOCKS if cache_blocks is None else cache_blocks
+    options: dict[str, Any] = {
+        "block_size": BLOCK_SIZE if block_size is None else block_size,
+        "cache_type": "blockcache",
+        "cache_options": {"maxblocks": blocks},
+    }
+    if url.split("://", 1)[0].lower() in ("http", "https"):
+        aiohttp = import_extra("aiohttp", "reading http(s):// URLs", extra="remote")
+        options["client_kwargs"] = {"timeout": aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT, sock_read=TIMEOUT)}
+
+    def opener() -> Any:
+        return fsspec.open(url, "rb", **options).open()
+
+    try:
+        f = RemoteFile(url, opener)
+    except FileNotFoundError as exc:
+        cause = exc.__cause__ or exc.__context__
+        if cause is not None and getattr(cause, "status", None) not in (404, 410):  # fsspec's http says "not found" for a refused connection too
+            raise OSError(f"{url}: cannot be opened: {type(cause).__name__}: {cause}") from None
+        raise FileNotFoundError(errno.ENOENT, "no file at this URL", url) from None
+    except (PermissionError, MissingExtraError):
+        raise
+    except ImportError as exc:  # fsspec's protocol packages: aiohttp (http, the remote extra), s3fs, gcsfs, huggingface_hub
+        scheme = url.split("://", 1)[0]
+        raise MissingExtraError(exc.name or f"{scheme} support", f"reading {scheme}:// URLs (fsspec: {exc})", extra="remote") from None
+    except Exception as exc:
+        raise OSError(f"{url}: cannot be opened: {type(exc).__name__}: {exc}") from exc
+    return f

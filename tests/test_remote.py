@@ -1,0 +1,175 @@
+"""Files named by a URL, read with range requests (finalfusion._remote, issue 37), against nginx on the loopback interface.
+
+Each load is compared with the load of the same local file, and the requests and bytes nginx logged are counted: a
+GGUF's token table or a safetensors tensor costs the headers and its own bytes, not the file. A hostile server (short,
+overlong, stalled or range-ignoring answers) gives an error in bounded time, never a wrong vector.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import finalfusion
+from _servers import Nginx, hostile, nginx
+from finalfusion import FormatError, MissingExtraError
+from finalfusion._remote import BLOCK_SIZE, is_url
+
+pytest.importorskip("fsspec", reason="fsspec (the remote extra) is not installed")
+pytest.importorskip("aiohttp", reason="aiohttp (the remote extra: fsspec's http) is not installed")
+
+SAMPLE = Path(__file__).parent.parent / "examples" / "sample.fifu"
+#: Bytes of the tensor after the token table in the big files: what a load must not fetch.
+BULK = 20 << 20
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
+    root = tmp_path_factory.mktemp("www")
+    try:
+        with nginx(root, tmp_path_factory.mktemp("nginx")) as srv:
+            yield srv
+    except FileNotFoundError as exc:  # CI installs nginx; a machine without it cannot run a real server
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def served(server: Nginx) -> Nginx:
+    server.clear()
+    return server
+
+
+def test_a_finalfusion_file_loads_as_the_local_one(served: Nginx) -> None:
+    (served.root / "sample.fifu").write_bytes(SAMPLE.read_bytes())
+    local = finalfusion.load(SAMPLE)
+    words = ["berlin", "berliner", "zzyzx", "café"]
+    for emb in (finalfusion.load(served.url("sample.fifu")), finalfusion.load_finalfusion(served.url("sample.fifu"), mmap=True)):
+        for w in words:
+            np.testing.assert_array_equal(emb[w], local[w])
+        assert emb.metadata == local.metadata
+    assert all(r.status in (200, 206) for r in served.requests())
+
+
+def _big_gguf(path: Path) -> np.ndarray:
+    gguf = pytest.importorskip("gguf")
+    table = np.random.default_rng(0).standard_normal((1000, 64)).astype(np.float32)
+    w = gguf.GGUFWriter(str(path), arch="llama")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(1000)])
+    w.add_token_types([1] * 1000)
+    w.add_token_merges([])
+    w.add_tensor("token_embd.weight", table)
+    w.add_tensor("blk.0.ffn_up.weight", np.zeros((BULK // 4000, 1000), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return table
+
+
+def test_a_gguf_token_table_costs_the_header_and_the_table_not_the_file(served: Nginx) -> None:
+    table = _big_gguf(served.root / "big.gguf")
+    size = (served.root / "big.gguf").stat().st_size
+    emb = finalfusion.load_gguf(served.url("big.gguf"), normalize=False)
+    np.testing.assert_array_equal(emb.storage.matrix, table)
+    gets = [r for r in served.requests() if r.method == "GET"]
+    fetched = sum(r.sent for r in gets)
+    assert fetched <= table.nbytes + 64 * 1024 + BLOCK_SIZE, (fetched, size)  # header, table, at most one block beyond
+    assert fetched < size / 10
+    assert all(r.range is not None for r in gets), "every GET is a range request"
+    assert finalfusion.load(served.url("big.gguf"), normalize=False).vocab.words == emb.vocab.words
+
+
+def test_a_safetensors_table_costs_its_own_bytes(served: Nginx) -> None:
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    table = np.random.default_rng(1).standard_normal((500, 32)).astype(np.float32)
+    # the table after the bulk: a reader that downloads up to it would fetch everything
+    safetensors_numpy.save_file({"a.bulk": np.zeros(BULK // 4, dtype=np.float32), "model.embed_tokens.weight": table}, str(served.root / "m.safetensors"))
+    emb = finalfusion.compat.load_safetensors(served.url("m.safetensors"), tokenizer=[f"t{i}" for i in range(500)], normalize=False)
+    np.testing.assert_array_equal(emb.storage.matrix, table)
+    fetched = sum(r.sent for r in served.requests() if r.method == "GET")
+    assert fetched <= table.nbytes + 2 * BLOCK_SIZE, fetched
+
+
+def test_gzip_text_streams_through(served: Nginx) -> None:
+    emb = finalfusion.load(SAMPLE)
+    local = served.root / "e.txt"
+    finalfusion.write_text(local, emb)
+    (served.root / "e.txt.gz").write_bytes(gzip.compress(local.read_bytes()))
+    remote = finalfusion.load_text(served.url("e.txt.gz"))
+    np.testing.assert_array_equal(remote.storage.matrix, finalfusion.load_text(local).storage.matrix)
+
+
+def test_a_missing_file_is_file_not_found(served: Nginx) -> None:
+    with pytest.raises(FileNotFoundError, match="no file at this URL"):
+        finalfusion.load(served.url("nothing.fifu"))
+
+
+def test_the_command_line_reads_urls(served: Nginx, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from finalfusion.cli import main
+
+    (served.root / "sample.fifu").write_bytes(SAMPLE.read_bytes())
+    _big_gguf(served.root / "big.gguf")
+    assert main(["info", served.url("sample.fifu")]) == 0
+    assert "FinalfusionBucketVocab, 84 words" in capsys.readouterr().out
+    assert main(["similar", "-k", "3", "-w", "berlin", "--", served.url("sample.fifu")]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
+    assert main(["convert", "--quiet", served.url("big.gguf"), str(tmp_path / "big.fifu")]) == 0
+    assert finalfusion.load(tmp_path / "big.fifu").vocab.words[:2] == ["t0", "t1"]
+
+
+def test_a_url_is_never_written(tmp_path: Path) -> None:
+    emb = finalfusion.load(SAMPLE)
+    for write in (lambda t, e: e.write(t), finalfusion.write_word2vec, finalfusion.write_model2vec):
+        with pytest.raises(ValueError, match="a URL is read, never written"):
+            write("https://example.org/e.out", emb)
+    assert not Path("https:").exists()
+
+
+def test_a_local_path_never_goes_through_fsspec(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # import fsspec now fails
+    assert finalfusion.load(SAMPLE).vocab.words  # local paths do not need it
+    assert not is_url(Path("https://example.org/e.fifu"))
+    assert not is_url("file:///tmp/e.fifu")
+    with pytest.raises(MissingExtraError, match=r"remote") as info:
+        finalfusion.load("https://example.org/e.fifu")
+    assert info.value.extra == "remote"
+
+
+@pytest.mark.parametrize("mode", ["ignore-range", "short", "long", "stall"])
+def test_a_server_that_answers_ranges_wrongly_gives_an_error_in_bounded_time(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("finalfusion._remote.TIMEOUT", 2.0)
+    monkeypatch.setattr("finalfusion._remote.BLOCK_SIZE", 4096)
+    data = SAMPLE.read_bytes()
+    start = time.monotonic()
+    with hostile(data, mode) as url:
+        try:
+            emb = finalfusion.load(url)
+        except (OSError, FormatError):
+            pass  # refused: the right answer for every mode but a whole-file answer fsspec recognises
+        else:  # loaded: then exactly the file (never bytes from elsewhere)
+            assert mode == "ignore-range"
+            np.testing.assert_array_equal(emb.storage.matrix, finalfusion.load(SAMPLE).storage.matrix)
+    assert time.monotonic() - start < 60
+
+
+def test_remote_bytes_are_untrusted_like_local_ones(served: Nginx) -> None:
+    # a GGUF header claiming a tensor past the end of the file: the same FormatError as a local file, nothing fetched past it
+    data = bytearray((Path(__file__).parent / "data" / "models" / "gguf_plain_q8_0.gguf").read_bytes())
+    (served.root / "cut.gguf").write_bytes(bytes(data[: len(data) // 2]))
+    with pytest.raises(FormatError) as remote:
+        finalfusion.load_gguf(served.url("cut.gguf"))
+    with pytest.raises(FormatError) as local:
+        finalfusion.load_gguf(served.root / "cut.gguf")
+    assert type(remote.value) is type(local.value)
+    (served.root / "bad.json.safetensors").write_bytes(struct.pack("<Q", 1 << 40) + json.dumps({}).encode())
+    with pytest.raises(FormatError):
+        finalfusion.compat.load_safetensors(served.url("bad.json.safetensors"), tokenizer=["a"])
