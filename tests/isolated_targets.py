@@ -50,3 +50,7 @@ def broken() -> tuple[dict[str, Any], bytes]:
 
 def exit_quietly() -> tuple[dict[str, Any], bytes]:
     os._exit(3)
+
+
+def allocate(n: int) -> tuple[dict[str, Any], bytes]:
+    return {"n": len(bytearray(n))}, b""

@@ -476,3 +476,21 @@ def test_a_mapped_faiss_ivf_index_saves_and_pickles_its_rows(world: dict[str, An
     np.testing.assert_array_equal(by_value.search(queries, 10)[0], ix.search(queries, 10)[0])
     results = run_child(world, [(f"saved{' (mapped)' if mmap else ''}", tmp_path / "copy", mmap) for mmap in (False, True)])
     assert {got["outcome"] for got in results.values()} == {"answer"}, results
+
+
+def test_a_faiss_file_that_declares_gigabytes_takes_none() -> None:
+    """Found by the campaign: an IVF file of 1.5 KB whose inverted-list sizes were changed made faiss allocate and zero
+    18 GB (780 MB under the fuzzer's address-space limit) before failing. faiss first reads a file in a child process
+    whose memory is bounded by the file's size (``_faiss._probe``): there the allocation fails, and it is a FormatError."""
+    pytest.importorskip("faiss")
+    import resource
+
+    from conftest import FUZZ_DIR, load_fuzz
+
+    fuzz = load_fuzz()
+    data = (FUZZ_DIR / "crashers" / "ann-index-alloc-6b8a22400224.bin").read_bytes()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = fuzz.run_one(fuzz.READERS["ann-index"], data)
+    assert out["status"] == "error", out
+    assert "faiss index" in out["msg"]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB: nothing near the declared size

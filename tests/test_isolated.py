@@ -109,3 +109,10 @@ def test_alone_the_child_is_a_fork() -> None:
     code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import pytest; from finalfusion._isolated import call_isolated; "
     code += f"print(call_isolated({MODULE!r}, 'echo', [1], seconds=60, max_payload=10, what='Demo')[0]['forked'])"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True\n"
+
+
+def test_the_childs_memory_can_be_bounded(spawn: bool) -> None:
+    # an allocation past the bound fails in the child (MemoryError there, here); within it, it is made
+    with pytest.raises(MemoryError):
+        call_isolated(MODULE, "allocate", [1 << 30], seconds=60, max_payload=0, what="Demo", memory=64 << 20, force_spawn=spawn)
+    assert call_isolated(MODULE, "allocate", [8 << 20], seconds=60, max_payload=0, what="Demo", memory=64 << 20, force_spawn=spawn)[0] == {"n": 8 << 20}

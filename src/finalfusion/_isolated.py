@@ -59,6 +59,7 @@ def call_isolated(
     seconds: float,
     max_payload: int,
     what: str,
+    memory: int | None = None,
     force_spawn: bool = False,
 ) -> Answer:
     """``module.function(*args)`` (``data`` appended when given) run in a child process: its ``(header, payload)``, or its error raised here.
@@ -80,6 +81,11 @@ def call_isolated(
         Most payload bytes accepted (the caller's bound on the data).
     what
         Names the work in errors (``"LightSeq HDF5"``).
+    memory
+        Bytes of address space the child may add to what it has when it
+        starts (``RLIMIT_AS``): an allocation beyond fails there (a
+        ``MemoryError``, or the library's own error) instead of taking the
+        machine's memory (Linux; elsewhere no limit is set).
     force_spawn
         Use a fresh interpreter even when a fork would do (tests).
 
@@ -107,7 +113,7 @@ def call_isolated(
     if spawn:
         proc = subprocess.Popen([sys.executable, "-c", _SPAWNED], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         stdin, stdout = cast(IO[bytes], proc.stdin), cast(IO[bytes], proc.stdout)
-        request = {"module": module, "function": function, "args": args, "path": sys.path, "data": data is not None}
+        request = {"module": module, "function": function, "args": args, "path": sys.path, "data": data is not None, "memory": memory}
         try:  # the child reads its input whole before it answers, so writing it all first cannot block on a full stdout
             stdin.write(json.dumps(request).encode() + b"\n")
             if data is not None:
@@ -121,7 +127,7 @@ def call_isolated(
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child (its work is covered through the spawned path)
             os.close(fd)
-            _serve({"module": module, "function": function, "args": args}, w, data)
+            _serve({"module": module, "function": function, "args": args, "memory": memory}, w, data)
         os.close(w)
     raw: bytes | None = None
     why = "interrupted"
@@ -203,6 +209,8 @@ def _serve(request: dict[str, Any], fd: int, data: bytes | None) -> None:  # pra
     code = 0
     try:
         try:
+            if request.get("memory"):
+                _limit_address_space(int(request["memory"]))
             fn: Callable[..., Answer] = getattr(importlib.import_module(request["module"]), request["function"])
             header, payload = fn(*request["args"], *([] if data is None else [data]))
             body = memoryview(payload).cast("B")
@@ -218,6 +226,19 @@ def _serve(request: dict[str, Any], fd: int, data: bytes | None) -> None:  # pra
         code = 1
     finally:
         os._exit(code)
+
+
+def _limit_address_space(extra: int) -> None:  # pragma: no cover - runs in the child
+    """Lower this process's soft ``RLIMIT_AS`` to its size now plus ``extra`` bytes."""
+    import resource
+
+    if not os.path.exists("/proc/self/statm"):
+        return
+    with open("/proc/self/statm", "rb") as f:
+        size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    limit = size + extra if hard == resource.RLIM_INFINITY else min(size + extra, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _jsonable(value: Any) -> Any:

@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, cast
 
 import numpy as np
 
+from finalfusion._isolated import call_isolated
 from finalfusion.ann._backends import Param, Rows, Shape, bool_param, check_params, int_param, library_errors, register_backend
 from finalfusion.ann._hnswlib import hnsw_params
 from finalfusion.errors import FormatError, import_extra
@@ -115,6 +117,44 @@ def _with_inline_lists(faiss: Any, index: Any) -> Any:
     return copy
 
 
+#: Address space faiss may take to read a file of ``n`` bytes in the probe: PROBE_FACTOR x n + PROBE_BASE.
+PROBE_FACTOR: Final = 4
+PROBE_BASE: Final = 256 << 20
+#: Seconds the probe may take: PROBE_SECONDS + one per 50 MB of file.
+PROBE_SECONDS: float = 60.0
+
+
+def _probe(path: str | None, data: bytes | None, size: int, flags: int) -> None:
+    """Make faiss read the index (the file at ``path`` or ``data``) in a child process that may take only
+    ``PROBE_FACTOR`` times its size (plus ``PROBE_BASE``) of memory: a :class:`FormatError` if it cannot.
+
+    faiss sizes its arrays from the counts in the file before it reads them: a 1.5 KB IVF file whose
+    inverted-list sizes were changed made it allocate and zero 18 GB (found by the fuzzer). In the child such
+    an allocation fails; a file faiss reads there within the bound holds what it declares, so reading it here
+    costs what it holds.
+    """
+    call_isolated(
+        __name__,
+        "_probe_child",
+        [path, flags],
+        data=data,
+        seconds=PROBE_SECONDS + size / 50e6,
+        max_payload=0,
+        what="faiss index",
+        memory=PROBE_FACTOR * size + PROBE_BASE,
+    )
+
+
+def _probe_child(path: str | None, flags: int, data: bytes | None = None) -> tuple[dict[str, Any], bytes]:  # pragma: no cover - the child
+    faiss = _lib()
+    with library_errors("faiss", "read its index file", (*_ERRORS, MemoryError)):
+        if path is not None:
+            faiss.read_index(path, flags)
+        else:
+            faiss.deserialize_index(np.frombuffer(cast(bytes, data), dtype=np.uint8))
+    return {}, b""
+
+
 class _FaissBase:
     """What both faiss backends share: the search call, saving, serialising."""
 
@@ -175,8 +215,12 @@ class _FaissBase:
 
     @classmethod
     def load(cls, path: str, shape: Shape, params: Mapping[str, Any], mmap: bool) -> Any:
-        """The index in ``path``; an IVF file is read memory-mapped first (see :func:`_inline_lists`), then again if ``mmap`` is false."""
+        """The index in ``path``; an IVF file is read memory-mapped first (see :func:`_inline_lists`), then again if ``mmap`` is false.
+
+        faiss is first made to read the file in a child process whose memory is bounded (:func:`_probe`).
+        """
         faiss = _lib()
+        _probe(path, None, os.path.getsize(path), cls._flags(faiss) if mmap or cls._ivf else 0)
         with library_errors("faiss", "read its index file", (*_ERRORS, MemoryError)):
             index = faiss.read_index(path, cls._flags(faiss) if mmap or cls._ivf else 0)
         _inline_lists(faiss, index)
@@ -188,6 +232,7 @@ class _FaissBase:
     @classmethod
     def from_bytes(cls, data: bytes, shape: Shape, params: Mapping[str, Any]) -> Any:
         faiss = _lib()
+        _probe(None, data, len(data), 0)
         with library_errors("faiss", "read its index file", (*_ERRORS, MemoryError)):
             index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
         return cls._checked(index, shape, params)
