@@ -156,12 +156,10 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
 def hostile(data: bytes, mode: str) -> Iterator[str]:
     """A server of one file (``data``) that answers range requests wrongly (see :class:`_Hostile`); its URL."""
     handler = type("Handler", (_Hostile,), {"data": data, "mode": mode})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/file.bin"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        server.daemon_threads = True  # a stalled answer's thread must not keep the test run alive
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}/file.bin"
+        finally:
+            server.shutdown()
