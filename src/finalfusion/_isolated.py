@@ -107,7 +107,11 @@ def call_isolated(
 
     Examples
     --------
-    >>> header, payload = call_isolated("json", "dumps", [[1, 2]], seconds=30, max_payload=0, what="demo")  # doctest: +SKIP
+    >>> try:  # os.getpid runs in the child, which tells what went wrong there
+    ...     call_isolated("os", "getpid", [], seconds=30, max_payload=0, what="demo")
+    ... except RuntimeError as err:
+    ...     print(err)
+    demo: TypeError in the reading process: cannot unpack non-iterable int object
     """
     spawn = force_spawn or not hasattr(os, "fork") or not sys.platform.startswith("linux") or not fork_is_safe()
     if spawn:
