@@ -2795,6 +2795,11 @@ def _load_cli(data: bytes) -> object:
     materialize(root, entries)
     argv = [a.replace("{root}", root) for a in _meta(entries, "argv")]  # paths relative to the root, the working directory
     changeable = _meta(entries, "changeable")
+    if not any(kind == D_META and name == "changeable" for kind, name, _ in entries):
+        # cli_structured always says what may change; a mutation that dropped the entry leaves no contract for the
+        # command's own operands (found by the campaign: convert IN OUT and metadata --set TOML FILE were held to
+        # "nothing may change"), so those named on the command line may change after a success.
+        changeable = [a for a in argv if not a.startswith("-")]
     before = snapshot_tree(root)
     stdin_data = b"".join(b for k, n, b in entries if k == D_META and n == "stdin")
     out, err = io.BytesIO(), io.BytesIO()
@@ -2847,11 +2852,8 @@ def _load_cli(data: bytes) -> object:
             continue
         what = "removed" if now is None else "changed"
         raise Violation(f"cli-{'failed-' if status else ''}{what}:{label}", f"{' '.join(argv[:2])}: {rel} was {what} ({status=}, may change: {changeable})")
-    # A new file at a path the command line names, after a success: the command's output, even where a mutated bundle
-    # lost its "changeable" entry (found by the campaign: convert IN OUT wrote OUT and was held to "nothing may change").
-    named = {os.path.normpath(a) for a in argv if not a.startswith("-")}
     for rel in after.keys() - before.keys():
-        if status or not (_under(rel, changeable) or os.path.normpath(rel) in named):
+        if status or not _under(rel, changeable):
             raise Violation(f"cli-left:{label}", f"{rel} appeared (status {status}; may change: {changeable})")
     check_sentinels(root, entries, [a for a in argv if not a.startswith("-") and _safe_name(root, a) is not None])
     if status:
