@@ -494,3 +494,14 @@ def test_a_faiss_file_that_declares_gigabytes_takes_none() -> None:
     assert out["status"] == "error", out
     assert "faiss index" in out["msg"]
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # KiB: nothing near the declared size
+
+
+def test_the_faiss_probe_works_in_a_fresh_interpreter_too(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # beside a thread that is not the library's (fsspec's IO loop, say) the probe's child is a fresh interpreter, which
+    # must import faiss before its memory is bounded (under the bound the import crashed it: every faiss file refused)
+    import finalfusion._isolated as isolated
+
+    monkeypatch.setattr(isolated, "fork_is_safe", lambda: False)
+    test_a_faiss_file_that_declares_gigabytes_takes_none()
+    for kind in ("faiss-ivf", "faiss-hnsw", "faiss-ivfpq"):
+        test_valid_indexes_load_mapped_or_not_and_answer_as_before(world, kind)

@@ -60,6 +60,7 @@ def call_isolated(
     max_payload: int,
     what: str,
     memory: int | None = None,
+    imports: tuple[str, ...] = (),
     force_spawn: bool = False,
 ) -> Answer:
     """``module.function(*args)`` (``data`` appended when given) run in a child process: its ``(header, payload)``, or its error raised here.
@@ -86,6 +87,10 @@ def call_isolated(
         starts (``RLIMIT_AS``): an allocation beyond fails there (a
         ``MemoryError``, or the library's own error) instead of taking the
         machine's memory (Linux; elsewhere no limit is set).
+    imports
+        Modules the child imports before the memory bound is set (a
+        library's own start-up, its threads and arenas, is not the file's:
+        in a fresh interpreter, importing faiss under the bound crashed).
     force_spawn
         Use a fresh interpreter even when a fork would do (tests).
 
@@ -117,7 +122,7 @@ def call_isolated(
     if spawn:
         proc = subprocess.Popen([sys.executable, "-c", _SPAWNED], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         stdin, stdout = cast(IO[bytes], proc.stdin), cast(IO[bytes], proc.stdout)
-        request = {"module": module, "function": function, "args": args, "path": sys.path, "data": data is not None, "memory": memory}
+        request = {"module": module, "function": function, "args": args, "path": sys.path, "data": data is not None, "memory": memory, "imports": list(imports)}
         try:  # the child reads its input whole before it answers, so writing it all first cannot block on a full stdout
             stdin.write(json.dumps(request).encode() + b"\n")
             if data is not None:
@@ -131,7 +136,7 @@ def call_isolated(
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child (its work is covered through the spawned path)
             os.close(fd)
-            _serve({"module": module, "function": function, "args": args, "memory": memory}, w, data)
+            _serve({"module": module, "function": function, "args": args, "memory": memory, "imports": list(imports)}, w, data)
         os.close(w)
     raw: bytes | None = None
     why = "interrupted"
@@ -213,9 +218,11 @@ def _serve(request: dict[str, Any], fd: int, data: bytes | None) -> None:  # pra
     code = 0
     try:
         try:
+            fn: Callable[..., Answer] = getattr(importlib.import_module(request["module"]), request["function"])
+            for name in request.get("imports", ()):
+                importlib.import_module(name)
             if request.get("memory"):
                 _limit_address_space(int(request["memory"]))
-            fn: Callable[..., Answer] = getattr(importlib.import_module(request["module"]), request["function"])
             header, payload = fn(*request["args"], *([] if data is None else [data]))
             body = memoryview(payload).cast("B")
         except FormatError as exc:

@@ -142,6 +142,7 @@ def _probe(path: str | None, data: bytes | None, size: int, flags: int) -> None:
         max_payload=0,
         what="faiss index",
         memory=PROBE_FACTOR * size + PROBE_BASE,
+        imports=("faiss",),
     )
 
 
