@@ -8,6 +8,7 @@ overlong, stalled or range-ignoring answers) gives an error in bounded time, nev
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import struct
 import sys
@@ -173,3 +174,36 @@ def test_remote_bytes_are_untrusted_like_local_ones(served: Nginx) -> None:
     (served.root / "bad.json.safetensors").write_bytes(struct.pack("<Q", 1 << 40) + json.dumps({}).encode())
     with pytest.raises(FormatError):
         finalfusion.compat.load_safetensors(served.url("bad.json.safetensors"), tokenizer=["a"])
+
+
+def test_a_remote_file_reads_seeks_and_reads_into_like_a_local_one(served: Nginx) -> None:
+    from finalfusion._remote import open_url
+
+    data = SAMPLE.read_bytes()
+    (served.root / "sample.fifu").write_bytes(data)
+    with open_url(served.url("sample.fifu"), block_size=4096, cache_blocks=2) as f:
+        assert (f.readable(), f.seekable(), f.size, f.name) == (True, True, len(data), served.url("sample.fifu"))
+        assert f.read(4) == data[:4]
+        assert f.seek(-10, 2) == len(data) - 10
+        assert f.read() == data[-10:]
+        assert f.read(5) == b""
+        f.seek(100)
+        buf = bytearray(50)
+        assert f.readinto(buf) == 50
+        assert bytes(buf) == data[100:150]
+        assert f.tell() == 150
+        f.seek(5, 1)
+        assert f.readall() == data[155:]
+        assert f.readinto(bytearray(8)) == 0
+        with pytest.raises(OSError, match="seek before the start"):
+            f.seek(-1)
+    assert f.closed
+
+
+def test_a_scheme_without_its_package_names_it() -> None:
+    pytest.importorskip("fsspec")
+    if importlib.util.find_spec("s3fs") is not None:
+        pytest.skip("s3fs is installed: the error is about a missing package")
+    with pytest.raises(MissingExtraError, match=r"^reading s3:// URLs needs the s3fs package: pip install s3fs \(fsspec's own package for s3://\)$") as info:
+        finalfusion.load("s3://bucket/e.fifu")
+    assert info.value.name == "s3fs"

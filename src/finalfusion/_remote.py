@@ -193,8 +193,14 @@ def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | Non
     except (PermissionError, MissingExtraError):
         raise
     except ImportError as exc:  # fsspec's protocol packages: aiohttp (http, the remote extra), s3fs, gcsfs, huggingface_hub
-        scheme = url.split("://", 1)[0]
-        raise MissingExtraError(exc.name or f"{scheme} support", f"reading {scheme}:// URLs (fsspec: {exc})", extra="remote") from None
+        scheme = url.split("://", 1)[0].lower()
+        from fsspec.registry import known_implementations  # type: ignore[import-untyped,unused-ignore]
+
+        package = exc.name or str(known_implementations.get(scheme, {}).get("class", "")).split(".")[0] or f"{scheme} support"
+        what = f"reading {scheme}:// URLs"
+        if package in ("aiohttp", "fsspec"):
+            raise MissingExtraError(package, what, extra="remote") from None
+        raise MissingExtraError(package, what, extra="remote", install=f"pip install {package} (fsspec's own package for {scheme}://)") from None
     except Exception as exc:
         raise OSError(f"{url}: cannot be opened: {type(exc).__name__}: {exc}") from exc
     return f

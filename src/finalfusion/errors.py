@@ -359,6 +359,9 @@ class MissingExtraError(ModuleNotFoundError):
         What needed it, for the message.
     extra
         The ``finalfusion-py`` extra that installs it (``err.extra``).
+    install
+        The command that installs it, where no extra does (fsspec's own
+        protocol packages); default ``pip install 'finalfusion-py[extra]'``.
 
     Examples
     --------
@@ -369,13 +372,14 @@ class MissingExtraError(ModuleNotFoundError):
     (True, 'sentencepiece', 'models')
     """
 
-    def __init__(self, package: str, what: str = "tokenizing an unknown word", extra: str = "models") -> None:
-        super().__init__(f"{what} needs the {package} package: pip install 'finalfusion-py[{extra}]'", name=package)
+    def __init__(self, package: str, what: str = "tokenizing an unknown word", extra: str = "models", install: str | None = None) -> None:
+        super().__init__(f"{what} needs the {package} package: {install or f'pip install {chr(39)}finalfusion-py[{extra}]{chr(39)}'}", name=package)
         self.extra = extra
+        self.install = install
 
-    def __reduce__(self) -> tuple[type[MissingExtraError], tuple[str, str, str]]:
+    def __reduce__(self) -> tuple[type[MissingExtraError], tuple[str, str, str, str | None]]:
         what, _, _ = str(self).partition(f" needs the {self.name} package")
-        return (type(self), (str(self.name), what, self.extra))
+        return (type(self), (str(self.name), what, self.extra, self.install))
 
 
 def import_extra(module: str, what: str, extra: str) -> ModuleType:
