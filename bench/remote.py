@@ -37,6 +37,7 @@ import shutil
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -87,27 +88,28 @@ def _pipe(src: socket.socket, dst: socket.socket, link: Link | None) -> None:
                 s.shutdown(socket.SHUT_RDWR)
 
 
-@contextmanager
-def throttled(port: int, rate: float) -> Iterator[int]:
-    """A proxy on a free loopback port forwarding to ``port``, its answers held to ``rate`` bytes a second; its port."""
+def proxy(port: int, rate: float) -> None:
+    """Forward a free loopback port to ``port``, answers held to ``rate`` bytes a second; print the port, serve forever."""
     link = Link(rate)
     listener = socket.create_server(("127.0.0.1", 0))
+    print(listener.getsockname()[1], flush=True)
+    while True:
+        client, _ = listener.accept()
+        upstream = socket.create_connection(("127.0.0.1", port))
+        threading.Thread(target=_pipe, args=(client, upstream, None), daemon=True).start()
+        threading.Thread(target=_pipe, args=(upstream, client, link), daemon=True).start()
 
-    def serve() -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", port))
-            threading.Thread(target=_pipe, args=(client, upstream, None), daemon=True).start()
-            threading.Thread(target=_pipe, args=(upstream, client, link), daemon=True).start()
 
-    threading.Thread(target=serve, daemon=True).start()
+@contextmanager
+def throttled(port: int, rate: float) -> Iterator[int]:
+    """:func:`proxy` in a process of its own (its threads would otherwise share the loads' interpreter lock); its port."""
+    proc = subprocess.Popen([sys.executable, __file__, "--proxy", str(port), str(rate)], stdout=subprocess.PIPE, text=True)
     try:
-        yield int(listener.getsockname()[1])
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline())
     finally:
-        listener.close()
+        proc.kill()
+        proc.wait()
 
 
 def word(i: int) -> str:
@@ -328,4 +330,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--proxy"]:
+        proxy(int(sys.argv[2]), float(sys.argv[3]))
     sys.exit(main())

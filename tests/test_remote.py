@@ -8,7 +8,6 @@ overlong, stalled or range-ignoring answers) gives an error in bounded time, nev
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import struct
 import sys
@@ -200,10 +199,27 @@ def test_a_remote_file_reads_seeks_and_reads_into_like_a_local_one(served: Nginx
     assert f.closed
 
 
-def test_a_scheme_without_its_package_names_it() -> None:
-    pytest.importorskip("fsspec")
-    if importlib.util.find_spec("s3fs") is not None:
-        pytest.skip("s3fs is installed: the error is about a missing package")
+def test_a_scheme_without_its_package_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    registry = pytest.importorskip("fsspec.registry")
+    # s3fs may be installed (the S3 tests use it): it is made missing, and fsspec's cache of loaded protocols forgets s3.
+    monkeypatch.setitem(sys.modules, "s3fs", None)
+    monkeypatch.delitem(registry._registry, "s3", raising=False)
     with pytest.raises(MissingExtraError, match=r"^reading s3:// URLs needs the s3fs package: pip install s3fs \(fsspec's own package for s3://\)$") as info:
         finalfusion.load("s3://bucket/e.fifu")
     assert info.value.name == "s3fs"
+
+
+def test_a_large_read_is_one_range_request_of_its_own_bytes(served: Nginx) -> None:
+    from finalfusion._remote import DIRECT_BLOCKS, open_url
+
+    data = np.random.default_rng(1).bytes(10 * 4096)
+    (served.root / "large.bin").write_bytes(data)
+    served.clear()
+    with open_url(served.url("large.bin"), block_size=4096, cache_blocks=2) as f:
+        f.seek(100)
+        assert f.read(DIRECT_BLOCKS * 4096) == data[100 : 100 + DIRECT_BLOCKS * 4096]
+        assert f.read(10) == data[100 + DIRECT_BLOCKS * 4096 :][:10]  # a small read after it: a block of the cache
+    gets = [r for r in served.requests() if r.method == "GET"]
+    assert [(r.range, r.sent) for r in gets[:1]] == [(f"bytes=100-{99 + DIRECT_BLOCKS * 4096}", DIRECT_BLOCKS * 4096)]
+    assert len(gets) == 2
+    assert gets[1].sent == 4096

@@ -4,8 +4,10 @@ A URL is a ``str`` that starts with a scheme of two or more characters and
 ``://`` (``file://`` excepted): a local path never goes through fsspec, and
 an ``os.PathLike`` is always local. :func:`open_url` opens one through
 fsspec (the ``remote`` extra) as a seekable binary file of known size whose
-reads are range requests of whole blocks, kept in a bounded cache
-(:data:`BLOCK_SIZE` x :data:`CACHE_BLOCKS`). The readers then treat it as
+small reads are range requests of whole blocks, kept in a bounded cache
+(:data:`BLOCK_SIZE` x :data:`CACHE_BLOCKS`), and whose reads of
+a block or more (:data:`DIRECT_BLOCKS`) are one range request of their own
+bytes, past the cache (a token table: one request, not one a block). The readers then treat it as
 they treat any seekable file object: they read the headers they parse and
 the bytes they use, and skip the rest by seeking (:func:`~finalfusion._source.skip`),
 so a GGUF's token table or a safetensors tensor costs its own bytes and the
@@ -25,12 +27,14 @@ from typing import Any, Final
 
 from finalfusion.errors import MissingExtraError, import_extra
 
-__all__ = ["BLOCK_SIZE", "CACHE_BLOCKS", "RETRIES", "TIMEOUT", "RemoteFile", "is_url", "open_url"]
+__all__ = ["BLOCK_SIZE", "CACHE_BLOCKS", "DIRECT_BLOCKS", "RETRIES", "TIMEOUT", "RemoteFile", "is_url", "open_url"]
 
 #: Bytes of one range request (fsspec's block): a read fetches the blocks it touches.
 BLOCK_SIZE: int = 1 << 20
 #: Blocks kept per open file (fsspec's ``blockcache``): the memory a remote file holds is at most their size.
 CACHE_BLOCKS: int = 32
+#: A read of this many blocks or more is one range request of exactly its bytes, not kept in the cache.
+DIRECT_BLOCKS: int = 1
 #: Further attempts of a read that failed for a reason other than a missing file or a refused permission.
 RETRIES: int = 2
 #: Seconds an HTTP(S) server may take to connect or between two reads of an answer (fsspec's http, through aiohttp).
@@ -112,8 +116,12 @@ class RemoteFile(io.RawIOBase):
     def _read_at(self, pos: int, n: int) -> bytes:
         for attempt in range(RETRIES + 1):
             try:
-                self._f.seek(pos)
-                data = bytes(self._f.read(n))
+                if n >= DIRECT_BLOCKS * self._f.blocksize:
+                    # One request for the whole range (fsspec's own fetch of a range, which its caches call per block).
+                    data = bytes(self._f._fetch_range(pos, pos + n))
+                else:
+                    self._f.seek(pos)
+                    data = bytes(self._f.read(n))
             except (FileNotFoundError, PermissionError):
                 raise
             except Exception as exc:  # the protocol library's own errors (aiohttp, botocore, ...): a transient failure
