@@ -163,3 +163,21 @@ def hostile(data: bytes, mode: str) -> Iterator[str]:
             yield f"http://127.0.0.1:{server.server_address[1]}/file.bin"
         finally:
             server.shutdown()
+
+
+# --- nginx for a test module: skipped where nginx is missing (tests/test_remote.py, tests/test_remote_models.py) ----------
+
+
+@contextmanager
+def nginx_or_skip(root: Path, work: Path) -> Iterator[Nginx]:
+    """:func:`nginx` serving ``root``, or the calling test skipped where nginx is not installed (CI installs it)."""
+    from contextlib import ExitStack
+
+    import pytest
+
+    with ExitStack() as stack:
+        try:
+            srv = stack.enter_context(nginx(root, work))
+        except FileNotFoundError as exc:  # a machine without nginx cannot run a real server
+            pytest.skip(str(exc))
+        yield srv
