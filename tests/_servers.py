@@ -163,3 +163,86 @@ def hostile(data: bytes, mode: str) -> Iterator[str]:
             yield f"http://127.0.0.1:{server.server_address[1]}/file.bin"
         finally:
             server.shutdown()
+
+
+# --- nginx for a test module: skipped where nginx is missing (tests/test_remote.py, tests/test_remote_models.py) ----------
+
+
+@contextmanager
+def nginx_or_skip(root: Path, work: Path) -> Iterator[Nginx]:
+    """:func:`nginx` serving ``root``, or the calling test skipped where nginx is not installed (CI installs it)."""
+    from contextlib import ExitStack
+
+    import pytest
+
+    with ExitStack() as stack:
+        try:
+            srv = stack.enter_context(nginx(root, work))
+        except FileNotFoundError as exc:  # a machine without nginx cannot run a real server
+            pytest.skip(str(exc))
+        yield srv
+
+
+# --- an S3-compatible endpoint: moto's server, its requests counted (tests/test_remote_s3.py) ---------------------------
+
+
+class _Counted:
+    """A WSGI application that records each request it answers (status, method, path, ``Range`` header, body bytes sent)."""
+
+    def __init__(self, app: object) -> None:
+        self.app = app
+        self.log: list[Request] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, object], start_response: object) -> Iterator[bytes]:
+        status: list[int] = []
+
+        def start(line: str, headers: object, exc_info: object = None) -> object:
+            status.append(int(line.split()[0]))
+            return start_response(line, headers, exc_info)
+
+        body = self.app(environ, start)
+        sent = 0
+        try:
+            for part in body:
+                sent += len(part)
+                yield part
+        finally:
+            if hasattr(body, "close"):
+                body.close()
+            with self.lock:
+                method, path, range_ = (environ.get(k) for k in ("REQUEST_METHOD", "PATH_INFO", "HTTP_RANGE"))
+                self.log.append(Request(status[0] if status else 0, str(method), str(path), None if range_ is None else str(range_), sent))
+
+
+@dataclass
+class S3:
+    endpoint: str
+    counted: _Counted
+
+    def requests(self) -> list[Request]:
+        """Every request answered since the last :meth:`clear` (uploads included)."""
+        with self.counted.lock:
+            return list(self.counted.log)
+
+    def clear(self) -> None:
+        with self.counted.lock:
+            self.counted.log.clear()
+
+
+@contextmanager
+def moto_s3() -> Iterator[S3]:
+    """moto's S3 server (``ThreadedMotoServer``) on a free loopback port, its requests counted, stopped when the block ends."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    try:
+        wsgi = server._server
+        assert wsgi is not None
+        counted = _Counted(wsgi.app)
+        wsgi.app = counted  # werkzeug reads the application per request: every request from here on is counted
+        host, port = server.get_host_and_port()
+        yield S3(f"http://{host}:{port}", counted)
+    finally:
+        server.stop()

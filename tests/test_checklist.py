@@ -112,7 +112,7 @@ class Surface:
     """
 
     name: str
-    kind: str  # "file-reader", "dir-reader", "file-writer", "dir-writer"
+    kind: str  # "file-reader", "dir-reader", "url-dir-reader" (a directory read through its URL), "file-writer", "dir-writer"
     fuzz_reader: str
     make: Callable[[Path], Path] | None = None
     load: Callable[[Path], Any] | None = None
@@ -162,6 +162,28 @@ def _wordllama_dir(d: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
     return d / "wl"
+
+
+def _sharded_dir(d: Path) -> Path:
+    """A sharded checkpoint: a model2vec directory whose weights are named by a ``model.safetensors.index.json``."""
+    path = _model2vec_dir(d)
+    (path / "model.safetensors").rename(path / "model-00001-of-00001.safetensors")
+    (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"embeddings": "model-00001-of-00001.safetensors"}}))
+    return path
+
+
+def _at_url(tail: str) -> Callable[[Path], Any]:
+    """A reader of a directory at a URL: nginx serves the directory on the loopback interface, and ``load`` reads its URL + ``tail``."""
+
+    def load(root: Path) -> Any:
+        import tempfile
+
+        from _servers import nginx
+
+        with tempfile.TemporaryDirectory() as work, nginx(root, Path(work)) as server:
+            return finalfusion.load(server.url(tail))
+
+    return load
 
 
 def _ann_dir(backend: str) -> Callable[[Path], Path]:
@@ -293,6 +315,25 @@ SURFACES: list[Surface] = [
         native="tokenizers",
     ),
     Surface("gensim-aside", "dir-reader", "gensim-pickle", _gensim_aside_dir, lambda p: Embeddings.load(p / "e.kv"), conventional=("e.kv.vectors.npy",)),
+    # readers of a directory at a URL (docs/remote.md): the files a directory holds by convention are asked for by name
+    Surface("model2vec-url", "url-dir-reader", "model-dir", _model2vec_dir, _at_url(""), conventional=("model.safetensors", "tokenizer.json", "config.json")),
+    Surface(
+        "sharded-url",
+        "url-dir-reader",
+        "model-dir",
+        _sharded_dir,
+        _at_url(""),
+        conventional=("model.safetensors.index.json", "model-00001-of-00001.safetensors", "tokenizer.json", "config.json"),
+    ),
+    Surface(
+        "wordllama-url",
+        "url-dir-reader",
+        "model-dir",
+        _wordllama_dir,
+        _at_url("weights/custom_16.safetensors"),  # a directory at a URL is not listed: the weights are named
+        conventional=("weights/custom_16.safetensors", "tokenizers/custom_tokenizer_config.json"),
+        native="tokenizers",
+    ),
     *(Surface(f"ann-{b}", "dir-reader", "ann-index", _ann_dir(b), _ann_load, conventional=("ann.json", "index.bin"), native=b, words=False) for b in BACKENDS),
     # writers of a file
     Surface("write-finalfusion", "file-writer", "finalfusion", write=_write_fifu, read=finalfusion.load_finalfusion),
@@ -344,12 +385,21 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "wordllama": ("tokenizers", "safetensors"),
     "ann-save": ("hnswlib",),
     "cli-index-build": ("hnswlib",),
+    "model2vec-url": ("fsspec", "aiohttp", "nginx"),
+    "sharded-url": ("fsspec", "aiohttp", "nginx"),
+    "wordllama-url": ("fsspec", "aiohttp", "nginx", "tokenizers", "safetensors"),
 }
+
+
+def _installed(lib: str) -> bool:
+    if lib == "nginx":  # a program: the web server the directories at a URL are served from (.ci/run installs it)
+        return shutil.which("nginx") is not None or os.path.exists("/usr/sbin/nginx")
+    return importlib.util.find_spec(lib) is not None
 
 
 def needs(surface: Surface) -> list[pytest.MarkDecorator]:
     """A skip mark naming the packages ``surface`` needs that are not installed (none when all are)."""
-    missing = [lib for lib in NEEDS.get(surface.name, ()) if importlib.util.find_spec(lib) is None]
+    missing = [lib for lib in NEEDS.get(surface.name, ()) if not _installed(lib)]
     return [pytest.mark.skip(reason=f"{surface.name} needs {', '.join(missing)} (not installed)")] if missing else []
 
 
@@ -357,11 +407,11 @@ def of(*kinds: str, where: Callable[[Surface], bool] = lambda s: True) -> list[A
     return [pytest.param(s, id=s.name, marks=needs(s)) for s in SURFACES if s.kind in kinds and where(s)]
 
 
-def conventional_files(*extra: str) -> list[Any]:
-    """(surface, conventional file[, extra]) for every directory reader."""
+def conventional_files(*extra: str, kinds: tuple[str, ...] = ("dir-reader",)) -> list[Any]:
+    """(surface, conventional file[, extra]) for every directory reader (of the ``kinds``: at a URL too, for the items that apply there)."""
     rows = []
     for s in SURFACES:
-        if s.kind == "dir-reader":
+        if s.kind in kinds:
             for name in s.conventional:
                 for e in extra or (None,):
                     rows.append(pytest.param(s, name, e, id=f"{s.name}-{name.rsplit('/', 1)[-1]}" + (f"-{e}" if e else ""), marks=needs(s)))
@@ -480,7 +530,7 @@ def test_writer_never_writes_through_a_planted_link(surface: Surface, tmp_path: 
 # -- item 3: sizes checked before reads -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("surface", "name", "extra"), conventional_files())
+@pytest.mark.parametrize(("surface", "name", "extra"), conventional_files(kinds=("dir-reader", "url-dir-reader")))
 def test_huge_sparse_file_in_a_directory_is_refused_by_its_size(surface: Surface, name: str, extra: None, tmp_path: Path) -> None:
     assert surface.make is not None
     assert surface.load is not None
@@ -737,7 +787,10 @@ ABORTING_TOKENIZER = {
 }
 
 
-@pytest.mark.parametrize(("surface", "name", "extra"), [p for p in conventional_files() if p.values[1].endswith(("tokenizer.json", "tokenizer_config.json"))])
+@pytest.mark.parametrize(
+    ("surface", "name", "extra"),
+    [p for p in conventional_files(kinds=("dir-reader", "url-dir-reader")) if p.values[1].endswith(("tokenizer.json", "tokenizer_config.json"))],
+)
 def test_a_tokenizer_that_aborts_tokenizers_is_refused(surface: Surface, name: str, extra: None, tmp_path: Path) -> None:
     assert surface.make is not None
     assert surface.load is not None
@@ -778,7 +831,7 @@ def test_odd_words_round_trip_or_are_refused_before_writing(surface: Surface, wo
         assert list(got.vocab.words) == list(emb.vocab.words)
 
 
-@pytest.mark.parametrize("surface", of("dir-reader", where=lambda s: s.words))
+@pytest.mark.parametrize("surface", of("dir-reader", "url-dir-reader", where=lambda s: s.words))
 def test_a_lone_surrogate_drops_only_its_word(surface: Surface, tmp_path: Path) -> None:
     pytest.importorskip("tokenizers")  # encoding a model's sentence splits it with its tokenizer
     assert surface.make is not None
@@ -791,7 +844,7 @@ def test_a_lone_surrogate_drops_only_its_word(surface: Surface, tmp_path: Path) 
 # -- item 8: a generator in the fuzzer --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("surface", of("file-reader", "dir-reader", "file-writer", "dir-writer"))
+@pytest.mark.parametrize("surface", of("file-reader", "dir-reader", "url-dir-reader", "file-writer", "dir-writer"))
 def test_the_fuzzer_has_a_generator_for_the_surface(surface: Surface) -> None:
     if surface.fuzz_reader in fuzz.UNAVAILABLE:
         pytest.skip(f"fuzz reader {surface.fuzz_reader}: {fuzz.UNAVAILABLE[surface.fuzz_reader]}")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import finalfusion
-from _servers import Nginx, hostile, nginx
+from _servers import Nginx, hostile, nginx_or_skip
 from finalfusion import FormatError, MissingExtraError
 from finalfusion._remote import BLOCK_SIZE, is_url
 
@@ -33,12 +33,8 @@ BULK = 20 << 20
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
-    root = tmp_path_factory.mktemp("www")
-    try:
-        with nginx(root, tmp_path_factory.mktemp("nginx")) as srv:
-            yield srv
-    except FileNotFoundError as exc:  # CI installs nginx; a machine without it cannot run a real server
-        pytest.skip(str(exc))
+    with nginx_or_skip(tmp_path_factory.mktemp("www"), tmp_path_factory.mktemp("nginx")) as srv:
+        yield srv
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from typing import IO, Final
 
 from finalfusion.errors import FormatError
 
-__all__ = ["file_in", "open_regular", "read_regular", "sibling"]
+__all__ = ["check_size", "file_in", "open_regular", "read_regular", "sibling"]
 
 
 def sibling(directory: str | os.PathLike[str], name: str, *, chunk: str, message: str = "a file named in the data must be next to it") -> str:
@@ -226,8 +226,24 @@ def read_regular(path: str | os.PathLike[str], *, chunk: str, max_bytes: int, li
     """
     with open_regular(path, chunk=chunk) as f:
         size = os.fstat(f.fileno()).st_size
-        if size > max_bytes:
-            raise FormatError(
-                f"{os.fsdecode(path)} is larger than the limit {limit}", chunk=chunk, expected=f"at most {max_bytes} bytes", found=f"{size} bytes"
-            )
+        check_size(os.fsdecode(path), size, chunk=chunk, max_bytes=max_bytes, limit=limit)
         return f.read(size)
+
+
+def check_size(name: str, size: int, *, chunk: str, max_bytes: int, limit: str) -> None:
+    """Refuse the file ``name`` of ``size`` bytes when it holds more than ``max_bytes`` (the bound of :func:`read_regular`, before a byte is read).
+
+    Raises
+    ------
+    FormatError
+        Naming the file, ``limit`` (the setting that holds the bound), the bound and the size.
+
+    Examples
+    --------
+    >>> check_size("config.json", 3 << 30, chunk="x", max_bytes=1 << 20, limit="of a config.json")
+    Traceback (most recent call last):
+    ...
+    finalfusion.errors.FormatError: x: config.json is larger than the limit of a config.json: expected at most 1048576 bytes, found 3221225472 bytes
+    """
+    if size > max_bytes:
+        raise FormatError(f"{name} is larger than the limit {limit}", chunk=chunk, expected=f"at most {max_bytes} bytes", found=f"{size} bytes")

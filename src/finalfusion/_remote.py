@@ -184,18 +184,24 @@ def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | Non
         "cache_type": "blockcache",
         "cache_options": {"maxblocks": blocks},
     }
-    if url.split("://", 1)[0].lower() in ("http", "https"):
+    storage: dict[str, Any] = {}  # the filesystem's options (credentials and endpoints: fsspec's own configuration)
+    http = url.split("://", 1)[0].lower() in ("http", "https")
+    if http:
         aiohttp = import_extra("aiohttp", "reading http(s):// URLs", extra="remote")
-        options["client_kwargs"] = {"timeout": aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT, sock_read=TIMEOUT)}
+        storage["client_kwargs"] = {"timeout": aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT, sock_read=TIMEOUT)}
 
     def opener() -> Any:
-        return fsspec.open(url, "rb", **options).open()
+        # The block options go to the file, the client's to the filesystem: fsspec.open would give them all to the
+        # filesystem, which s3fs refuses (its session takes no block_size).
+        fs, path = fsspec.core.url_to_fs(url, **storage)
+        return fs.open(path, "rb", **options)
 
     try:
         f = RemoteFile(url, opener)
     except FileNotFoundError as exc:
         cause = exc.__cause__ or exc.__context__
-        if cause is not None and getattr(cause, "status", None) not in (404, 410):  # fsspec's http says "not found" for a refused connection too
+        # fsspec's http says "not found" for a refused connection too; s3fs and the others mean it
+        if http and cause is not None and getattr(cause, "status", None) not in (404, 410):
             raise OSError(f"{url}: cannot be opened: {type(cause).__name__}: {cause}") from None
         raise FileNotFoundError(errno.ENOENT, "no file at this URL", url) from None
     except (PermissionError, MissingExtraError):

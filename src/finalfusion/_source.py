@@ -30,7 +30,8 @@ a file may open. :func:`file_in`, :func:`open_regular` and
 :func:`read_regular` are the one rule for the files a directory holds by
 convention (a model directory, a saved index) and for tokenizer files: a
 regular file inside the directory, its size checked before it is read.
-These rules live in :mod:`finalfusion._local_files` and gzip input in
+These rules live in :mod:`finalfusion._local_files` (and for a directory
+at a URL in :mod:`finalfusion._remote_files`) and gzip input in
 :mod:`finalfusion._gzip_input`; callers take them from here. This module
 knows nothing about chunks: it sits at the bottom of the package, next to
 the errors and the byte cursor.
@@ -52,9 +53,9 @@ import numpy as np
 from finalfusion import limits
 from finalfusion._binary import Buffer
 from finalfusion._gzip_input import GZIP_BUFFERED, GzipInput
-from finalfusion._local_files import file_in, open_regular, read_regular, sibling
 from finalfusion._progress import Progress, counting
 from finalfusion._remote import RemoteFile, is_url, open_url
+from finalfusion._remote_files import Location, file_in, open_regular, parent_of, read_regular, sibling
 from finalfusion.errors import FormatError, Truncated
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "MIN_SIZE",
     "HeadCheck",
     "LazyFill",
+    "Location",
     "Opened",
     "Source",
     "file_in",
@@ -77,6 +79,7 @@ __all__ = [
     "open_regular",
     "open_stream",
     "opened",
+    "parent_of",
     "parse_prefix",
     "path_of",
     "peek",

@@ -163,9 +163,11 @@ def _opened_input(path: str) -> Iterator[tuple[Any, bytes]]:
     not). A pipe, FIFO or device (``<(zcat x.gz)``, ``/dev/stdin``) cannot be: it is opened once and
     the loader reads the same stream, the sampled bytes delivered again (issue 24).
     """
+    from finalfusion._remote import is_url
     from finalfusion._source import open_stream, peek
+    from finalfusion.compat.sniff import claimed_by_name
 
-    if os.path.isdir(path):
+    if os.path.isdir(path) or (is_url(path) and claimed_by_name(path) is not None):  # a model at a URL: read by its loader, not sampled
         yield path, b""
         return
     with open_stream(path) as f:
@@ -195,8 +197,9 @@ class _Unseekable(io.RawIOBase):
 
 def _sniff(path: str, sample: bytes) -> str:
     """The format recognised from ``sample``; when none is, a :class:`CliError` listing each format and why not."""
+    from finalfusion._remote import is_url
     from finalfusion.compat import sniff_format
-    from finalfusion.compat.sniff import directory_format
+    from finalfusion.compat.sniff import claimed_by_name, directory_format
     from finalfusion.errors import FormatError
 
     if os.path.isdir(path):  # formats stored as a directory (a safetensors model directory) look at the path
@@ -204,6 +207,9 @@ def _sniff(path: str, sample: bytes) -> str:
             return directory_format(path).name
         except FormatError as exc:
             raise CliError(one_line(exc)) from None
+    claimed = claimed_by_name(path) if is_url(path) else None
+    if claimed is not None:  # a model directory (URL/), index or weights file at a URL
+        return claimed.name
     try:
         return sniff_format(sample, path)
     except FormatError as exc:
@@ -502,8 +508,10 @@ def _tensor_name(text: str) -> str:
 
 
 def _tokenizer_path(text: str) -> str:
-    """argparse type of ``--tokenizer``: an existing file or directory (its content is read with the model)."""
-    if not os.path.exists(text):
+    """argparse type of ``--tokenizer``: an existing file or directory (its content is read with the model), or a URL."""
+    from finalfusion._remote import is_url
+
+    if not is_url(text) and not os.path.exists(text):
         directory = os.path.dirname(text)
         where = f" (the directory {directory} does not exist)" if directory and not os.path.isdir(directory) else ""
         raise argparse.ArgumentTypeError(f"{text}: no such file or directory{where}")

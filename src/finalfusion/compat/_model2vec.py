@@ -13,13 +13,12 @@ results. Written back by :func:`finalfusion.compat.model2vec.write_model2vec`.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._source import file_in, read_regular
+from finalfusion._source import Location, file_in, read_regular
 from finalfusion.errors import FormatError
 
 __all__ = ["MAPPING_TENSOR", "MODEL2VEC_TENSOR", "WEIGHTS_TENSOR", "expand_quantized", "model2vec_settings"]
@@ -34,11 +33,11 @@ DEFAULT_MAX_LENGTH: Final = 512
 MAX_CONFIG_BYTES: Final = 1 << 20
 
 
-def model2vec_settings(directory: Path | None, tensor: str) -> dict[str, Any] | None:
+def model2vec_settings(directory: Location | None, tensor: str) -> dict[str, Any] | None:
     """The ``[model2vec]`` metadata table of a model2vec table: ``normalize`` and ``max_length`` (0: no truncation).
 
     ``None`` unless the table is model2vec's (``embeddings``) and a
-    ``config.json`` is beside it. Missing values get model2vec's defaults
+    ``config.json`` is beside it (in a local directory, or one at a URL). Missing values get model2vec's defaults
     (``normalize = false``, ``max_length = 512``); ``max_length: null``
     (no truncation) becomes ``0``.
 

@@ -15,10 +15,11 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from finalfusion import limits
-from finalfusion._source import file_in, read_regular
+from finalfusion._remote import is_url
+from finalfusion._source import Location, file_in, parent_of, read_regular
 from finalfusion._tokenizers import check_added_token_ids
 from finalfusion.compat._tekken import is_tekken, read_tekken
 from finalfusion.compat._words import first_repeat
@@ -199,14 +200,15 @@ def _looks_like_fairseq_dict(head: bytes) -> bool:
     return bool(lines) and all(ln.rstrip().rpartition(" ")[2].lstrip("-").isdigit() and " " in ln.strip() for ln in lines[:50])
 
 
-def _tokenizer_from_path(path: Path) -> tuple[Any, str]:
-    """A tokenizer object (or a token list, for a fairseq ``dict.txt``) for a vocabulary file, and a description.
+def _tokenizer_from_path(path: Location) -> tuple[Any, str]:
+    """A tokenizer object (or a token list, for a fairseq ``dict.txt``) for a vocabulary file (a path or a URL), and a description.
 
     The file must be a regular file of at most ``limits.MAX_TOKENIZER_BYTES``
     (checked from its size before it is read: :func:`~finalfusion._source.read_regular`).
     """
-    data = read_regular(path, chunk=f"tokenizer {path.name}", max_bytes=limits.MAX_TOKENIZER_BYTES, limit="finalfusion.limits.MAX_TOKENIZER_BYTES")
-    return _tokenizer_from_bytes(data, path.suffix, path.name)
+    name = os.path.basename(os.fsdecode(path))
+    data = read_regular(path, chunk=f"tokenizer {name}", max_bytes=limits.MAX_TOKENIZER_BYTES, limit="finalfusion.limits.MAX_TOKENIZER_BYTES")
+    return _tokenizer_from_bytes(data, os.path.splitext(name)[1], name)
 
 
 def _tokenizer_from_bytes(data: bytes, suffix: str, name: str) -> tuple[Any, str]:
@@ -266,25 +268,29 @@ def is_wordllama_weights(name: str) -> bool:
     return _WORDLLAMA_WEIGHTS.fullmatch(name) is not None
 
 
-def _find_tokenizer(directory: Path, weights_name: str | None = None) -> Path:
+def _find_tokenizer(directory: Location, weights_name: str | None = None) -> Location:
     """``tokenizer.json``, else ``tokenizer.model``, else ``tekken.json`` (Mistral's own layout) in ``directory``; for WordLlama
     weights ``<config>_<dims>.safetensors`` also ``<config>_tokenizer_config.json`` beside them or in ``../tokenizers/`` (WordLlama's package layout).
 
     Each is looked up by the directory rule (:func:`~finalfusion._source.file_in`): the first name that exists
-    must be a regular file inside its directory (``../tokenizers/`` counts as inside the parent directory)."""
-    candidates = [(directory, "tokenizer.json"), (directory, "tokenizer.model"), (directory, "tekken.json")]
+    must be a regular file inside its directory (``../tokenizers/`` counts as inside the parent directory). A directory
+    at a URL is asked for each name in turn."""
+    candidates: list[tuple[Location, str]] = [(directory, "tokenizer.json"), (directory, "tokenizer.model"), (directory, "tekken.json")]
     match = _WORDLLAMA_WEIGHTS.fullmatch(weights_name or "")
     if match:
         name = f"{match.group(1)}_tokenizer_config.json"
-        candidates += [(directory, name), (directory.parent, os.path.join("tokenizers", name))]
+        candidates.append((directory, name))
+        parent = parent_of(directory)
+        if parent is not None:
+            candidates.append((parent, "tokenizers/" + name))
     for root, name in candidates:
         found = file_in(root, name, chunk="tokenizer")
         if found is not None:
-            return Path(found)
+            return found if is_url(found) else Path(found)
     raise TokenizerNotFound(f"no {' or '.join(os.path.basename(n) for _, n in candidates)} for {directory}")
 
 
-def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str, *, weights_name: str | None = None) -> tuple[Vocab, int, str]:
+def model_vocab(tokenizer: Any, directory: Location | None, n_rows: int, fmt: str, *, weights_name: str | None = None) -> tuple[Vocab, int, str]:
     """The vocabulary for a table of ``n_rows`` rows, the number of rows it uses, and a description for the metadata.
 
     Parameters
@@ -292,11 +298,12 @@ def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str, *
     tokenizer
         ``None`` (look for ``tokenizer.json``, then ``tokenizer.model``, then
         Mistral's ``tekken.json`` in ``directory``, then WordLlama's tokenizer
-        of ``weights_name``), a path to any of them (or to a directory holding one), a
+        of ``weights_name``), a path or URL to any of them (or to a directory holding one;
+        a directory's URL ends in ``/``), a
         :class:`~finalfusion.vocab.Tokenizer` object, or a
         sequence of token strings.
     directory
-        Where the weights are, if they come from a file.
+        Where the weights are, if they come from a file: a local directory or a directory's URL.
     n_rows
         Rows of the table.
     fmt
@@ -320,10 +327,13 @@ def model_vocab(tokenizer: Any, directory: Path | None, n_rows: int, fmt: str, *
         if directory is None:
             raise ValueError(f"{fmt}: the weights do not come from a directory: pass the vocabulary (tokenizer=...)")
         tokenizer = _find_tokenizer(directory, weights_name)
-    if isinstance(tokenizer, (str, os.PathLike)):
+    if is_url(tokenizer):
+        url = cast(str, tokenizer)
+        tokenizer, described = _tokenizer_from_path(_find_tokenizer(url.rstrip("/")) if url.endswith("/") else url)
+    elif isinstance(tokenizer, (str, os.PathLike)):
         path = Path(os.fsdecode(tokenizer))
         if path.is_dir():
-            path = _find_tokenizer(path)
+            path = Path(_find_tokenizer(path))
         tokenizer, described = _tokenizer_from_path(path)
     elif isinstance(tokenizer, (bytes, bytearray, memoryview)):
         tokenizer, described = _tokenizer_from_bytes(bytes(tokenizer), "", "<bytes>")

@@ -19,6 +19,7 @@ embedded through the model's own tokenizer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
@@ -35,13 +36,16 @@ import numpy.typing as npt
 from finalfusion import limits
 from finalfusion._binary import Buffer, check_dims
 from finalfusion._encode import WORDLLAMA_KEY
+from finalfusion._remote import RemoteFile, is_url
 from finalfusion._source import (
     GZIP_MAGIC,
+    Location,
     Source,
     file_in,
     fill,
     local_path,
     open_regular,
+    parent_of,
     read_regular,
     sibling,
     size_bound,
@@ -119,9 +123,9 @@ _LITTLE: Final = sys.byteorder == "little"
 
 @dataclass(frozen=True)
 class _Located:
-    file: Any  # path of the file or shard holding the table, its whole buffer, or the stream read as declared
+    file: Any  # path of the file or shard holding the table, its whole buffer, the stream read as declared, or the opened remote file
     name: str  # for messages and metadata
-    directory: Path | None  # where to look for the tokenizer
+    directory: Location | None  # where to look for the tokenizer: a local directory or one at a URL
     header: SafetensorsHeader
     tensor: TensorInfo
 
@@ -156,8 +160,36 @@ def _weights_in(directory: Path) -> Path:
     raise FileNotFoundError(f"no model.safetensors, model.safetensors.index.json or other *.safetensors file in {directory}")
 
 
-def _locate_sharded(index: Path, tensor: str | None) -> _Located:
-    where = f"{_FORMAT} index {index.name}"
+#: The checkpoints a directory at a URL is asked for, in this order (a server need not list a directory).
+URL_DIRECTORY_FILES: Final = ("model.safetensors.index.json", "model.safetensors")
+
+
+def _locate_url(url: str, tensor: str | None, stack: contextlib.ExitStack) -> _Located | None:
+    """The table of a directory (``.../``), index or file at a URL, its file kept open in ``stack``; ``None`` for gzip data (read as a stream)."""
+    if url.endswith("/"):
+        directory = url.rstrip("/")
+        found = next((u for u in (file_in(directory, n, chunk=_FORMAT) for n in URL_DIRECTORY_FILES) if u is not None), None)
+        if found is None:
+            raise FileNotFoundError(
+                2,
+                f"no {' or '.join(URL_DIRECTORY_FILES)} in this directory (a directory at a URL is not listed: name another checkpoint by its URL)",
+                url,
+            )
+        url = found
+    if url.endswith(".index.json"):
+        return _locate_sharded(url, tensor, stack)
+    f = stack.enter_context(open_regular(url, chunk=_FORMAT))
+    if f.read(2) == GZIP_MAGIC:
+        return None
+    header = read_safetensors_header(f, name=url)
+    return _Located(f, url, parent_of(url), header, _choose(header.tensors, tensor, url))
+
+
+def _locate_sharded(index: Location, tensor: str | None, stack: contextlib.ExitStack | None = None) -> _Located:
+    """The table of a sharded checkpoint: its index, then the header of the one shard that holds the table (kept open in ``stack`` if given)."""
+    index_name = os.path.basename(os.fsdecode(index))
+    directory = cast(Location, parent_of(index))
+    where = f"{_FORMAT} index {index_name}"
     raw = read_regular(index, chunk=where, max_bytes=limits.MAX_MODEL_HEADER_BYTES, limit="finalfusion.limits.MAX_MODEL_HEADER_BYTES")
     try:
         obj = json.loads(raw.decode("utf-8"), object_pairs_hook=reject_duplicates, parse_constant=reject_constant)
@@ -171,21 +203,29 @@ def _locate_sharded(index: Path, tensor: str | None) -> _Located:
     # Every shard name is checked by the one rule (not only the one opened): an index naming any file
     # that is not a sibling -- absolute, with a directory part or '..', with a NUL -- is not a checkpoint.
     shards = {
-        shard_name: Path(sibling(index.parent, shard_name, chunk=where, message="a shard must be a file next to the index"))
-        for shard_name in set(weight_map.values())
+        shard_name: sibling(directory, shard_name, chunk=where, message="a shard must be a file next to the index") for shard_name in set(weight_map.values())
     }
-    name = _choose_name(list(weight_map), tensor, str(index))
+    name = _choose_name(list(weight_map), tensor, os.fsdecode(index))
     shard_name = weight_map[name]
     shard = shards[shard_name]
-    if file_in(index.parent, shard_name, chunk=where) is None:
-        raise FileNotFoundError(2, "the shard the index names does not exist", str(shard))
-    with open_regular(shard, chunk=where) as f:
-        header = read_safetensors_header(f, name=str(shard))
+    if stack is not None:  # at a URL: the shard is opened once, and its table read through the same file
+        try:
+            f = stack.enter_context(open_regular(shard, chunk=where))
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "the shard the index names does not exist", os.fsdecode(shard)) from None
+        header = read_safetensors_header(f, name=os.fsdecode(shard))
+        file: Any = f
+    else:
+        if file_in(directory, shard_name, chunk=where) is None:
+            raise FileNotFoundError(2, "the shard the index names does not exist", os.fsdecode(shard))
+        with open_regular(shard, chunk=where) as f:
+            header = read_safetensors_header(f, name=os.fsdecode(shard))
+        file = Path(shard)
     if name not in header.tensors:
         raise FormatError(
             "the shard the index names does not hold the tensor", chunk=f"{_FORMAT} {shard_name}", expected=name, found=_some(list(header.tensors))
         )
-    return _Located(shard, str(shard), index.parent, header, header.tensors[name])
+    return _Located(file, os.fsdecode(shard), directory, header, header.tensors[name])
 
 
 def _some(names: Sequence[str]) -> str:
@@ -217,8 +257,8 @@ def _choose(tensors: dict[str, TensorInfo], tensor: str | None, where: str) -> T
 # -- decoding the table -------------------------------------------------------------------
 
 
-def _read_rows(src: Path | Buffer, data_start: int, info: TensorInfo, rows: int, normalize: bool) -> npt.NDArray[np.float32]:
-    """Rows ``0..rows`` of the table as float32, block by block (peak: the result plus one block)."""
+def _read_rows(src: Path | Buffer | RemoteFile, data_start: int, info: TensorInfo, rows: int, normalize: bool) -> npt.NDArray[np.float32]:
+    """Rows ``0..rows`` of the table as float32, block by block (peak: the result plus one block); a remote file is read by range."""
     dims = info.shape[1]
     at = data_start + info.begin
     n_bytes = rows * dims * DTYPE_BITS[info.dtype] // 8
@@ -231,11 +271,11 @@ def _read_rows(src: Path | Buffer, data_start: int, info: TensorInfo, rows: int,
         return np.frombuffer(mapped, dtype="<f4", count=rows * dims, offset=at).reshape(rows, dims)
     out = np.empty((rows, dims), dtype=np.float32)
     flat = out.reshape(-1)
-    if not isinstance(src, Path):  # the whole file as a buffer
+    if not isinstance(src, (Path, RemoteFile)):  # the whole file as a buffer
         raw = memoryview(src).cast("B")[at : at + n_bytes]
         _decode_into(flat, raw, info.dtype)
         return out
-    with open_regular(src, chunk=_FORMAT) as f:
+    with open_regular(src, chunk=_FORMAT) if isinstance(src, Path) else contextlib.nullcontext(cast(IO[bytes], src)) as f:
         f.seek(at)
         if info.dtype == "F32" and _LITTLE:
             read_exactly(f, flat.view(np.uint8).data, "the tensor data", chunk=_FORMAT, offset=at)
@@ -359,7 +399,11 @@ def load_safetensors(file: Source, *, tensor: str | None = None, tokenizer: Any 
         (``model.safetensors.index.json``, ``model.safetensors``, or a single
         ``*.safetensors``). The file's bytes, a file descriptor or a binary
         file object (read from its current position) work too, gzip
-        compressed or not (then ``tokenizer`` must be given).
+        compressed or not (then ``tokenizer`` must be given). A URL
+        (docs/remote.md) names a file, an index or, ending in ``/``, a model
+        directory: the headers, then only the table's byte range of the one
+        shard that holds it are fetched, and the tokenizer and ``config.json``
+        beside it.
     tensor
         Name of the table. By default the first of
         :data:`EMBEDDING_TENSOR_NAMES` that the checkpoint holds (the
@@ -412,8 +456,15 @@ def load_safetensors(file: Source, *, tensor: str | None = None, tokenizer: Any 
         # A model directory, an index or a plain file: shards and the tokenizer are read from beside it, the table mapped.
         loc = _locate(Path(path), tensor)
         return _load(loc, tokenizer, normalize, lambda n_tokens: _read_rows(loc.file, loc.header.data_start, loc.tensor, n_tokens, normalize))
+    if is_url(file):
+        # A directory, an index or a file at a URL: its headers, then the table's byte range; the tokenizer and config beside it.
+        with contextlib.ExitStack() as stack:
+            remote = _locate_url(cast(str, file), tensor, stack)
+            if remote is not None:
+                opened = cast(RemoteFile, remote.file)
+                return _load(remote, tokenizer, normalize, lambda n: _read_rows(opened, remote.header.data_start, remote.tensor, n, normalize))
     with sized_or_stream(file) as (name, buf, stream):
-        directory = Path(path).parent if path is not None else None
+        directory = Path(path).parent if path is not None else parent_of(cast(str, file)) if is_url(file) else None
         if buf is not None:  # contents, or a plain file as a descriptor or file object: the whole file as one buffer
             header = read_safetensors_header(buf, name=name)
             loc = _Located(buf, name, directory, header, _choose(header.tensors, tensor, name))
@@ -499,9 +550,9 @@ def _read_vector(loc: _Located, info: TensorInfo) -> npt.NDArray[Any]:
             "not a vector of numbers", chunk=where, expected="a 1-D tensor of " + " / ".join(_VECTOR_DTYPES), found=f"{info.dtype} {list(info.shape)}"
         )
     at = loc.header.data_start + info.begin
-    if isinstance(loc.file, Path):
+    if isinstance(loc.file, (Path, RemoteFile)):
         raw = bytearray(info.nbytes)
-        with open_regular(loc.file, chunk=_FORMAT) as f:
+        with open_regular(loc.file, chunk=_FORMAT) if isinstance(loc.file, Path) else contextlib.nullcontext(cast(IO[bytes], loc.file)) as f:
             f.seek(at)
             read_exactly(f, memoryview(raw), "the tensor data", chunk=_FORMAT, offset=at)
     elif not hasattr(loc.file, "read"):  # the whole file as a buffer
@@ -514,8 +565,15 @@ def _read_vector(loc: _Located, info: TensorInfo) -> npt.NDArray[Any]:
 
 
 def _detect(sample: bytes, path: str | None) -> bool:
-    """A safetensors file (u64 header length of at most 100 MB, then a JSON object), a sharded index or a model directory."""
-    if path is not None and os.path.isdir(path):
+    """A safetensors file (u64 header length of at most 100 MB, then a JSON object), a sharded index or a model directory.
+
+    A URL ending in ``/`` (a model directory), ``.safetensors`` or ``.safetensors.index.json`` is claimed by its name
+    (``sample`` empty): the loader then reads it from the URL, with the files beside it.
+    """
+    if path is not None and is_url(path):
+        if path.endswith(("/", ".safetensors", ".safetensors.index.json")):
+            return True
+    elif path is not None and os.path.isdir(path):
         directory = Path(path)
         return any(directory.glob("*.safetensors")) or any(directory.glob("*.safetensors.index.json"))
     if path is not None and path.endswith(".safetensors.index.json"):
@@ -525,7 +583,7 @@ def _detect(sample: bytes, path: str | None) -> bool:
 
 def _load_found(source: Any, *, normalize: bool = True, tensor: str | None = None, tokenizer: Any = None) -> Embeddings:
     """The registry's loader: a path is read with the tokenizer beside it (or ``tokenizer``); data needs ``tokenizer``."""
-    if local_path(source) is None and tokenizer is None:
+    if local_path(source) is None and not is_url(source) and tokenizer is None:
         raise FormatError(
             "a safetensors checkpoint given as data has no tokenizer beside it",
             offset=0,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from finalfusion._load import register_foreign_namer
 from finalfusion._progress import ProgressArg, reporter
+from finalfusion._remote import is_url
 from finalfusion._source import GZIP_MAGIC, Source, open_stream, peek
 from finalfusion.compat._registry import Format, formats
 from finalfusion.embeddings import Embeddings
@@ -126,6 +127,18 @@ def _mismatches(candidates: list[Format]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+def claimed_by_name(path: str) -> Format | None:
+    """The first format that claims ``path`` from its name alone, or ``None``: a local directory, or a URL of a model directory
+    (ending in ``/``), a sharded index or a weights file, which its loader reads from the URL with the files beside it.
+
+    Examples
+    --------
+    >>> claimed_by_name("https://example.org/models/m/").name, claimed_by_name("https://example.org/e.fifu")
+    ('safetensors', None)
+    """
+    return next((f for f in formats() if f.can_read and f.detector is not None and f.detector(b"", path)), None)
+
+
 def directory_format(path: str) -> Format:
     """The first format that claims the directory ``path`` (formats stored as directories).
 
@@ -143,7 +156,7 @@ def directory_format(path: str) -> Format:
     ...
     finalfusion.errors.FormatError: ...: a directory, and no format stored as a directory claims it: ... found an empty directory
     """
-    found = next((f for f in formats() if f.can_read and f.detector is not None and f.detector(b"", path)), None)
+    found = claimed_by_name(path)
     if found is not None:
         return found
     try:
@@ -222,6 +235,8 @@ def load(
         a ``bytes`` path), the file's contents (``bytes``, ``bytearray``,
         ``memoryview``), a file descriptor or a binary file object.
         A ``str`` or ``os.PathLike`` path may also name a directory (formats stored as one).
+        A URL (``https://``, ``s3://``, ...; docs/remote.md) is read with range requests:
+        a model directory's URL ends in ``/``.
     tensor
         The name of the model's embedding table, where the file holds several
         (``load_gguf``'s and ``load_safetensors``' ``tensor``); default: the format's choice.
@@ -264,6 +279,9 @@ def load(
         path = os.fsdecode(file) if isinstance(file, (str, os.PathLike)) else None
         if path is not None and os.path.isdir(path):
             return _read_with(directory_format(path), path, {**options, "mmap": mmap})
+        claimed = claimed_by_name(path) if path is not None and is_url(file) else None
+        if claimed is not None:  # a model directory, index or weights file at a URL: read from there, with the files beside it
+            return _read_with(claimed, path, {**options, "mmap": mmap})
         if path is not None and os.path.isfile(path):  # a regular file (a named pipe cannot be read twice: it goes the stream's way)
             with open(path, "rb") as raw:
                 head = raw.read(_SAMPLE)
