@@ -232,7 +232,7 @@ def download_all(server: Nginx, root: Path, name: str, local: Path) -> Path:
         download(server.url(name), local / name)
         return local / name
     for f in sorted(target.iterdir()):
-        download(server.url(f"{name}/{f.name}"), local / f.name)
+        download(server.url(f"{name.rstrip('/')}/{f.name}"), local / f.name)
     return local
 
 
@@ -297,7 +297,7 @@ def main() -> int:
             "fifu-known": ("bucket.fifu", lambda u: fifu(u, known), 0, spans.get("fifu"), "vocabulary + <= 1 MB of rows"),
             "fifu-unknown": ("bucket.fifu", lambda u: fifu(u, unknown), 0, spans.get("fifu"), "vocabulary + <= 1 MB of rows"),
             "gguf-table": ("model.gguf", lambda u: finalfusion.load_gguf(u, normalize=False), table, None, "table + <= 2 MB"),
-            "safetensors-shards": ("sharded", lambda u: finalfusion.load(u, normalize=False), tensor, None, "tensor + headers"),
+            "safetensors-shards": ("sharded/", lambda u: finalfusion.load(u, normalize=False), tensor, None, "tensor + headers"),
         }
         link: list[float] = []
         with nginx(root, work) as server, throttled(server.port, a.rate * 1e6) as port:

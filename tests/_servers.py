@@ -202,17 +202,20 @@ class _Counted:
             return start_response(line, headers, exc_info)
 
         body = self.app(environ, start)
-        sent = 0
+        method, path, range_ = (environ.get(k) for k in ("REQUEST_METHOD", "PATH_INFO", "HTTP_RANGE"))
+        # Logged before the body is sent and counted as it goes: the client may have it all before the last next().
+        entry = Request(status[0] if status else 0, str(method), str(path), None if range_ is None else str(range_), 0)
+        with self.lock:
+            self.log.append(entry)
         try:
             for part in body:
-                sent += len(part)
+                entry.sent += len(part)
+                entry.status = status[0] if status else 0
                 yield part
         finally:
+            entry.status = status[0] if status else 0
             if hasattr(body, "close"):
                 body.close()
-            with self.lock:
-                method, path, range_ = (environ.get(k) for k in ("REQUEST_METHOD", "PATH_INFO", "HTTP_RANGE"))
-                self.log.append(Request(status[0] if status else 0, str(method), str(path), None if range_ is None else str(range_), sent))
 
 
 @dataclass
