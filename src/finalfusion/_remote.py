@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from finalfusion.errors import MissingExtraError, import_extra
 
-__all__ = ["BLOCK_SIZE", "CACHE_BLOCKS", "RETRIES", "TIMEOUT", "RemoteFile", "is_url", "open_url"]
+__all__ = ["BLOCK_SIZE", "CACHE_BLOCKS", "CONCURRENT", "RETRIES", "STREAM_BYTES", "TIMEOUT", "RangeSource", "RemoteFile", "is_url", "open_url"]
 
 #: Bytes of one range request (fsspec's block): a read fetches the blocks it touches.
 BLOCK_SIZE: int = 1 << 20
@@ -35,6 +35,10 @@ CACHE_BLOCKS: int = 32
 RETRIES: int = 2
 #: Seconds an HTTP(S) server may take to connect or between two reads of an answer (fsspec's http, through aiohttp).
 TIMEOUT: float = 60.0
+#: Largest range one request of :meth:`RangeSource.fetch` asks for (longer ranges are split).
+STREAM_BYTES: int = 8 << 20
+#: Requests of :meth:`RangeSource.fetch` under way at once.
+CONCURRENT: int = 16
 
 _URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
 
@@ -117,6 +121,8 @@ class RemoteFile(io.RawIOBase):
             except (FileNotFoundError, PermissionError):
                 raise
             except Exception as exc:  # the protocol library's own errors (aiohttp, botocore, ...): a transient failure
+                if _changed(exc):
+                    raise _changed_error(self.name) from exc
                 if attempt == RETRIES:
                     raise OSError(f"{self.name}: reading {n} bytes at {pos} failed {RETRIES + 1} times: {type(exc).__name__}: {exc}") from exc
                 self._reopen()
@@ -139,7 +145,138 @@ class RemoteFile(io.RawIOBase):
                 super().close()
 
 
-def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | None = None) -> RemoteFile:
+def _changed(exc: BaseException) -> bool:
+    """Whether ``exc`` is a server's answer that the file no longer matches the version pinned by ``If-Match`` (HTTP 412)."""
+    return getattr(exc, "status", None) == 412
+
+
+def _changed_error(url: str) -> OSError:
+    return OSError(f"{url}: the file changed at the server since it was opened (its ETag no longer matches); load it again")
+
+
+def _client_options(url: str) -> dict[str, Any]:
+    """fsspec's filesystem options for ``url``: the timeouts of an http(s) client."""
+    if url.split("://", 1)[0].lower() in ("http", "https"):
+        aiohttp = import_extra("aiohttp", "reading http(s):// URLs", extra="remote")
+        return {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT, sock_read=TIMEOUT)}}
+    return {}
+
+
+class RangeSource:
+    """Byte ranges of one remote file, fetched concurrently and checked: each exactly as long as asked, the file unchanged.
+
+    :meth:`open` asks the server for the file's size and, over http(s), its
+    ``ETag``; every later request carries ``If-Match`` with it, so a file
+    replaced at the server is an :class:`OSError` (HTTP 412), never bytes of
+    another version. Servers without an ``ETag`` (and other protocols) are
+    checked by the lengths of what they send only.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("aiohttp")
+    >>> try:
+    ...     RangeSource.open("http://127.0.0.1:9/e.fifu")  # nothing listens on port 9
+    ... except OSError as err:
+    ...     print(str(err)[:58])
+    http://127.0.0.1:9/e.fifu: cannot be opened: ClientConnect
+    """
+
+    def __init__(self, url: str, fs: Any, path: str, size: int, etag: str | None) -> None:
+        self.url = url
+        self._fs = fs
+        self._path = path
+        #: The file's size in bytes when it was opened.
+        self.size = size
+        #: The server's ``ETag`` of the opened version (``None``: not told).
+        self.etag = etag
+
+    @classmethod
+    def open(cls, url: str) -> RangeSource:
+        """Ask the server for ``url``'s size and version (see the class).
+
+        Raises
+        ------
+        MissingExtraError
+            Without fsspec or the protocol's package.
+        FileNotFoundError
+            If nothing is at ``url``.
+        OSError
+            If the server cannot be reached or does not tell the size.
+        """
+        fsspec = import_extra("fsspec", "reading files named by a URL", extra="remote")
+        options = _client_options(url)
+        try:
+            fs, path = fsspec.core.url_to_fs(url, **options)
+            info = fs.info(path)
+        except FileNotFoundError as exc:
+            cause = exc.__cause__ or exc.__context__
+            if cause is not None and getattr(cause, "status", None) not in (404, 410):
+                raise OSError(f"{url}: cannot be opened: {type(cause).__name__}: {cause}") from None
+            raise FileNotFoundError(errno.ENOENT, "no file at this URL", url) from None
+        except (PermissionError, MissingExtraError):
+            raise
+        except Exception as exc:
+            raise OSError(f"{url}: cannot be opened: {type(exc).__name__}: {exc}") from exc
+        size = info.get("size")
+        if not isinstance(size, int) or size < 0:
+            raise OSError(f"{url}: the server does not tell the file's size, which range requests need")
+        etag = info.get("ETag")
+        if isinstance(etag, str) and etag and url.split("://", 1)[0].lower() in ("http", "https"):
+            fs, path = fsspec.core.url_to_fs(url, headers={"If-Match": etag}, **options)
+        else:
+            etag = None
+        return cls(url, fs, path, size, etag)
+
+    @property
+    def pin(self) -> dict[str, Any]:
+        """fsspec options that pin this version (``If-Match``), for :func:`open_url`'s ``options``."""
+        return {"headers": {"If-Match": self.etag}} if self.etag else {}
+
+    def fetch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each ``(start, stop)`` range, fetched :data:`CONCURRENT` at a time (ranges longer than :data:`STREAM_BYTES` split).
+
+        Raises
+        ------
+        OSError
+            If a range runs past the file's size, the server sends another
+            number of bytes than asked, the file changed since :meth:`open`,
+            or a request fails :data:`RETRIES` + 1 times.
+        """
+        parts: list[tuple[int, int]] = []
+        for start, stop in ranges:
+            if not 0 <= start <= stop <= self.size:
+                raise OSError(f"{self.url}: bytes {start}..{stop} asked of a file of {self.size} bytes")
+            parts.extend((lo, min(lo + STREAM_BYTES, stop)) for lo in range(start, stop, STREAM_BYTES))
+        got = self._fetch(parts) if parts else []
+        out: list[bytes] = []
+        k = 0
+        for start, stop in ranges:
+            n = -(-(stop - start) // STREAM_BYTES)
+            out.append(b"".join(got[k : k + n]))
+            k += n
+        return out
+
+    def _fetch(self, parts: list[tuple[int, int]]) -> list[bytes]:
+        for attempt in range(RETRIES + 1):
+            try:
+                got = self._fs.cat_ranges([self._path] * len(parts), [a for a, _ in parts], [b for _, b in parts], batch_size=CONCURRENT, on_error="raise")
+                data = [bytes(g) for g in got]
+            except (FileNotFoundError, PermissionError):
+                raise
+            except Exception as exc:
+                if _changed(exc):
+                    raise _changed_error(self.url) from exc
+                if attempt == RETRIES:
+                    raise OSError(f"{self.url}: reading {len(parts)} ranges failed {RETRIES + 1} times: {type(exc).__name__}: {exc}") from exc
+                continue
+            for (start, stop), d in zip(parts, data, strict=True):
+                if len(d) != stop - start:
+                    raise OSError(f"{self.url}: the server sent {len(d)} bytes for a range of {stop - start} at {start} (a file of {self.size} bytes)")
+            return data
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | None = None, options: dict[str, Any] | None = None) -> RemoteFile:
     """``url`` opened for reading with range requests through fsspec (:class:`RemoteFile`).
 
     Parameters
@@ -150,6 +287,8 @@ def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | Non
     block_size, cache_blocks
         Bytes per range request and blocks kept (default :data:`BLOCK_SIZE`,
         :data:`CACHE_BLOCKS`).
+    options
+        More fsspec options (:attr:`RangeSource.pin` pins a version).
 
     Raises
     ------
@@ -171,17 +310,16 @@ def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | Non
     """
     fsspec = import_extra("fsspec", "reading files named by a URL", extra="remote")
     blocks = CACHE_BLOCKS if cache_blocks is None else cache_blocks
-    options: dict[str, Any] = {
+    kwargs: dict[str, Any] = {
         "block_size": BLOCK_SIZE if block_size is None else block_size,
         "cache_type": "blockcache",
         "cache_options": {"maxblocks": blocks},
+        **_client_options(url),
+        **(options or {}),
     }
-    if url.split("://", 1)[0].lower() in ("http", "https"):
-        aiohttp = import_extra("aiohttp", "reading http(s):// URLs", extra="remote")
-        options["client_kwargs"] = {"timeout": aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT, sock_read=TIMEOUT)}
 
     def opener() -> Any:
-        return fsspec.open(url, "rb", **options).open()
+        return fsspec.open(url, "rb", **kwargs).open()
 
     try:
         f = RemoteFile(url, opener)
