@@ -134,6 +134,9 @@ def test_every_answer_equals_the_local_load(served: Nginx, path: Path) -> None:
         np.testing.assert_array_equal(np.asarray(remote.storage), np.asarray(local.storage))
         query = local.vocab.words[0]
         assert remote.word_similarity(query, 5) == local.word_similarity(query, 5)
+        if len(local.vocab) >= 4:
+            a, b, c = local.vocab.words[1:4]
+            assert remote.analogy(a, b, c, 3) == local.analogy(a, b, c, 3)
         out_remote, out_local = served.root.parent / f"r-{path.name}", served.root.parent / f"l-{path.name}"
         remote.write(out_remote)
         local.write(out_local)
@@ -383,3 +386,34 @@ def test_lookups_from_threads_match_serial_ones(served: Nginx, big: tuple[Path, 
     for t in range(4):
         for w, v in zip(words[t::2] + words, got[t], strict=True):
             np.testing.assert_array_equal(v, local[w])
+
+
+@pytest.mark.parametrize("kind", ["dense", "quantized"])
+def test_iterating_streams_the_word_rows_in_order(served: Nginx, big: tuple[Path, Path], kind: str) -> None:
+    path = big[0] if kind == "dense" else big[1]
+    local = load_local(path)
+    remote = load_remote(served.url(path.name), cache_bytes=1 << 16)
+    seen(served)
+    count = 0
+    for (word, vector), (want_word, want) in zip(remote, local, strict=True):
+        assert word == want_word
+        np.testing.assert_array_equal(vector, want)
+        count += 1
+    assert count == N_WORDS
+    requests, sent = seen(served)
+    row_bytes = DIMS * 4 if kind == "dense" else 10
+    assert sent <= N_WORDS * row_bytes + (8 << 20)  # the word rows, and at most one step of streaming more
+    assert requests <= N_WORDS * row_bytes // BLOCK_BYTES // 4  # blocks of rows, not a request per row
+
+
+def test_the_command_line_reads_a_url_with_mmap(served: Nginx, big: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from finalfusion import cli
+
+    outputs = []
+    for source in (str(big[0]), served.url(big[0].name)):
+        assert cli.main(["similar", "--mmap", "-w", "w1ort", "--", source]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].count("\n") == 10
+    assert cli.main(["convert", "--quiet", "--mmap", served.url(big[0].name), str(tmp_path / "out.fifu")]) == 0
+    assert (tmp_path / "out.fifu").read_bytes() == big[0].read_bytes()

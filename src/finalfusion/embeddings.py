@@ -362,7 +362,8 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache, EncodeMixin)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         """Iterate over ``(word, embedding)``, or ``(word, embedding, norm)`` when norms exist."""
-        rows = (self._matrix[i] if self._matrix is not None else self._storage.row(i) for i in range(len(self._vocab)))
+        # storage without a matrix in memory (quantized, or rows at a server) is read in blocks, in order
+        rows = (self._matrix[i] for i in range(len(self._vocab))) if self._matrix is not None else iter(self._storage)
         if self._norms is not None:
             return zip(self._vocab, rows, self._norms.norms, strict=False)
         return zip(self._vocab, rows, strict=False)

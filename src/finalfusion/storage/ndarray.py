@@ -77,6 +77,17 @@ class Storage(FileChunk):
         """
         raise NotImplementedError
 
+    def __iter__(self) -> Iterator[npt.NDArray[np.float32]]:
+        """The (reconstructed) rows in order.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> [row.tolist() for row in NdArray(np.eye(2, dtype=np.float32))]
+        [[1.0, 0.0], [0.0, 1.0]]
+        """
+        raise NotImplementedError
+
     def row(self, index: int) -> npt.NDArray[np.float32]:
         """One (reconstructed) row.
 

@@ -38,6 +38,9 @@ from finalfusion.storage.ndarray import Storage, read_type_id
 
 __all__ = ["PQ", "QuantizedArray"]
 
+#: Rows reconstructed at once when iterating over a :class:`QuantizedArray`.
+_ITER_ROWS = 4096
+
 
 @dataclass(frozen=True, eq=False)
 class PQ:
@@ -306,8 +309,9 @@ class QuantizedArray(Storage):
         return self.rows(key)
 
     def __iter__(self) -> Iterator[npt.NDArray[np.float32]]:
-        for i in range(self.shape[0]):
-            yield self.row(i)
+        n = self.shape[0]
+        for lo in range(0, n, _ITER_ROWS):  # reconstructed in blocks: codes at a server are fetched a block at a time, in order
+            yield from self.rows(np.arange(lo, min(lo + _ITER_ROWS, n)))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]:
         full = self.rows(np.arange(self.shape[0]))
