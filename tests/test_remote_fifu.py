@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import finalfusion
-from _servers import Nginx, later, nginx_or_skip
+from _servers import Nginx, hostile, later, nginx_or_skip
 from finalfusion import Embeddings, FormatError, NdArray
 from finalfusion._remote_rows import BLOCK_BYTES, CACHE_BYTES, RemoteRows
 from finalfusion.errors import FileChangedError, LegacyFormatWarning
@@ -417,3 +417,24 @@ def test_the_command_line_reads_a_url_with_mmap(served: Nginx, big: tuple[Path, 
     assert outputs[0].count("\n") == 10
     assert cli.main(["convert", "--quiet", "--mmap", served.url(big[0].name), str(tmp_path / "out.fifu")]) == 0
     assert (tmp_path / "out.fifu").read_bytes() == big[0].read_bytes()
+
+
+@pytest.mark.parametrize("mode", ["ignore-range", "short", "long", "stall"])
+def test_a_server_that_answers_ranges_wrongly_is_an_oserror_in_bounded_time_and_memory(
+    big: tuple[Path, Path], mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+    import tracemalloc
+
+    monkeypatch.setattr("finalfusion._remote.TIMEOUT", 2.0)
+    data = big[0].read_bytes()  # 17 MB: a whole-file answer held in memory would show
+    start = time.monotonic()
+    tracemalloc.start()
+    try:
+        with hostile(data, mode) as url, pytest.raises(OSError, match=url):
+            load_remote(url)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < len(data) // 4, peak
+    assert time.monotonic() - start < 60
