@@ -438,3 +438,26 @@ def test_a_server_that_answers_ranges_wrongly_is_an_oserror_in_bounded_time_and_
         tracemalloc.stop()
     assert peak < len(data) // 4, peak
     assert time.monotonic() - start < 60
+
+
+#: The embeddings a forked worker inherits (set before the fork, as a program's global would be).
+_INHERITED: dict[str, Embeddings] = {}
+
+
+def _lookup_inherited(word: str) -> np.ndarray:
+    return _INHERITED["emb"][word]
+
+
+def test_a_forked_worker_fetches_rows_through_its_own_connection(served: Nginx, big: tuple[Path, Path]) -> None:
+    import multiprocessing
+
+    local = load_local(big[0])
+    remote = load_remote(served.url(big[0].name))
+    np.testing.assert_array_equal(remote["w1ort"], local["w1ort"])  # the parent's event loop and session are in use
+    _INHERITED["emb"] = remote
+    try:
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            for w in ("w9000ort", "unbekannt"):
+                np.testing.assert_array_equal(pool.apply_async(_lookup_inherited, (w,)).get(timeout=60), local[w])
+    finally:
+        _INHERITED.clear()

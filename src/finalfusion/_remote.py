@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import os
 import re
 from typing import Any, Final
 
@@ -181,10 +182,12 @@ class RangeSource:
     http://127.0.0.1:9/e.fifu: cannot be opened: ClientConnect
     """
 
-    def __init__(self, url: str, fs: Any, path: str, size: int, etag: str | None) -> None:
+    def __init__(self, url: str, fs: Any, path: str, size: int, etag: str | None, options: dict[str, Any] | None = None) -> None:
         self.url = url
         self._fs = fs
         self._path = path
+        self._options = options or {}
+        self._pid = os.getpid()
         #: The file's size in bytes when it was opened.
         self.size = size
         #: The server's ``ETag`` of the opened version (``None``: not told).
@@ -222,10 +225,19 @@ class RangeSource:
             raise OSError(f"{url}: the server does not tell the file's size, which range requests need")
         etag = info.get("ETag")
         if isinstance(etag, str) and etag and url.split("://", 1)[0].lower() in ("http", "https"):
-            fs, path = fsspec.core.url_to_fs(url, headers={"If-Match": etag}, **options)
+            options = {**options, "headers": {"If-Match": etag}}
+            fs, path = fsspec.core.url_to_fs(url, **options)
         else:
             etag = None
-        return cls(url, fs, path, size, etag)
+        return cls(url, fs, path, size, etag, options)
+
+    def _filesystem(self) -> Any:
+        """fsspec's filesystem, made anew in a forked child (the parent's event loop thread does not run there)."""
+        if self._pid != os.getpid():
+            fsspec = import_extra("fsspec", "reading files named by a URL", extra="remote")
+            self._fs, self._path = fsspec.core.url_to_fs(self.url, **self._options)
+            self._pid = os.getpid()
+        return self._fs
 
     @property
     def pin(self) -> dict[str, Any]:
@@ -260,10 +272,11 @@ class RangeSource:
         http = self.url.split("://", 1)[0].lower() in ("http", "https")
         for attempt in range(RETRIES + 1):
             try:
+                fs = self._filesystem()
                 if http:
-                    data = _http_ranges(self._fs, self._path, parts)
+                    data = _http_ranges(fs, self._path, parts)
                 else:  # the protocol's own ranged reads (s3, gcs: exactly the range asked)
-                    got = self._fs.cat_ranges([self._path] * len(parts), [a for a, _ in parts], [b for _, b in parts], batch_size=CONCURRENT, on_error="raise")
+                    got = fs.cat_ranges([self._path] * len(parts), [a for a, _ in parts], [b for _, b in parts], batch_size=CONCURRENT, on_error="raise")
                     data = [bytes(g) for g in got]
             except (FileNotFoundError, PermissionError):
                 raise
