@@ -151,6 +151,8 @@ def test_storage_methods_answer_as_an_ndarray_would(served: Nginx, big: tuple[Pa
         np.testing.assert_array_equal(m[key], want[key])
     np.testing.assert_array_equal(m.take([9, 1], axis=0), want.take([9, 1], axis=0))
     np.testing.assert_array_equal(np.take(m, [3, 2], axis=0), np.take(want, [3, 2], axis=0))
+    assert "at a server" in repr(remote.storage)
+    assert "rows at a server" in remote._repr_html_()
     with pytest.raises(IndexError):
         m[len(want)]
     with pytest.raises(IndexError):
