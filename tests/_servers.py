@@ -201,6 +201,7 @@ class _Later(http.server.BaseHTTPRequestHandler):
     first = b""
     then: bytes | str = b""
     etag = True
+    if_match = True  # False: answers whatever If-Match says (some caches and CDNs do), with the ETag of what it sends
     state: dict[str, bool] = {}  # noqa: RUF012 - one per server, set by later()
 
     def log_message(self, format: str, *args: object) -> None:
@@ -217,7 +218,7 @@ class _Later(http.server.BaseHTTPRequestHandler):
 
     def _refused(self, data: bytes) -> bool:
         want = self.headers.get("If-Match")
-        if self.etag and want is not None and want != self._tag(data):
+        if self.etag and self.if_match and want is not None and want != self._tag(data):
             self.send_response(412)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -256,11 +257,11 @@ class _Later(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def later(first: bytes, then: bytes | str, etag: bool = True) -> Iterator[Later]:
+def later(first: bytes, then: bytes | str, etag: bool = True, if_match: bool = True) -> Iterator[Later]:
     """A server of ``first`` whose answers go wrong as ``then`` says once the test calls :meth:`Later.go_wrong` (see
     :class:`_Later`)."""
     state = {"wrong": False}
-    handler = type("Handler", (_Later,), {"first": first, "then": then, "etag": etag, "state": state})
+    handler = type("Handler", (_Later,), {"first": first, "then": then, "etag": etag, "if_match": if_match, "state": state})
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -289,8 +289,9 @@ def test_a_file_replaced_at_nginx_is_an_oserror_never_another_vector(served: Ngi
         remote["w9000ort"]
 
 
+@pytest.mark.parametrize("if_match", [True, False], ids=["honours-if-match", "ignores-if-match"])
 @pytest.mark.parametrize("then", ["other bytes", "shorter", "longer", "short bodies"])
-def test_a_server_that_changes_between_requests_is_an_oserror(big: tuple[Path, Path], then: str) -> None:
+def test_a_server_that_changes_between_requests_is_an_oserror(big: tuple[Path, Path], then: str, if_match: bool) -> None:
     first = big[0].read_bytes()
     wrong: bytes | str = {
         "other bytes": first[:-100] + bytes(100),
@@ -299,7 +300,7 @@ def test_a_server_that_changes_between_requests_is_an_oserror(big: tuple[Path, P
         "short bodies": "short",
     }[then]
     local = load_local(big[0])
-    with later(first, wrong) as srv:
+    with later(first, wrong, if_match=if_match) as srv:
         remote = load_remote(srv.url, cache_bytes=BLOCK_BYTES)
         np.testing.assert_array_equal(remote["w1ort"], local["w1ort"])
         srv.go_wrong()

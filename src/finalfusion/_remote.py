@@ -299,6 +299,12 @@ class _NotARange(Exception):
     """A server answered a range request with something else than 206 (the whole file, a redirect page ...)."""
 
 
+class _OtherVersion(Exception):
+    """A server answered with the ``ETag`` of another version than the one pinned (it ignored ``If-Match``)."""
+
+    status = 412  # what a server that honours If-Match answers: the same failure (see _changed)
+
+
 def _http_ranges(fs: Any, url: str, parts: list[tuple[int, int]]) -> list[bytes]:
     """``parts`` of ``url`` over fsspec's http session, :data:`CONCURRENT` at a time, each answer read to at most one byte
     more than asked: a server that ignores the range (status 200) or sends more cannot make this hold more than the
@@ -316,6 +322,9 @@ def _http_ranges(fs: Any, url: str, parts: list[tuple[int, int]]) -> list[bytes]
             r.raise_for_status()
             if r.status != 206:
                 raise _NotARange(f"{url}: the server answered a range request with status {r.status}, not 206 (it ignores ranges)")
+            pinned, tag = headers.get("If-Match"), r.headers.get("ETag")
+            if pinned is not None and tag is not None and tag != pinned:
+                raise _OtherVersion(f"{url}: ETag {tag} instead of {pinned}")
             out = bytearray()
             while len(out) <= stop - start:
                 chunk = await r.content.read(stop - start + 1 - len(out))
