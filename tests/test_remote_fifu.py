@@ -40,7 +40,7 @@ FILES = [
     HERE.parent / "examples" / "sample.fifu",
     HERE.parent / "examples" / "tutorial.fifu",
 ]
-#: Words of the big file, and its dims (rows of 400 bytes: 10 rows per block).
+#: Words of the big file, and its dims (rows of 400 bytes: 5 rows per block).
 N_WORDS, DIMS = 10_000, 100
 KNOWN = [f"w{i}ort" for i in range(0, N_WORDS, 997)][:10]
 UNKNOWN = [f"unbekannt{i}" for i in range(10)]

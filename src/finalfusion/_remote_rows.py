@@ -37,7 +37,7 @@ from finalfusion.errors import FormatError, Truncated
 __all__ = ["BLOCK_BYTES", "CACHE_BYTES", "RemoteRows", "RowsAt", "is_remote"]
 
 #: Bytes of one block of rows (at least one row): what a lookup of one row fetches.
-BLOCK_BYTES: Final = 4096
+BLOCK_BYTES: Final = 2048
 #: Default bytes of blocks a :class:`RemoteRows` keeps (``cache_bytes=`` of :func:`finalfusion.load_finalfusion`).
 CACHE_BYTES: Final = 32 << 20
 #: Rows streamed per step when a read is larger than the cache (whole-matrix work), at most this many bytes.
@@ -91,7 +91,7 @@ class RemoteRows:
     >>> rows = RemoteRows(server, 0, (3, 2), "<f4")
     >>> rows[2].tolist(), rows[[0, 2]].tolist(), rows.shape
     ([4.0, 5.0], [[0.0, 1.0], [4.0, 5.0]], (3, 2))
-    >>> server.asked  # one block (up to 4 KiB of whole rows) held all three rows: fetched once
+    >>> server.asked  # one block (up to 2 KiB of whole rows) held all three rows: fetched once
     [[(0, 24)]]
     """
 
