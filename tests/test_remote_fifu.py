@@ -240,6 +240,11 @@ def test_whole_matrix_work_streams_the_rows_once(served: Nginx, big: tuple[Path,
     assert any(stage == "encode" for stage, _, _ in reports)
     q_local = local.quantize(n_subquantizers=10, n_iterations=1, sample=2000, seed=1)
     assert q_remote.storage == q_local.storage
+    # training on every row reads them once, and encoding uses what training read
+    q_remote = remote.quantize(n_subquantizers=10, n_iterations=1, seed=1)
+    _, sent = seen(served)
+    assert sent == matrix_bytes
+    assert q_remote.storage == local.quantize(n_subquantizers=10, n_iterations=1, seed=1).storage
 
 
 # -- pickling by reference -------------------------------------------------------------------------------
