@@ -629,7 +629,7 @@ def quantize_storage(
     rng = np.random.default_rng(seed)
     picked = np.sort(rng.choice(rows, size=n_train, replace=False)) if n_train < rows else None
     whole = _block(storage, 0, rows) if picked is None else None
-    train = np.asarray(whole if whole is not None else storage.rows(picked), dtype=np.float32)
+    train = np.asarray(storage.rows(picked) if picked is not None else whole, dtype=np.float32)
     _check_finite(train, picked, 0)
     if normalize:
         train = _unit(train)[0]
