@@ -123,6 +123,8 @@ def test_every_answer_equals_the_local_load(served: Nginx, path: Path) -> None:
         assert remote.vocab.words == local.vocab.words
         assert remote.metadata == local.metadata
         assert (remote.norms is None) == (local.norms is None)
+        if local.norms is not None:
+            np.testing.assert_array_equal(remote.norms.norms, local.norms.norms)  # type: ignore[union-attr]
         words = [*local.vocab.words[:50], "zzyzx", "unbekannt", "Berlin", ""]
         for w in words:
             got, want = remote.embedding(w), local.embedding(w)
