@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -249,3 +251,101 @@ def moto_s3() -> Iterator[S3]:
         yield S3(f"http://{host}:{port}", counted)
     finally:
         server.stop()
+# -- for tests/test_remote_fifu.py: nginx or a skip, and a server whose answers change when a test says so ---------------
+
+
+@contextmanager
+def nginx_in_temp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
+    """:func:`nginx_or_skip` serving a fresh temporary directory."""
+    with nginx_or_skip(tmp_path_factory.mktemp("www"), tmp_path_factory.mktemp("nginx")) as srv:
+        yield srv
+
+
+@dataclass
+class Later:
+    """The server of :func:`later`: its URL; :meth:`go_wrong` makes every later answer wrong."""
+
+    url: str
+    state: dict[str, bool]
+
+    def go_wrong(self) -> None:
+        self.state["wrong"] = True
+
+
+class _Later(http.server.BaseHTTPRequestHandler):
+    """Serves ``first`` until the test calls :meth:`Later.go_wrong`, then as ``then`` says: ``"short"`` (206 bodies cut in
+    half) or other bytes (the file replaced: another size or other contents). With ``etag``, every answer carries the
+    ETag of the version it serves and a request whose ``If-Match`` names another version gets 412, as real servers
+    (nginx) do; without, a replaced file cannot be told apart by its headers."""
+
+    first = b""
+    then: bytes | str = b""
+    etag = True
+    if_match = True  # False: answers whatever If-Match says (some caches and CDNs do), with the ETag of what it sends
+    state: dict[str, bool] = {}  # noqa: RUF012 - one per server, set by later()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _version(self) -> tuple[bytes, bool]:
+        wrong = self.state["wrong"]
+        if wrong and not isinstance(self.then, str):
+            return self.then, False
+        return self.first, wrong and self.then == "short"
+
+    def _tag(self, data: bytes) -> str:
+        return f'"{len(data)}-{hash(data) & 0xFFFFFFFF:x}"'
+
+    def _refused(self, data: bytes) -> bool:
+        want = self.headers.get("If-Match")
+        if self.etag and self.if_match and want is not None and want != self._tag(data):
+            self.send_response(412)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
+        return False
+
+    def do_HEAD(self) -> None:
+        data, _ = self._version()
+        if self._refused(data):
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Accept-Ranges", "bytes")
+        if self.etag:
+            self.send_header("ETag", self._tag(data))
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        data, short = self._version()
+        if self._refused(data):
+            return
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        start = int(m[1]) if m else 0
+        stop = min(int(m[2]) + 1 if m and m[2] else len(data), len(data))
+        body = data[start:stop]
+        if short:
+            body = body[: len(body) // 2]
+        self.send_response(206 if m else 200)
+        if m:
+            self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
+        if self.etag:
+            self.send_header("ETag", self._tag(data))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@contextmanager
+def later(first: bytes, then: bytes | str, etag: bool = True, if_match: bool = True) -> Iterator[Later]:
+    """A server of ``first`` whose answers go wrong as ``then`` says once the test calls :meth:`Later.go_wrong` (see
+    :class:`_Later`)."""
+    state = {"wrong": False}
+    handler = type("Handler", (_Later,), {"first": first, "then": then, "etag": etag, "if_match": if_match, "state": state})
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield Later(f"http://127.0.0.1:{server.server_address[1]}/file.fifu", state)
+        finally:
+            server.shutdown()

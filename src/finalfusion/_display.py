@@ -27,6 +27,8 @@ from typing import Any, Final
 
 import numpy as np
 
+from finalfusion._remote_rows import is_remote
+
 __all__ = [
     "embeddings_html",
     "evaluation_html",
@@ -136,8 +138,8 @@ def _storage_rows(storage: Any) -> list[tuple[str, str]]:
         rows.append(("subquantizers", f"{int(pq.quantized_len)} &times; {int(pq.n_centroids)} centroids"))
         rows.append(("projection", "yes" if pq.projection is not None else "no"))
     size = sum(int(a.nbytes) for a in arrays)
-    mapped = is_mapped(arrays[0])
-    rows.append(("size", f"{human_bytes(size)} ({'memory-mapped file' if mapped else 'in memory'})"))
+    where = "rows at a server" if is_remote(arrays[0]) else "memory-mapped file" if is_mapped(arrays[0]) else "in memory"
+    rows.append(("size", f"{human_bytes(size)} ({where})"))
     return rows
 
 

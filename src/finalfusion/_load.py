@@ -19,10 +19,10 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
-from finalfusion._fileref import FileRef, remap
+from finalfusion._fileref import FileRef, UrlRef, remap
 from finalfusion._source import Source, local_path
 from finalfusion.chunks import Chunk
-from finalfusion.container import read_chunks, read_source
+from finalfusion.container import read_chunks, read_remote, read_source
 from finalfusion.errors import BadMagic, FormatError
 from finalfusion.metadata import Metadata
 from finalfusion.norms import Norms
@@ -63,14 +63,16 @@ def compatibility_problem(storage: Storage, vocab: Vocab, norms: Norms | None) -
     return None
 
 
-def read_parts(file: Source, mmap: bool) -> tuple[Parts, FileRef | None]:
-    """The parts of the embeddings in ``file``, and the reference to the mapped file (if it pickles by reference)."""
-    name, chunks, ref = read_source(file, mmap)
+def read_parts(file: Source, mmap: bool, cache_bytes: int | None = None) -> tuple[Parts, FileRef | UrlRef | None]:
+    """The parts of the embeddings in ``file``, and the reference to the mapped or remote file (if it pickles by reference)."""
+    name, chunks, ref = read_source(file, mmap, cache_bytes=cache_bytes)
     return assemble(chunks, name), ref
 
 
-def remap_parts(ref: FileRef) -> Parts:
-    """The parts of pickled mapped embeddings: map the referenced file again after checking it is the same."""
+def remap_parts(ref: FileRef | UrlRef) -> Parts:
+    """The parts of pickled mapped (or remote) embeddings: map (open) the referenced file again after checking it is the same."""
+    if isinstance(ref, UrlRef):
+        return assemble(read_remote(ref.url, ref.cache_bytes, expect=ref).chunks, ref.url)
     _, chunks = read_chunks(remap(ref))
     return assemble(chunks, ref.path)
 

@@ -2,7 +2,9 @@
 
 Embeddings mapped from a path pickle as a reference to their file (a few
 hundred bytes) and are mapped again on unpickling, after checking that the
-file is the same (:mod:`finalfusion._fileref`); if their metadata changed
+file is the same (:mod:`finalfusion._fileref`); those loaded from a URL with
+``mmap=True`` (rows left at the server) pickle as the URL and its checks and
+open it again; if their metadata changed
 since, or they were never mapped, they pickle by value. The query index is
 a cache of one object: never pickled or copied. The approximate-neighbour
 index of ``set_index`` is pickled with the embeddings, as its own type
@@ -17,7 +19,7 @@ import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from finalfusion._fileref import FileRef
+from finalfusion._fileref import FileRef, UrlRef
 from finalfusion._load import remap_parts
 
 if TYPE_CHECKING:
@@ -33,15 +35,15 @@ _M = TypeVar("_M", bound="PicklingMixin")
 class PicklingMixin:
     """Pickling and copies for a base class of :class:`~finalfusion.Embeddings`."""
 
-    #: The mapped file the object was read from, if it pickles by reference.
-    _file_ref: FileRef | None
+    #: The mapped (or remote) file the object was read from, if it pickles by reference.
+    _file_ref: FileRef | UrlRef | None
     _metadata: Metadata | None
 
     if TYPE_CHECKING:  # provided by Embeddings
 
         def _reset_query_index(self) -> None: ...
 
-    def _by_reference(self) -> FileRef | None:
+    def _by_reference(self) -> FileRef | UrlRef | None:
         """The file reference to pickle, unless the embeddings differ from the mapped file."""
         ref = self.__dict__.get("_file_ref")
         if ref is None:
@@ -85,8 +87,8 @@ class PicklingMixin:
         return new
 
 
-def from_file_ref(make: Callable[..., _M], ref: FileRef) -> _M:
-    """Unpickle mapped embeddings of class ``make``: map the referenced file again after checking it is the same."""
+def from_file_ref(make: Callable[..., _M], ref: FileRef | UrlRef) -> _M:
+    """Unpickle mapped (or remote) embeddings of class ``make``: map (open) the referenced file again after checking it is the same."""
     emb = make(*remap_parts(ref))
     emb._file_ref = ref
     return emb

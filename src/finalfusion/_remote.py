@@ -22,12 +22,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import os
 import re
 from typing import Any, Final
 
 from finalfusion.errors import MissingExtraError, import_extra
 
-__all__ = ["BLOCK_SIZE", "CACHE_BLOCKS", "DIRECT_BLOCKS", "RETRIES", "TIMEOUT", "RemoteFile", "is_url", "open_url"]
+__all__ = [
+    "BLOCK_SIZE",
+    "CACHE_BLOCKS",
+    "CONCURRENT",
+    "DIRECT_BLOCKS",
+    "RETRIES",
+    "STREAM_BYTES",
+    "TIMEOUT",
+    "RangeSource",
+    "RemoteFile",
+    "is_url",
+    "open_url",
+]
 
 #: Bytes of one range request (fsspec's block): a read fetches the blocks it touches.
 BLOCK_SIZE: int = 1 << 20
@@ -39,6 +52,10 @@ DIRECT_BLOCKS: int = 1
 RETRIES: int = 2
 #: Seconds an HTTP(S) server may take to connect or between two reads of an answer (fsspec's http, through aiohttp).
 TIMEOUT: float = 60.0
+#: Largest range one request of :meth:`RangeSource.fetch` asks for (longer ranges are split).
+STREAM_BYTES: int = 8 << 20
+#: Requests of :meth:`RangeSource.fetch` under way at once.
+CONCURRENT: int = 16
 
 _URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
 
@@ -125,6 +142,8 @@ class RemoteFile(io.RawIOBase):
             except (FileNotFoundError, PermissionError):
                 raise
             except Exception as exc:  # the protocol library's own errors (aiohttp, botocore, ...): a transient failure
+                if _changed(exc):
+                    raise _changed_error(self.name) from exc
                 if attempt == RETRIES:
                     raise OSError(f"{self.name}: reading {n} bytes at {pos} failed {RETRIES + 1} times: {type(exc).__name__}: {exc}") from exc
                 self._reopen()
@@ -147,7 +166,203 @@ class RemoteFile(io.RawIOBase):
                 super().close()
 
 
-def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | None = None) -> RemoteFile:
+def _changed(exc: BaseException) -> bool:
+    """Whether ``exc`` is a server's answer that the file no longer matches the version pinned by ``If-Match`` (HTTP 412)."""
+    return getattr(exc, "status", None) == 412
+
+
+def _changed_error(url: str) -> OSError:
+    return OSError(f"{url}: the file changed at the server since it was opened (its ETag no longer matches); load it again")
+
+
+def _client_options(url: str) -> dict[str, Any]:
+    """fsspec's filesystem options for ``url``: the timeouts of an http(s) client."""
+    if url.split("://", 1)[0].lower() in ("http", "https"):
+        aiohttp = import_extra("aiohttp", "reading http(s):// URLs", extra="remote")
+        return {"client_kwargs": {"timeout": aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT, sock_read=TIMEOUT)}}
+    return {}
+
+
+class RangeSource:
+    """Byte ranges of one remote file, fetched concurrently and checked: each exactly as long as asked, the file unchanged.
+
+    :meth:`open` asks the server for the file's size and, over http(s), its
+    ``ETag``; every later request carries ``If-Match`` with it, so a file
+    replaced at the server is an :class:`OSError` (HTTP 412), never bytes of
+    another version. Servers without an ``ETag`` (and other protocols) are
+    checked by the lengths of what they send only.
+
+    Examples
+    --------
+    >>> import pytest; _ = pytest.importorskip("aiohttp")
+    >>> try:
+    ...     RangeSource.open("http://127.0.0.1:9/e.fifu")  # nothing listens on port 9
+    ... except OSError as err:
+    ...     print(str(err)[:58])
+    http://127.0.0.1:9/e.fifu: cannot be opened: ClientConnect
+    """
+
+    def __init__(self, url: str, fs: Any, path: str, size: int, etag: str | None, options: dict[str, Any] | None = None) -> None:
+        self.url = url
+        self._fs = fs
+        self._path = path
+        self._options = options or {}
+        self._pid = os.getpid()
+        #: The file's size in bytes when it was opened.
+        self.size = size
+        #: The server's ``ETag`` of the opened version (``None``: not told).
+        self.etag = etag
+
+    @classmethod
+    def open(cls, url: str) -> RangeSource:
+        """Ask the server for ``url``'s size and version (see the class).
+
+        Raises
+        ------
+        MissingExtraError
+            Without fsspec or the protocol's package.
+        FileNotFoundError
+            If nothing is at ``url``.
+        OSError
+            If the server cannot be reached or does not tell the size.
+        """
+        fsspec = import_extra("fsspec", "reading files named by a URL", extra="remote")
+        options = _client_options(url)
+        try:
+            fs, path = fsspec.core.url_to_fs(url, **options)
+            info = fs.info(path)
+        except FileNotFoundError as exc:
+            cause = exc.__cause__ or exc.__context__
+            if cause is not None and getattr(cause, "status", None) not in (404, 410):
+                raise OSError(f"{url}: cannot be opened: {type(cause).__name__}: {cause}") from None
+            raise FileNotFoundError(errno.ENOENT, "no file at this URL", url) from None
+        except (PermissionError, MissingExtraError):
+            raise
+        except Exception as exc:
+            raise OSError(f"{url}: cannot be opened: {type(exc).__name__}: {exc}") from exc
+        size = info.get("size")
+        if not isinstance(size, int) or size < 0:
+            raise OSError(f"{url}: the server does not tell the file's size, which range requests need")
+        etag = info.get("ETag")
+        if isinstance(etag, str) and etag and url.split("://", 1)[0].lower() in ("http", "https"):
+            options = {**options, "headers": {"If-Match": etag}}
+            fs, path = fsspec.core.url_to_fs(url, **options)
+        else:
+            etag = None
+        return cls(url, fs, path, size, etag, options)
+
+    def _filesystem(self) -> Any:
+        """fsspec's filesystem, made anew in a forked child (the parent's event loop thread does not run there)."""
+        if self._pid != os.getpid():
+            fsspec = import_extra("fsspec", "reading files named by a URL", extra="remote")
+            self._fs, self._path = fsspec.core.url_to_fs(self.url, **self._options)
+            self._pid = os.getpid()
+        return self._fs
+
+    @property
+    def pin(self) -> dict[str, Any]:
+        """fsspec options that pin this version (``If-Match``), for :func:`open_url`'s ``options``."""
+        return {"headers": {"If-Match": self.etag}} if self.etag else {}
+
+    def fetch(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each ``(start, stop)`` range, fetched :data:`CONCURRENT` at a time (ranges longer than :data:`STREAM_BYTES` split).
+
+        Raises
+        ------
+        OSError
+            If a range runs past the file's size, the server sends another
+            number of bytes than asked, the file changed since :meth:`open`,
+            or a request fails :data:`RETRIES` + 1 times.
+        """
+        parts: list[tuple[int, int]] = []
+        for start, stop in ranges:
+            if not 0 <= start <= stop <= self.size:
+                raise OSError(f"{self.url}: bytes {start}..{stop} asked of a file of {self.size} bytes")
+            parts.extend((lo, min(lo + STREAM_BYTES, stop)) for lo in range(start, stop, STREAM_BYTES))
+        got = self._fetch(parts) if parts else []
+        out: list[bytes] = []
+        k = 0
+        for start, stop in ranges:
+            n = -(-(stop - start) // STREAM_BYTES)
+            out.append(b"".join(got[k : k + n]))
+            k += n
+        return out
+
+    def _fetch(self, parts: list[tuple[int, int]]) -> list[bytes]:
+        http = self.url.split("://", 1)[0].lower() in ("http", "https")
+        for attempt in range(RETRIES + 1):
+            try:
+                fs = self._filesystem()
+                if http:
+                    data = _http_ranges(fs, self._path, parts)
+                else:  # the protocol's own ranged reads (s3, gcs: exactly the range asked)
+                    got = fs.cat_ranges([self._path] * len(parts), [a for a, _ in parts], [b for _, b in parts], batch_size=CONCURRENT, on_error="raise")
+                    data = [bytes(g) for g in got]
+            except (FileNotFoundError, PermissionError):
+                raise
+            except _NotARange as exc:  # not transient: the server does not do ranges
+                raise OSError(str(exc)) from None
+            except Exception as exc:
+                if _changed(exc):
+                    raise _changed_error(self.url) from exc
+                if attempt == RETRIES:
+                    raise OSError(f"{self.url}: reading {len(parts)} ranges failed {RETRIES + 1} times: {type(exc).__name__}: {exc}") from exc
+                continue
+            for (start, stop), d in zip(parts, data, strict=True):
+                if len(d) != stop - start:
+                    raise OSError(f"{self.url}: the server sent {len(d)} bytes for a range of {stop - start} at {start} (a file of {self.size} bytes)")
+            return data
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _NotARange(Exception):
+    """A server answered a range request with something else than 206 (the whole file, a redirect page ...)."""
+
+
+class _OtherVersion(Exception):
+    """A server answered with the ``ETag`` of another version than the one pinned (it ignored ``If-Match``)."""
+
+    status = 412  # what a server that honours If-Match answers: the same failure (see _changed)
+
+
+def _http_ranges(fs: Any, url: str, parts: list[tuple[int, int]]) -> list[bytes]:
+    """``parts`` of ``url`` over fsspec's http session, :data:`CONCURRENT` at a time, each answer read to at most one byte
+    more than asked: a server that ignores the range (status 200) or sends more cannot make this hold more than the
+    ranges asked for, whatever the size of its answer (fsspec's ``cat_ranges`` reads whole answers)."""
+    import asyncio
+
+    from fsspec.asyn import sync  # type: ignore[import-untyped,unused-ignore]
+
+    async def one(session: Any, gate: asyncio.Semaphore, start: int, stop: int) -> bytes:
+        kwargs = dict(fs.kwargs)
+        headers = {**kwargs.pop("headers", {}), "Range": f"bytes={start}-{stop - 1}"}
+        async with gate, session.get(fs.encode_url(url), headers=headers, **kwargs) as r:
+            if r.status == 404:
+                raise FileNotFoundError(errno.ENOENT, "no file at this URL", url)
+            r.raise_for_status()
+            if r.status != 206:
+                raise _NotARange(f"{url}: the server answered a range request with status {r.status}, not 206 (it ignores ranges)")
+            pinned, tag = headers.get("If-Match"), r.headers.get("ETag")
+            if pinned is not None and tag is not None and tag != pinned:
+                raise _OtherVersion(f"{url}: ETag {tag} instead of {pinned}")
+            out = bytearray()
+            while len(out) <= stop - start:
+                chunk = await r.content.read(stop - start + 1 - len(out))
+                if not chunk:
+                    break
+                out += chunk
+            return bytes(out)
+
+    async def run() -> list[bytes]:
+        session = await fs.set_session()
+        gate = asyncio.Semaphore(CONCURRENT)
+        return list(await asyncio.gather(*(one(session, gate, a, b) for a, b in parts)))
+
+    result: list[bytes] = sync(fs.loop, run)
+    return result
+
+
+def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | None = None, options: dict[str, Any] | None = None) -> RemoteFile:
     """``url`` opened for reading with range requests through fsspec (:class:`RemoteFile`).
 
     Parameters
@@ -158,6 +373,8 @@ def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | Non
     block_size, cache_blocks
         Bytes per range request and blocks kept (default :data:`BLOCK_SIZE`,
         :data:`CACHE_BLOCKS`).
+    options
+        More fsspec options (:attr:`RangeSource.pin` pins a version).
 
     Raises
     ------
@@ -179,22 +396,21 @@ def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | Non
     """
     fsspec = import_extra("fsspec", "reading files named by a URL", extra="remote")
     blocks = CACHE_BLOCKS if cache_blocks is None else cache_blocks
-    options: dict[str, Any] = {
+    file_options: dict[str, Any] = {
         "block_size": BLOCK_SIZE if block_size is None else block_size,
         "cache_type": "blockcache",
         "cache_options": {"maxblocks": blocks},
     }
-    storage: dict[str, Any] = {}  # the filesystem's options (credentials and endpoints: fsspec's own configuration)
+    # The filesystem's options: the http client's timeouts and the caller's (a version pin); credentials and endpoints
+    # are fsspec's own configuration.
+    storage: dict[str, Any] = {**_client_options(url), **(options or {})}
     http = url.split("://", 1)[0].lower() in ("http", "https")
-    if http:
-        aiohttp = import_extra("aiohttp", "reading http(s):// URLs", extra="remote")
-        storage["client_kwargs"] = {"timeout": aiohttp.ClientTimeout(total=None, sock_connect=TIMEOUT, sock_read=TIMEOUT)}
 
     def opener() -> Any:
         # The block options go to the file, the client's to the filesystem: fsspec.open would give them all to the
         # filesystem, which s3fs refuses (its session takes no block_size).
         fs, path = fsspec.core.url_to_fs(url, **storage)
-        return fs.open(path, "rb", **options)
+        return fs.open(path, "rb", **file_options)
 
     try:
         f = RemoteFile(url, opener)

@@ -14,6 +14,8 @@ that tells them apart; everything else here builds on it:
   to read a big matrix last);
 * :func:`map_path` -- a read-only map of a path plus the modification time
   of exactly what was mapped (pickling by reference);
+* :func:`opened_remote` -- a URL pinned to one version, for a reader that
+  leaves rows at the server (``finalfusion._remote_rows``);
 * :func:`open_stream` and :func:`peek` -- a stream for the foreign-format
   readers, gzip decompressed transparently (corrupt or truncated gzip data
   raises :class:`~finalfusion.errors.FormatError` naming the offset);
@@ -54,7 +56,7 @@ from finalfusion import limits
 from finalfusion._binary import Buffer
 from finalfusion._gzip_input import GZIP_BUFFERED, GzipInput
 from finalfusion._progress import Progress, counting
-from finalfusion._remote import RemoteFile, is_url, open_url
+from finalfusion._remote import RangeSource, RemoteFile, is_url, open_url
 from finalfusion._remote_files import Location, file_in, open_regular, parent_of, read_regular, sibling
 from finalfusion.errors import FormatError, Truncated
 
@@ -73,12 +75,14 @@ __all__ = [
     "fill",
     "input_size",
     "is_bytes_path",
+    "is_url",
     "local_path",
     "map_path",
     "open_buffer",
     "open_regular",
     "open_stream",
     "opened",
+    "opened_remote",
     "parent_of",
     "parse_prefix",
     "path_of",
@@ -166,6 +170,26 @@ class Opened(NamedTuple):
     data: bytes | bytearray | memoryview | None
     #: The file, for paths, descriptors and file objects (else ``None``).
     file: IO[bytes] | None
+
+
+@contextlib.contextmanager
+def opened_remote(url: str) -> Iterator[tuple[RangeSource, RemoteFile]]:
+    """The file at ``url`` pinned to the version first seen: the ranges its rows are fetched from later, and the file a parse reads.
+
+    Both ask for the same version (``If-Match`` with the server's ``ETag``,
+    see :class:`~finalfusion._remote.RangeSource`); the file is closed when
+    the block ends, the range source lives on with the rows that use it.
+
+    Raises
+    ------
+    OSError
+        If the file cannot be opened, or changed while it was.
+    """
+    source = RangeSource.open(url)
+    with open_url(url, options=source.pin) as f:
+        if f.size != source.size:
+            raise OSError(f"{url}: the file changed at the server while it was opened ({f.size} bytes instead of {source.size})")
+        yield source, f
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ import enum
 import struct
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, BinaryIO, ClassVar, Final, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Final, TypeVar
 
 from finalfusion._binary import Buffer, ByteReader, ByteWriter
 from finalfusion.errors import ChunkOrder, FormatError, LegacyFormatWarning, Truncated, UnknownChunk
@@ -180,6 +180,25 @@ class Chunk:
     #: may then read the rest of the payload last (see ``finalfusion._source.LazyFill``).
     #: ``None``: the parse needs the whole payload.
     deferrable_from: ClassVar[int | None] = None
+    #: Whether the payload ends in rows that :meth:`read_head` can leave at a server (the storage chunks).
+    rows_last: ClassVar[bool] = False
+
+    @classmethod
+    def read_head(cls, reader: ByteReader, rows: Any) -> Self:
+        """Parse a payload that ends in rows, leaving the rows at a server (for classes with :attr:`rows_last`).
+
+        ``reader`` holds a prefix of the payload (a :class:`~finalfusion.errors.Truncated`
+        asks for a longer one); ``rows`` (a ``finalfusion._remote_rows.RowsAt``)
+        makes the rows from where they start. ``load_finalfusion(url, mmap=True)``
+        reads storage chunks this way.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> SimpleVocab.rows_last
+        False
+        """
+        raise NotImplementedError
 
     @classmethod
     def read_payload(cls, reader: ByteReader) -> Self:

@@ -24,16 +24,20 @@ import io
 import os
 import warnings
 from collections.abc import Sequence
-from typing import IO, BinaryIO, NamedTuple, TypeVar, cast
+from typing import IO, TYPE_CHECKING, BinaryIO, Final, NamedTuple, TypeVar, cast
 
 from finalfusion import _source
 from finalfusion._atomic import Target, atomic_output, split_write
 from finalfusion._binary import Buffer, ByteReader, ByteWriter
-from finalfusion._fileref import FileRef, map_with_ref
-from finalfusion._source import LazyFill, Source, fill, opened, path_of, regular_file, size_bound, whole
+from finalfusion._fileref import FileRef, UrlRef, edge_digest, edge_ranges, map_with_ref
+from finalfusion._remote_rows import RowsAt
+from finalfusion._source import LazyFill, Source, fill, is_url, opened, opened_remote, path_of, regular_file, size_bound, skip, whole
 from finalfusion.chunks import FRAME_BYTES, Chunk, ChunkIdentifier, check_order, chunk_class, chunk_classes, read_chunk, read_frame, write_chunk
 from finalfusion.errors import ChunkOrder, FormatError, LegacyFormatWarning, Truncated, UnknownChunk
 from finalfusion.header import FIXED_BYTES, MAGIC, MAX_CHUNKS, Header, check_magic, header_nbytes
+
+if TYPE_CHECKING:
+    from finalfusion._remote import RangeSource
 
 __all__ = [
     "PARALLEL_TAIL_BYTES",
@@ -43,6 +47,7 @@ __all__ = [
     "find_chunk",
     "load_chunk",
     "read_chunks",
+    "read_remote",
     "read_source",
     "write_chunks",
 ]
@@ -142,8 +147,9 @@ class Loaded(NamedTuple):
     name: str
     #: ``(offset, chunk)`` for every chunk, in file order.
     chunks: list[tuple[int, Chunk]]
-    #: For a path read with ``mmap=True``: what was mapped (mapped embeddings pickle as this reference).
-    file_ref: FileRef | None = None
+    #: For a path read with ``mmap=True``: what was mapped; for a URL, the remote file whose rows stay at the server
+    #: (such embeddings pickle as this reference).
+    file_ref: FileRef | UrlRef | None = None
 
 
 def read_chunks(buf: Buffer) -> tuple[Header, list[tuple[int, Chunk]]]:
@@ -295,7 +301,7 @@ def _check_claim(f: IO[bytes], raw_id: int, declared: int, held: int, at: int) -
         )
 
 
-def _read_stream(f: IO[bytes], writable: bool = True) -> tuple[Header, list[tuple[int, Chunk]]]:
+def _read_stream(f: IO[bytes], writable: bool = True, remote: tuple[RangeSource, int | None] | None = None) -> tuple[Header, list[tuple[int, Chunk]]]:
     """:func:`read_chunks` for a stream of unknown size (gzip, a pipe, a file object without a descriptor).
 
     The stream is never read to its end first: it may never end. The header
@@ -311,7 +317,9 @@ def _read_stream(f: IO[bytes], writable: bool = True) -> tuple[Header, list[tupl
     bytes as its offset modulo 4 so that array padding, which depends on the
     absolute offset (docs/format.md §4), comes out right; error offsets are
     moved to the file's. ``writable=False`` gives read-only arrays (as
-    ``mmap=True`` does for other inputs).
+    ``mmap=True`` does for other inputs). With ``remote`` (the remote file
+    ``f`` reads and a cache size), a chunk whose payload ends in rows is
+    parsed up to them and the rows stay at the server (:func:`_remote_head`).
     """
     buf = bytearray()
     fill(f, buf, len(MAGIC))
@@ -332,6 +340,12 @@ def _read_stream(f: IO[bytes], writable: bool = True) -> tuple[Header, list[tupl
             raw_id, declared = read_frame(buf, pad)
             _expect_next(listed, chunks, raw_id, at)
             _check_claim(f, raw_id, declared, len(buf) - pad - FRAME_BYTES, at)
+            cls = chunk_class(raw_id)
+            if remote is not None and cls.rows_last:
+                chunk, carry = _remote_head(f, buf, pad, cls, declared, at, remote)
+                chunks.append((at, chunk))
+                at += FRAME_BYTES + declared
+                continue
             # A legacy chunk may hold up to 8 bytes per n-gram more than it declares, and each
             # n-gram takes at least 4 declared bytes (docs/format.md §5.8): at most twice more.
             extra = 2 * declared if chunk_class(raw_id).length_may_be_short else 0
@@ -347,7 +361,93 @@ def _read_stream(f: IO[bytes], writable: bool = True) -> tuple[Header, list[tupl
     return header, chunks
 
 
-def read_source(file: Source, mmap: bool = False, *, matrix: bool = True) -> Loaded:
+#: Bytes of a storage chunk's payload first read to parse its head (doubled while the head needs more).
+_HEAD_PREFIX: Final = 1 << 16
+
+
+def _remote_head(
+    f: IO[bytes], buf: bytearray, pad: int, cls: type[Chunk], declared: int, at: int, remote: tuple[RangeSource, int | None]
+) -> tuple[Chunk, bytes]:
+    """The chunk framed at file offset ``at`` (``buf`` holds ``pad`` bytes and its frame), its rows left at the server.
+
+    The payload is read in prefixes that double while :meth:`~finalfusion.chunks.Chunk.read_head`
+    needs more (never past the declared length); ``f`` is then moved past the chunk without reading it.
+    Also returns the bytes ``buf`` held after the chunk (read past a legacy chunk before it), which
+    belong to the next one.
+    """
+    start = pad + FRAME_BYTES
+    rows = RowsAt(remote[0], remote[1], at - pad, at + FRAME_BYTES + declared, cls.__name__)
+    want = min(declared, _HEAD_PREFIX)
+    while True:
+        ended = not fill(f, buf, start + want)
+        reader = ByteReader(bytes(buf), start, end=min(len(buf), start + declared), chunk=cls.__name__)  # a copy: buf may grow
+        try:
+            chunk = cls.read_head(reader, rows)
+        except Truncated as exc:
+            if ended or want >= declared:
+                raise exc.moved(at - pad) from None
+            want = min(declared, 2 * want)
+            continue
+        except FormatError as exc:
+            raise exc.moved(at - pad) from None
+        skip(f, max(0, declared - (len(buf) - start)))
+        return chunk, bytes(buf[start + declared :])
+
+
+def read_remote(url: str, cache_bytes: int | None = None, expect: UrlRef | None = None) -> Loaded:
+    """Every chunk of the ``.fifu`` at ``url``, the rows of its storage left at the server (``load_finalfusion(url, mmap=True)``).
+
+    The header, vocabulary, norms and metadata are read as they come (range
+    requests of :data:`finalfusion._remote.BLOCK_SIZE`); the storage chunk's
+    head too (an ``NdArray``'s shape, a ``QuantizedArray``'s quantizer and
+    norms), its rows become a ``finalfusion._remote_rows.RemoteRows`` with a
+    cache of ``cache_bytes``. Every request is pinned to the version first
+    seen (``ETag``), and the first and last 64 KiB are digested for the
+    :class:`~finalfusion._fileref.UrlRef` the embeddings pickle as.
+
+    Parameters
+    ----------
+    url
+        The file.
+    cache_bytes
+        Bytes of row blocks kept (default ``finalfusion._remote_rows.CACHE_BYTES``).
+    expect
+        The reference of a pickle: the file must still be that one.
+
+    Raises
+    ------
+    FormatError
+        (or a subclass) for any malformed file, also a storage chunk
+        declaring more than the file holds.
+    FileChangedError
+        If ``expect`` is given and the file is another one now.
+    OSError
+        For the network (see :mod:`finalfusion._remote`).
+
+    Examples
+    --------
+    fsspec's in-memory filesystem stands in for a server here:
+
+    >>> import pytest; fsspec = pytest.importorskip("fsspec")
+    >>> import numpy as np
+    >>> from finalfusion import Embeddings, NdArray, SimpleVocab
+    >>> out = io.BytesIO(); Embeddings(NdArray(np.eye(2, dtype=np.float32)), SimpleVocab(["a", "b"])).write(out)
+    >>> fsspec.filesystem("memory").pipe("/doc/e.fifu", out.getvalue())
+    >>> loaded = read_remote("memory://doc/e.fifu")
+    >>> [type(chunk).__name__ for _, chunk in loaded.chunks], type(loaded.chunks[1][1].matrix).__name__
+    (['SimpleVocab', 'NdArray'], 'RemoteRows')
+    >>> loaded.chunks[1][1].matrix[1].tolist(), loaded.file_ref.size
+    ([0.0, 1.0], 96)
+    """
+    with opened_remote(url) as (source, f):
+        ref = UrlRef(url, source.size, source.etag, edge_digest(source.fetch(edge_ranges(source.size))), cache_bytes)
+        if expect is not None:
+            expect.check(ref)
+        chunks = _read_stream(cast(IO[bytes], f), writable=False, remote=(source, cache_bytes))[1]
+    return Loaded(url, chunks, ref)
+
+
+def read_source(file: Source, mmap: bool = False, *, matrix: bool = True, cache_bytes: int | None = None) -> Loaded:
     """Read every chunk of the finalfusion file ``file``, whatever kind of :data:`~finalfusion.io.Source` it is.
 
     With ``mmap=True`` a real file is mapped read-only (a path also gets a
@@ -364,6 +464,10 @@ def read_source(file: Source, mmap: bool = False, *, matrix: bool = True) -> Loa
     With ``matrix=False`` the ``f32`` data of a large ``NdArray`` chunk is
     not read at all from such files (the chunk then views zeros): for
     callers that want other chunks only.
+
+    A URL with ``mmap=True`` leaves the rows of the storage at the server
+    (:func:`read_remote`, with ``cache_bytes``); without it the file is
+    read chunk by chunk as a stream.
 
     Raises
     ------
@@ -382,6 +486,8 @@ def read_source(file: Source, mmap: bool = False, *, matrix: bool = True) -> Loa
     >>> loaded.name, [type(chunk).__name__ for _, chunk in loaded.chunks], loaded.file_ref
     ('<bytes>', ['SimpleVocab', 'NdArray'], None)
     """
+    if mmap and is_url(file):
+        return read_remote(cast(str, file), cache_bytes)
     if mmap:
         path = path_of(file)
         if path is not None and os.path.isfile(path):  # a named pipe or a device is read as a stream (below)

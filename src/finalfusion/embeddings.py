@@ -21,7 +21,7 @@ import numpy.typing as npt
 from finalfusion._atomic import Target
 from finalfusion._display import embeddings_html as _embeddings_html
 from finalfusion._encode import EncodeMixin
-from finalfusion._fileref import FileRef
+from finalfusion._fileref import FileRef, UrlRef
 from finalfusion._gensim_api import KeyedVectorsMixin
 from finalfusion._load import compatibility_problem, foreign_hint, read_parts, renumber_explicit
 from finalfusion._pickling import PicklingMixin
@@ -112,11 +112,12 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache, EncodeMixin)
         self._vocab = vocab
         self._norms = norms
         self._metadata = metadata
-        self._matrix = storage.matrix if isinstance(storage, NdArray) else None
+        # Rows left at a server (a .fifu at a URL with mmap=True) are fetched through the storage's rows(), not viewed.
+        self._matrix = storage.matrix if isinstance(storage, NdArray) and isinstance(storage.matrix, np.ndarray) else None
         #: The vocabulary pools rows of texts that are not one row (subwords, a model's tokens).
         self._subword = vocab.pooling is not None
         #: The mapped file these embeddings were read from, if they pickle by reference.
-        self._file_ref: FileRef | None = None
+        self._file_ref: FileRef | UrlRef | None = None
         self._reset_query_index()
 
     # -- chunks ----------------------------------------------------------------------
@@ -361,7 +362,8 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache, EncodeMixin)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         """Iterate over ``(word, embedding)``, or ``(word, embedding, norm)`` when norms exist."""
-        rows = (self._matrix[i] if self._matrix is not None else self._storage.row(i) for i in range(len(self._vocab)))
+        # storage without a matrix in memory (quantized, or rows at a server) is read in blocks, in order
+        rows = (self._matrix[i] for i in range(len(self._vocab))) if self._matrix is not None else iter(self._storage)
         if self._norms is not None:
             return zip(self._vocab, rows, self._norms.norms, strict=False)
         return zip(self._vocab, rows, strict=False)
@@ -758,18 +760,27 @@ class Embeddings(KeyedVectorsMixin, PicklingMixin, QueryIndexCache, EncodeMixin)
         return Embeddings(NdArray(matrix), vocab, norms=self._norms)
 
 
-def load_finalfusion(file: Source, mmap: bool = False) -> Embeddings:
+def load_finalfusion(file: Source, mmap: bool = False, *, cache_bytes: int | None = None) -> Embeddings:
     """Read embeddings from a finalfusion file.
 
     Parameters
     ----------
     file
-        A path, the file's contents as bytes, or a binary file object.
+        A path, a URL (``https://``, ``s3://``, ... see docs/remote.md), the
+        file's contents as bytes, or a binary file object.
     mmap
         Memory-map the file: arrays become read-only views of the page
         cache, so loading is instant and processes share memory. The
         mapping lives as long as the arrays do. Embeddings mapped from a
         path pickle as a reference to the file (see :class:`Embeddings`).
+        For a URL, the header, vocabulary, norms and metadata are read and
+        the storage's rows stay at the server: lookups fetch the blocks of
+        rows they need, whole-matrix work (similarity queries, quantization,
+        writing) streams them once; such embeddings pickle as the URL and
+        its checks.
+    cache_bytes
+        With ``mmap=True`` on a URL: bytes of row blocks kept in memory
+        (default 32 MiB, ``finalfusion._remote_rows.CACHE_BYTES``).
 
     Returns
     -------
@@ -797,7 +808,7 @@ def load_finalfusion(file: Source, mmap: bool = False) -> Embeddings:
     [1.0, 0.0]
     """
     try:
-        parts, ref = read_parts(file, mmap)
+        parts, ref = read_parts(file, mmap, cache_bytes)
     except BadMagic as exc:
         raise foreign_hint(exc, file) from None
     emb = Embeddings(*parts)

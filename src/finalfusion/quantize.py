@@ -628,17 +628,20 @@ def quantize_storage(
     q, n_train = check_parameters((rows, dims), n_subquantizers, n_bits, quantizer, n_iterations, n_attempts, sample)
     rng = np.random.default_rng(seed)
     picked = np.sort(rng.choice(rows, size=n_train, replace=False)) if n_train < rows else None
-    train = np.asarray(_block(storage, 0, rows) if picked is None else storage.rows(picked), dtype=np.float32)
+    whole = _block(storage, 0, rows) if picked is None else None
+    train = np.asarray(storage.rows(picked) if picked is not None else whole, dtype=np.float32)
     _check_finite(train, picked, 0)
     if normalize:
         train = _unit(train)[0]
     pq = train_pq(train, q, n_bits, quantizer, n_iterations, n_attempts, rng, report)
     del train
+    # Dense rows read for training are encoded from memory, not read again (rows at a server: not fetched twice).
+    dense = whole if isinstance(storage, NdArray) else None
     codes = np.empty((rows, q), dtype=np.uint8)
     norms = np.empty(rows, dtype=np.float32) if normalize else None
     for lo in range(0, rows, _ENCODE_ROWS):
         hi = min(lo + _ENCODE_ROWS, rows)
-        block = _block(storage, lo, hi)
+        block = dense[lo:hi] if dense is not None else _block(storage, lo, hi)
         _check_finite(block, None, lo)
         if norms is not None:
             block, norms[lo:hi] = _unit(block, lo)

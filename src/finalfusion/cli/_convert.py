@@ -482,7 +482,7 @@ def add_input_options(parser: argparse.ArgumentParser, *, from_aliases: tuple[st
         help="input format (default: recognised from the content): " + ", ".join(input_format_names()),
     )
     group.add_argument("--lossy", action="store_true", help="replace invalid UTF-8 in words by U+FFFD instead of failing")
-    group.add_argument("--mmap", action="store_true", help="memory-map a finalfusion input instead of reading it")
+    group.add_argument("--mmap", action="store_true", help="memory-map a finalfusion input instead of reading it (a URL: leave its rows at the server)")
     group.add_argument("--limit", type=positive_int, metavar="N", help="read only the first N words (word2vec, text, text-dims, fastText)")
     group.add_argument("--no-normalize", dest="normalize", action="store_false", help="keep the vectors of a non-finalfusion input as stored (no norms)")
     group.add_argument(

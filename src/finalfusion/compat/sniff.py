@@ -220,7 +220,8 @@ def load(
     Gzip-compressed input is decompressed transparently. The options apply
     where the format has them: ``normalize``, ``lossy`` and ``limit`` to
     word2vec, text, text-dims and fastText (see :func:`~finalfusion.compat.load_word2vec`);
-    ``lossy`` to floret; ``mmap`` to uncompressed finalfusion files given by path;
+    ``lossy`` to floret; ``mmap`` to uncompressed finalfusion files given by path
+    or URL (a URL's rows stay at the server, see :func:`~finalfusion.load_finalfusion`);
     ``tensor`` (the table's name) to GGUF and safetensors models and ``tokenizer``
     to safetensors models (see :func:`~finalfusion.compat.load_safetensors`):
     given for another format, they are a ``ValueError``, not ignored.
@@ -288,6 +289,12 @@ def load(
             if not head.startswith(GZIP_MAGIC):
                 # An uncompressed regular file: the loader gets the path (and mmap, where it maps files).
                 return _read_with(_detect(head, path), path, {**options, "mmap": mmap})
+        if mmap and is_url(file):  # a .fifu at a URL: its loader leaves the rows at the server (docs/remote.md)
+            with open_stream(file) as f:
+                sample, _ = peek(f, _SAMPLE)
+            fmt = _detect(sample, path)
+            if "mmap" in fmt.options and not sample.startswith(GZIP_MAGIC):
+                return _read_with(fmt, file, {**options, "mmap": True})
         # A stream (gzip, a pipe, bytes): its (compressed) bytes are counted here, so the loader does not count them again.
         with open_stream(file, report) as f:
             sample, stream = peek(f, _SAMPLE)

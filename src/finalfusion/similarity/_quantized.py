@@ -16,6 +16,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._remote_rows import is_remote
 from finalfusion._threads import in_threads
 from finalfusion.similarity._base import QueryIndex
 from finalfusion.similarity._topk import F32, I64
@@ -40,6 +41,10 @@ class QuantizedIndex(QueryIndex):
     approximate = True
 
     def __init__(self, storage: QuantizedArray, words: Sequence[str]) -> None:
+        codes = storage.quantized_embeddings
+        if is_remote(codes):  # codes at a server: the words' codes are read once, in order, for every later query
+            n = len(words)
+            storage = QuantizedArray(storage.quantizer, codes[:n], None if storage.norms is None else storage.norms[:n])
         super().__init__(storage, words)
         self.quantized = storage
         self._codes_t: npt.NDArray[Any] | None = None

@@ -26,6 +26,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from finalfusion import _display
 from finalfusion._binary import ByteReader, ByteWriter, check_array_size, check_dims, padding
+from finalfusion._remote_rows import RowsAt, is_remote
 from finalfusion.chunks import ChunkIdentifier, TypeId, register
 from finalfusion.container import FileChunk
 from finalfusion.errors import FormatError
@@ -73,6 +74,17 @@ class Storage(FileChunk):
         >>> import numpy as np
         >>> NdArray(np.arange(6, dtype=np.float32).reshape(3, 2)).rows([2, 0]).tolist()
         [[4.0, 5.0], [0.0, 1.0]]
+        """
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[npt.NDArray[np.float32]]:
+        """The (reconstructed) rows in order.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> [row.tolist() for row in NdArray(np.eye(2, dtype=np.float32))]
+        [[1.0, 0.0], [0.0, 1.0]]
         """
         raise NotImplementedError
 
@@ -156,7 +168,10 @@ class NdArray(ArrayBehaviour, Storage):
     Parameters
     ----------
     matrix
-        2-D array; stored as little-endian ``float32``.
+        2-D array; stored as little-endian ``float32``. A ``.fifu`` named by
+        a URL and loaded with ``mmap=True`` holds its rows at the server
+        instead: a read-only array-like (``finalfusion._remote_rows.RemoteRows``)
+        whose indexing fetches the rows it touches (see docs/remote.md).
 
     Examples
     --------
@@ -174,9 +189,12 @@ class NdArray(ArrayBehaviour, Storage):
     matrix: npt.NDArray[np.float32]
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.NdArray
     deferrable_from: ClassVar[int | None] = HEAD_BYTES
+    rows_last: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         m = self.matrix
+        if is_remote(m):
+            return
         if not isinstance(cast(object, m), np.ndarray):  # callers may pass any array-like
             m = np.asarray(m, dtype=np.float32)
         if m.ndim != 2:
@@ -190,6 +208,8 @@ class NdArray(ArrayBehaviour, Storage):
         return (int(self.matrix.shape[0]), int(self.matrix.shape[1]))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]:
+        if is_remote(self.matrix):  # rows at a server: the whole matrix, streamed once
+            return np.asarray(self.matrix, dtype=dtype)
         if dtype is None or np.dtype(dtype) == self.matrix.dtype:
             return self.matrix.copy() if copy else self.matrix
         return self.matrix.astype(dtype)
@@ -237,14 +257,29 @@ class NdArray(ArrayBehaviour, Storage):
 
     @classmethod
     def read_payload(cls, reader: ByteReader) -> NdArray:
-        rows = reader.u64("number of rows")
-        at = reader.pos
-        cols = reader.u32("number of columns")
-        check_dims(cols, offset=at, chunk=reader.chunk, what="number of columns")
-        read_type_id(reader, TypeId.f32, "matrix type")
-        reader.skip_padding()
+        rows, cols = _read_shape(reader)
         check_array_size(reader, rows * cols, 4, f"a {rows}x{cols} f32 matrix")
         return cls(reader.array("<f4", (rows, cols), "matrix"))
+
+    @classmethod
+    def read_head(cls, reader: ByteReader, rows: RowsAt) -> NdArray:
+        """The chunk with its matrix left at the server (``rows``; see :meth:`Chunk.read_head <finalfusion.chunks.Chunk.read_head>`).
+
+        Examples
+        --------
+        >>> import io
+        >>> buf = io.BytesIO()
+        >>> NdArray(np.eye(2, dtype=np.float32)).write_payload(ByteWriter(buf))
+        >>> class Rows:  # what finalfusion._remote_rows.RowsAt is asked (here: zeros instead of rows at a server)
+        ...     def rows(self, pos, shape, dtype, what):
+        ...         print(f"{shape} {dtype} rows from buffer position {pos}")
+        ...         return np.zeros(shape, dtype=np.float32)
+        >>> NdArray.read_head(ByteReader(buf.getvalue()[:20]), Rows()).shape  # the head alone: 16 bytes and the padding
+        (2, 2) <f4 rows from buffer position 20
+        (2, 2)
+        """
+        n, cols = _read_shape(reader)
+        return cls(cast(npt.NDArray[np.float32], rows.rows(reader.pos, (n, cols), "<f4", "matrix")))
 
     def write_payload(self, writer: ByteWriter) -> None:
         """Write rows, columns, the ``f32`` type id, the alignment padding and the row-major matrix.
@@ -262,6 +297,10 @@ class NdArray(ArrayBehaviour, Storage):
         writer.u32(cols)
         writer.u32(TypeId.f32)
         writer.padding()
+        if is_remote(self.matrix):  # rows at a server: streamed once, in order
+            for _, block in self.matrix.blocks():  # type: ignore[attr-defined]
+                writer.array(block, "<f4")
+            return
         writer.array(self.matrix, "<f4")
 
     def payload_len(self, offset: int) -> int:
@@ -276,4 +315,16 @@ class NdArray(ArrayBehaviour, Storage):
         return 16 + padding(offset + 16) + 4 * rows * cols
 
     def __repr__(self) -> str:
-        return f"NdArray(shape={self.shape}, dtype=float32{', read-only' if not self.matrix.flags.writeable else ''})"
+        where = ", at a server" if is_remote(self.matrix) else ", read-only" if not self.matrix.flags.writeable else ""
+        return f"NdArray(shape={self.shape}, dtype=float32{where})"
+
+
+def _read_shape(reader: ByteReader) -> tuple[int, int]:
+    """Rows and columns of an ``NdArray`` payload, its type id and padding: the reader is left at the matrix."""
+    rows = reader.u64("number of rows")
+    at = reader.pos
+    cols = reader.u32("number of columns")
+    check_dims(cols, offset=at, chunk=reader.chunk, what="number of columns")
+    read_type_id(reader, TypeId.f32, "matrix type")
+    reader.skip_padding()
+    return rows, cols

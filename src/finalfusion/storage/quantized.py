@@ -23,19 +23,23 @@ Row ``i`` is ``concat(centroids[j][codes[i, j]]) @ projection.T * norms[i]``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from finalfusion._binary import ByteReader, ByteWriter, check_array_size, check_dims, padding
+from finalfusion._remote_rows import RowsAt, is_remote
 from finalfusion.chunks import ChunkIdentifier, TypeId, register
-from finalfusion.errors import FormatError
+from finalfusion.errors import FormatError, Truncated
 from finalfusion.storage.ndarray import Storage, read_type_id
 
 __all__ = ["PQ", "QuantizedArray"]
+
+#: Rows reconstructed at once when iterating over a :class:`QuantizedArray`.
+_ITER_ROWS = 4096
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,18 +176,28 @@ class QuantizedArray(Storage):
     quantized_embeddings: npt.NDArray[np.uint8]
     norms: npt.NDArray[np.float32] | None = None
     chunk_id: ClassVar[ChunkIdentifier] = ChunkIdentifier.QuantizedArray
+    rows_last: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        codes = np.asarray(self.quantized_embeddings)
+        codes = self.quantized_embeddings
+        if is_remote(codes):  # codes left at a server (a .fifu at a URL with mmap=True): their shape is checked, each block as it arrives
+            if codes.shape[1] != self.quantizer.quantized_len:
+                raise ValueError(f"codes must have shape (rows, {self.quantizer.quantized_len}), got {codes.shape}")
+            self._check_norms(codes.shape[0])
+            return
+        codes = np.asarray(codes)
         if codes.ndim != 2 or codes.shape[1] != self.quantizer.quantized_len:
             raise ValueError(f"codes must have shape (rows, {self.quantizer.quantized_len}), got {codes.shape}")
         if codes.dtype != np.uint8:
             codes = codes.astype(np.uint8)
         object.__setattr__(self, "quantized_embeddings", codes)
+        self._check_norms(codes.shape[0])
+
+    def _check_norms(self, rows: int) -> None:
         if self.norms is not None:
             n = np.asarray(self.norms, dtype=np.float32)
-            if n.shape != (codes.shape[0],):
-                raise ValueError(f"norms must have shape ({codes.shape[0]},), got {n.shape}")
+            if n.shape != (rows,):
+                raise ValueError(f"norms must have shape ({rows},), got {n.shape}")
             object.__setattr__(self, "norms", n)
 
     @property
@@ -295,8 +309,9 @@ class QuantizedArray(Storage):
         return self.rows(key)
 
     def __iter__(self) -> Iterator[npt.NDArray[np.float32]]:
-        for i in range(self.shape[0]):
-            yield self.row(i)
+        n = self.shape[0]
+        for lo in range(0, n, _ITER_ROWS):  # reconstructed in blocks: codes at a server are fetched a block at a time, in order
+            yield from self.rows(np.arange(lo, min(lo + _ITER_ROWS, n)))
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]:
         full = self.rows(np.arange(self.shape[0]))
@@ -317,42 +332,36 @@ class QuantizedArray(Storage):
 
     @classmethod
     def read_payload(cls, reader: ByteReader) -> QuantizedArray:
-        at = reader.pos
-        use_projection = reader.u32("projection flag") != 0
-        use_norms = reader.u32("norms flag") != 0
-        q = reader.u32("number of subquantizers")
-        d = reader.u32("reconstructed length")
-        k = reader.u32("number of centroids")
-        rows = reader.u64("number of rows")
-        if q == 0 or d == 0 or d % q:
-            # every later step divides by q, reshapes to (q, k, d // q) or scores d // q-wide sub-vectors
-            raise FormatError(
-                "reconstructed length must be a positive multiple of the number of subquantizers",
-                offset=at + 8,
-                chunk=reader.chunk,
-                expected="q > 0, d > 0 and d % q == 0",
-                found=f"q = {q}, d = {d}",
-            )
-        check_dims(d, offset=at + 12, chunk=reader.chunk, what="reconstructed length")
-        if not 1 <= k <= 256:
-            raise FormatError("number of centroids out of range for u8 codes", offset=at + 16, chunk=reader.chunk, expected="1..256", found=k)
-        read_type_id(reader, TypeId.u8, "quantized type")
-        read_type_id(reader, TypeId.f32, "reconstructed type")
-        reader.skip_padding()
-        total = (d * d if use_projection else 0) + q * k * (d // q) + (rows if use_norms else 0)
-        check_array_size(reader, total, 4, "the quantizer arrays")
-        check_array_size(reader, total * 4 + rows * q, 1, "the quantizer arrays and codes")
-        projection = reader.array("<f4", (d, d), "projection") if use_projection else None
-        quantizers = reader.array("<f4", (q, k, d // q), "centroids")
-        norms = reader.array("<f4", (rows,), "norms") if use_norms else None
+        pq, rows, norms = _read_quantizer(reader, None)
+        q, k = pq.quantized_len, pq.n_centroids
         codes_at = reader.pos
         codes = reader.array("u1", (rows, q), "codes")
-        if codes.size and k < 256:
-            top = int(codes.max())
-            if top >= k:
-                bad = int(np.flatnonzero(codes.reshape(-1) >= k)[0])
-                raise FormatError("quantization code out of range", offset=codes_at + bad, chunk=reader.chunk, expected=f"< {k}", found=top)
-        return cls(PQ(quantizers, projection), codes, norms)
+        _codes_below(k, codes_at, q, reader.chunk)(codes, 0)
+        return cls(pq, codes, norms)
+
+    @classmethod
+    def read_head(cls, reader: ByteReader, rows: RowsAt) -> QuantizedArray:
+        """The chunk with its codes left at the server (``rows``): the quantizer and norms are read, each block of codes checked as it arrives.
+
+        Examples
+        --------
+        >>> import io
+        >>> pq = PQ(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
+        >>> buf = io.BytesIO()
+        >>> QuantizedArray(pq, np.array([[1, 0], [0, 1]], dtype=np.uint8)).write_payload(ByteWriter(buf))
+        >>> class Rows:  # what finalfusion._remote_rows.RowsAt is asked
+        ...     base, end = 0, 76
+        ...     def rows(self, pos, shape, dtype, what, check):
+        ...         check(np.array([[1, 0]], dtype=np.uint8), 0)  # a block arrives
+        ...         return np.zeros(shape, dtype=np.uint8)
+        >>> QuantizedArray.read_head(ByteReader(buf.getvalue()[:72]), Rows()).shape
+        (2, 4)
+        """
+        pq, n, norms = _read_quantizer(reader, rows)
+        q = pq.quantized_len
+        codes_at = rows.base + reader.pos
+        codes = rows.rows(reader.pos, (n, q), "u1", "codes", _codes_below(pq.n_centroids, codes_at, q, reader.chunk))
+        return cls(pq, cast(npt.NDArray[np.uint8], codes), norms)
 
     def write_payload(self, writer: ByteWriter) -> None:
         """Write the flags and sizes, the padding, the projection, centroids, norms (if any) and the codes.
@@ -382,6 +391,10 @@ class QuantizedArray(Storage):
         writer.array(pq.quantizers, "<f4")
         if self.norms is not None:
             writer.array(self.norms, "<f4")
+        if is_remote(self.quantized_embeddings):  # codes at a server: streamed once, in order
+            for _, block in self.quantized_embeddings.blocks():  # type: ignore[attr-defined]
+                writer.array(block, "u1")
+            return
         writer.array(self.quantized_embeddings, "u1")
 
     def payload_len(self, offset: int) -> int:
@@ -409,6 +422,63 @@ class QuantizedArray(Storage):
             f"QuantizedArray(shape={self.shape}, subquantizers={pq.quantized_len}, centroids={pq.n_centroids}, "
             f"projection={pq.projection is not None}, norms={self.norms is not None})"
         )
+
+
+def _read_quantizer(reader: ByteReader, remote: RowsAt | None) -> tuple[PQ, int, npt.NDArray[np.float32] | None]:
+    """The quantizer, the number of rows and the norms of a ``QuantizedArray`` payload: the reader is left at the codes.
+
+    ``remote``: the codes are not in ``reader`` (they stay at a server), whose prefix of the payload may be short.
+    """
+    at = reader.pos
+    use_projection = reader.u32("projection flag") != 0
+    use_norms = reader.u32("norms flag") != 0
+    q = reader.u32("number of subquantizers")
+    d = reader.u32("reconstructed length")
+    k = reader.u32("number of centroids")
+    rows = reader.u64("number of rows")
+    if q == 0 or d == 0 or d % q:
+        # every later step divides by q, reshapes to (q, k, d // q) or scores d // q-wide sub-vectors
+        raise FormatError(
+            "reconstructed length must be a positive multiple of the number of subquantizers",
+            offset=at + 8,
+            chunk=reader.chunk,
+            expected="q > 0, d > 0 and d % q == 0",
+            found=f"q = {q}, d = {d}",
+        )
+    check_dims(d, offset=at + 12, chunk=reader.chunk, what="reconstructed length")
+    if not 1 <= k <= 256:
+        raise FormatError("number of centroids out of range for u8 codes", offset=at + 16, chunk=reader.chunk, expected="1..256", found=k)
+    read_type_id(reader, TypeId.u8, "quantized type")
+    read_type_id(reader, TypeId.f32, "reconstructed type")
+    reader.skip_padding()
+    total = (d * d if use_projection else 0) + q * k * (d // q) + (rows if use_norms else 0)
+    if remote is None:
+        check_array_size(reader, total, 4, "the quantizer arrays")
+        check_array_size(reader, total * 4 + rows * q, 1, "the quantizer arrays and codes")
+    else:  # the reader holds a prefix: the chunk's declared end bounds what its head may claim
+        room = remote.end - remote.base - reader.pos
+        if total * 4 + rows * q > room:
+            what = "the quantizer arrays and codes"
+            raise Truncated(
+                f"{what} does not fit in the chunk", offset=reader.pos, chunk=reader.chunk, expected=f"{total * 4 + rows * q} bytes", found=f"{room} bytes"
+            )
+    projection = reader.array("<f4", (d, d), "projection") if use_projection else None
+    quantizers = reader.array("<f4", (q, k, d // q), "centroids")
+    norms = reader.array("<f4", (rows,), "norms") if use_norms else None
+    return PQ(quantizers, projection), rows, norms
+
+
+def _codes_below(k: int, codes_at: int, q: int, chunk: str) -> Callable[[npt.NDArray[np.uint8], int], None]:
+    """A check that codes (rows of ``q`` bytes at file offset ``codes_at``) are below ``k``, for any block of them."""
+
+    def check(codes: npt.NDArray[np.uint8], first_row: int) -> None:
+        if codes.size and k < 256:
+            top = int(codes.max())
+            if top >= k:
+                bad = int(np.flatnonzero(codes.reshape(-1) >= k)[0])
+                raise FormatError("quantization code out of range", offset=codes_at + first_row * q + bad, chunk=chunk, expected=f"< {k}", found=top)
+
+    return check
 
 
 def _opt_equal(a: npt.NDArray[Any] | None, b: npt.NDArray[Any] | None) -> bool:
