@@ -165,6 +165,21 @@ def test_byte_cache_evicts_the_oldest_entries_past_its_budget(monkeypatch: pytes
     assert cache.get("j") == "J"
 
 
+def test_byte_cache_stays_bounded_and_oldest_first_over_many_evictions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of evictions (a process that meets many long unknown words): still the newest entries, within the budget."""
+    from finalfusion.subword._cache import ENTRY_OVERHEAD, ByteCache
+
+    monkeypatch.setattr(finalfusion.limits, "MAX_CACHE_BYTES", 50 * (100 + ENTRY_OVERHEAD))  # fifty entries of 100 bytes
+    cache: ByteCache[int] = ByteCache()
+    for i in range(5000):
+        cache.put(f"w{i}", i, 100)
+        assert cache.nbytes <= 50 * (100 + ENTRY_OVERHEAD)
+    assert len(cache) == 50
+    assert [cache.get(f"w{i}") for i in range(4948, 5000)] == [None, None, *range(4950, 5000)]
+    cache.put("w4999", -1, 100)  # a stored key keeps its value
+    assert cache.get("w4999") == 4999
+
+
 def _lane_words(seed: int, alphabet: list[str], longest: int) -> list[str]:
     rng = np.random.default_rng(seed)
     return ["".join(rng.choice(alphabet, int(rng.integers(0, longest + 1)))) for _ in range(150)]
