@@ -13,10 +13,12 @@ Every indexer offers :meth:`subword_indices` for one word (the
 finalfusion-python 0.7 API) and ``batch_indices`` for many words at once,
 vectorised with numpy where the hash allows it. Results for single words
 are cached per word in a cache bounded by bytes
-(:data:`finalfusion.limits.MAX_CACHE_BYTES`) -- except the short words that
-the hashed indexers hash in the lanes of a Python int
-(:func:`~finalfusion.subword.hashing.lane_hashes`): hashing such a word
-again costs less than storing it in a cache and looking it up.
+(:data:`finalfusion.limits.MAX_CACHE_BYTES`). The short words that the
+hashed indexers hash in the lanes of a Python int
+(:func:`~finalfusion.subword.hashing.lane_hashes`) are cached from their
+second lookup on: storing every never-seen word would cost a third of what
+hashing it costs; the words seen once are remembered in a set bounded by the
+same budget.
 
 Work per word is bounded too: a word with more than
 :data:`finalfusion.limits.MAX_NGRAMS_PER_WORD` n-grams (counted in closed
@@ -195,17 +197,19 @@ class SubwordIndexer:
     def word_rows(self, word: str, offset: int = 0) -> IntArray:
         """:meth:`word_indices` plus ``offset`` (a vocabulary's word count: storage rows), read-only, cached per word and offset.
 
-        The hashed indexers do not cache short words that they hash in the
-        lanes of a Python int (:func:`~finalfusion.subword.hashing.lane_hashes`):
-        hashing one again costs less than caching it.
+        The hashed indexers cache a short word that they hash in the lanes of
+        a Python int (:func:`~finalfusion.subword.hashing.lane_hashes`) from
+        its second lookup on: storing every never-seen word would cost a
+        third of what hashing it costs.
 
         Examples
         --------
         >>> idx = FinalfusionHashIndexer(10, 3, 6)
         >>> idx.word_rows("ab", offset=100).tolist(), idx.word_rows("ab").tolist() == idx.word_indices("ab").tolist()
         ([308, 157, 623], True)
-        >>> long = "x" * 40
-        >>> idx.word_rows(long) is idx.word_rows(long), idx.word_rows(long).flags.writeable  # cached, read-only
+        >>> idx.word_rows("abc") is idx.word_rows("abc"), idx.word_rows("abc") is idx.word_rows("abc")  # cached at the second lookup
+        (False, True)
+        >>> idx.word_rows("x" * 40) is idx.word_rows("x" * 40), idx.word_rows("abc").flags.writeable  # a long word: at the first
         (True, False)
         """
         key: Hashable = (word, offset) if offset else word
@@ -336,6 +340,9 @@ class SubwordIndexer:
 
 #: Bytes accounted per entry of the n-gram -> index cache besides the key (dict slot, int).
 NGRAM_ENTRY_BYTES: Final = 72
+#: Bytes accounted per short word remembered as seen once (set slot, a key of up to 34 code points, a tuple):
+#: at most ``MAX_CACHE_BYTES // SEEN_ENTRY_BYTES`` of them.
+SEEN_ENTRY_BYTES: Final = 512
 #: Entries of an index matrix computed at once in batch lookups: small enough for
 #: the hash state to stay in L2 and for callers to start on the first groups
 #: early (see ``Embeddings.embedding_batch``), large enough for long ufunc loops.
@@ -354,11 +361,14 @@ class _HashIndexer(SubwordIndexer):
         super().__init__(min_n, max_n)
         self._ngram_cache: dict[str, int] = {}
         self._ngram_bytes = 0
+        #: Short words looked up once (keys of ``word_rows``): the second lookup caches the word.
+        self._seen: set[Hashable] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state["_ngram_cache"] = {}
         state["_ngram_bytes"] = 0
+        state["_seen"] = set()
         return state
 
     def _hash_index(self, ngram: str) -> int:
@@ -398,14 +408,25 @@ class _HashIndexer(SubwordIndexer):
         return None
 
     def word_rows(self, word: str, offset: int = 0) -> IntArray:
-        # A short word hashed in lanes is hashed again at every call, not cached: storing a never-seen word in the
-        # cache cost more (about 1 us) than hashing it (3-4 us for 10-15 code points against 6-7 us in numpy).
+        # A short word hashed in lanes is cached from its second lookup on: storing every never-seen word cost
+        # about 1 us per lookup, more than a third of hashing it (3-4 us for 10-15 code points, 6-7 us in numpy).
         if type(word) is str and len(word) <= LANE_WORD - 2:  # anything else: the checks of the cached path
+            key: Hashable = (word, offset) if offset else word
+            out = self._words.get(key)
+            if out is not None:
+                return out
             s = f"<{word}>"
             if len(s) * (self._max_n - self._min_n + 1) > limits.MAX_NGRAMS_PER_WORD:
                 self._check_count(s)  # LimitExceeded past the limit
             rows = self._lane_rows(s, offset)
             if rows is not None:
+                seen = self._seen
+                if key in seen:
+                    self._words.put(key, rows, rows.nbytes + sys.getsizeof(word))
+                else:
+                    if len(seen) >= limits.MAX_CACHE_BYTES // SEEN_ENTRY_BYTES:
+                        seen.clear()  # bounded: starts over (single set operations: safe from several threads)
+                    seen.add(key)
                 return rows
         return super().word_rows(word, offset)
 
