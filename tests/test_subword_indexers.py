@@ -138,32 +138,38 @@ def test_word_indices_are_read_only_and_cached() -> None:
     """Words hashed in lanes are cached from their second lookup on, the others from the first. All results are read-only."""
     idx = FinalfusionHashIndexer(10, 3, 6)
     for word, lanes in (("hello", True), ("x" * 40, False), ("日本語", False)):  # lanes / too long for lanes / above Latin-1
+        cached = idx._recent.get if lanes else idx._words.get
         first = idx.word_indices(word)
-        assert (word in idx._words._data) is not lanes  # a word hashed in lanes is only remembered as seen
+        assert cached(word) is (None if lanes else first)  # a word hashed in lanes is only remembered as seen
         second = idx.word_indices(word)
         assert (first is second) is not lanes
         assert second is idx.word_indices(word)
-        assert word in idx._words._data
+        assert cached(word) is second
         with pytest.raises(ValueError, match="read-only"):
             first[0] = 1
         assert np.array_equal(first, second)
         rows = idx.word_rows(word, 7)
         assert rows.tolist() == [i + 7 for i in first.tolist()]
         assert rows is not first
-        assert ((word, 7) in idx._words._data) is not lanes
+        assert cached((word, 7)) is (None if lanes else rows)
+        assert ((word, 7) in idx._recent) is lanes
 
 
-def test_words_seen_once_are_remembered_within_the_cache_budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(finalfusion.limits, "MAX_CACHE_BYTES", 10 * indexers.SEEN_ENTRY_BYTES)  # ten words
+def test_the_short_word_cache_stays_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(finalfusion.limits, "MAX_CACHE_BYTES", 10 * indexers.RECENT_ENTRY_BYTES)  # ten words
     idx = FastTextIndexer(1000, 3, 6)
     for i in range(95):
         idx.word_rows(f"w{i}", offset=3)
-        assert len(idx._seen) <= 10
-    assert len(idx._seen) == 5  # emptied when full (at every tenth word): w90-w94
-    assert len(idx._words) == 0  # nothing looked up twice
-    assert idx.word_rows("w94", offset=3).tolist() == idx.word_rows("w94", offset=3).tolist()
-    assert len(idx._words) == 1
-    assert pickle.loads(pickle.dumps(idx))._seen == set()
+        assert len(idx._recent) <= 10
+    assert list(idx._recent.items()) == [((f"w{i}", 3), None) for i in range(90, 95)]  # emptied when full (every tenth word)
+    first = idx.word_rows("w94", offset=3)
+    assert idx._recent[("w94", 3)] is first
+    assert idx.word_rows("w94", offset=3) is first
+    assert len(idx._words) == 0  # the byte-bounded cache holds none of them
+    for i in range(95, 105):  # a full cache starts over, cached rows included
+        idx.word_rows(f"w{i}", offset=3)
+    assert ("w94", 3) not in idx._recent
+    assert pickle.loads(pickle.dumps(idx))._recent == {}
 
 
 def test_byte_cache_evicts_the_oldest_entries_past_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:

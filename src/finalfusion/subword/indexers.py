@@ -16,9 +16,9 @@ are cached per word in a cache bounded by bytes
 (:data:`finalfusion.limits.MAX_CACHE_BYTES`). The short words that the
 hashed indexers hash in the lanes of a Python int
 (:func:`~finalfusion.subword.hashing.lane_hashes`) are cached from their
-second lookup on: storing every never-seen word would cost a third of what
-hashing it costs; the words seen once are remembered in a set bounded by the
-same budget.
+second lookup on, in a dictionary of at most ``MAX_CACHE_BYTES //
+RECENT_ENTRY_BYTES`` words that starts over when full: storing every
+never-seen word would cost a third of what hashing it costs.
 
 Work per word is bounded too: a word with more than
 :data:`finalfusion.limits.MAX_NGRAMS_PER_WORD` n-grams (counted in closed
@@ -199,8 +199,9 @@ class SubwordIndexer:
 
         The hashed indexers cache a short word that they hash in the lanes of
         a Python int (:func:`~finalfusion.subword.hashing.lane_hashes`) from
-        its second lookup on: storing every never-seen word would cost a
-        third of what hashing it costs.
+        its second lookup on, in a cache of their own that starts over when
+        full: storing every never-seen word would cost a third of what
+        hashing it costs.
 
         Examples
         --------
@@ -340,9 +341,12 @@ class SubwordIndexer:
 
 #: Bytes accounted per entry of the n-gram -> index cache besides the key (dict slot, int).
 NGRAM_ENTRY_BYTES: Final = 72
-#: Bytes accounted per short word remembered as seen once (set slot, a key of up to 34 code points, a tuple):
-#: at most ``MAX_CACHE_BYTES // SEEN_ENTRY_BYTES`` of them.
-SEEN_ENTRY_BYTES: Final = 512
+#: Bytes accounted per entry of the short-word cache of the hashed indexers: a key of at most 34 code points and the
+#: rows of its n-grams (at most 36 x 8 of them) with their array, dict slot and tuple. It holds at most
+#: ``MAX_CACHE_BYTES // RECENT_ENTRY_BYTES`` words and starts over when full.
+RECENT_ENTRY_BYTES: Final = 4096
+#: ``word_rows``' marker of a word not in the short-word cache.
+_NEW: Final = object()
 #: Entries of an index matrix computed at once in batch lookups: small enough for
 #: the hash state to stay in L2 and for callers to start on the first groups
 #: early (see ``Embeddings.embedding_batch``), large enough for long ufunc loops.
@@ -361,14 +365,14 @@ class _HashIndexer(SubwordIndexer):
         super().__init__(min_n, max_n)
         self._ngram_cache: dict[str, int] = {}
         self._ngram_bytes = 0
-        #: Short words looked up once (keys of ``word_rows``): the second lookup caches the word.
-        self._seen: set[Hashable] = set()
+        #: Short words hashed in lanes (keys of ``word_rows``): ``None`` once seen, their rows from the second lookup on.
+        self._recent: dict[Hashable, IntArray | None] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state["_ngram_cache"] = {}
         state["_ngram_bytes"] = 0
-        state["_seen"] = set()
+        state["_recent"] = {}
         return state
 
     def _hash_index(self, ngram: str) -> int:
@@ -412,21 +416,21 @@ class _HashIndexer(SubwordIndexer):
         # about 1 us per lookup, more than a third of hashing it (3-4 us for 10-15 code points, 6-7 us in numpy).
         if type(word) is str and len(word) <= LANE_WORD - 2:  # anything else: the checks of the cached path
             key: Hashable = (word, offset) if offset else word
-            out = self._words.get(key)
-            if out is not None:
-                return out
+            recent = self._recent
+            hit = recent.get(key, _NEW)
+            if isinstance(hit, np.ndarray):
+                return hit
             s = f"<{word}>"
             if len(s) * (self._max_n - self._min_n + 1) > limits.MAX_NGRAMS_PER_WORD:
                 self._check_count(s)  # LimitExceeded past the limit
             rows = self._lane_rows(s, offset)
             if rows is not None:
-                seen = self._seen
-                if key in seen:
-                    self._words.put(key, rows, rows.nbytes + sys.getsizeof(word))
-                else:
-                    if len(seen) >= limits.MAX_CACHE_BYTES // SEEN_ENTRY_BYTES:
-                        seen.clear()  # bounded: starts over (single set operations: safe from several threads)
-                    seen.add(key)
+                if hit is None:  # the second lookup: keep the rows
+                    recent[key] = rows
+                else:  # the first: remember the word as seen
+                    if len(recent) >= limits.MAX_CACHE_BYTES // RECENT_ENTRY_BYTES:
+                        recent.clear()  # bounded: starts over (single dict operations: safe from several threads)
+                    recent[key] = None
                 return rows
         return super().word_rows(word, offset)
 
