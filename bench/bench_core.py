@@ -196,13 +196,7 @@ def worker_known(a: argparse.Namespace) -> dict:
 
 def _median_call_s(f, words) -> float:
     """Median of individually timed calls ``f(w)`` (includes ~timer overhead on both sides)."""
-    pc = time.perf_counter_ns
-    ind = []
-    for w in words:
-        t0 = pc()
-        f(w)
-        ind.append(pc() - t0)
-    return statistics.median(ind) / 1e9
+    return statistics.median(_call_times_ns(f, words)) / 1e9
 
 
 def _time_batches(emb, batches, ours: bool, np) -> tuple[list[float], str]:
@@ -264,7 +258,7 @@ def worker_unknown(a: argparse.Namespace) -> dict:
         medians = []
         for r in range(a.reps):
             words = [unknown_word(i, f"{kind}{r}") for i in range(a.n_single)] if kind == "fresh" else random_words(a.n_single, f"{kind}{r}")
-            medians.append(statistics.median(_call_times_ns(f, words)) / 1e9)
+            medians.append(_median_call_s(f, words))
         res[f"{kind}_median_s"] = medians
     per_call = []
     for r in range(a.reps):
