@@ -451,6 +451,11 @@ def lane_hashes(bracketed: str, min_n: int, max_n: int, bits: int, fasttext: boo
     :func:`fnv1a64_finalfusion` (one step per code point: its bytes
     ``(c, 0, 0, 0)`` fold into the fourth power of the prime).
 
+    Quirks, reproduced as the scalar functions do (docs/format.md §8.1,
+    §8.2): finalfusion's hash starts from the state after the n-gram's
+    code-point count as a ``u64`` and hashes code points, not UTF-8;
+    fastText's sign-extends bytes above 127, which never occur here (ASCII only).
+
     Returns ``None`` when the word is outside the lanes' reach -- longer
     than :data:`LANE_WORD`, n-grams longer than 8, ``bits`` outside
     ``1..32``, a code point above 255 (above 127 for fastText), ``offset``
