@@ -53,6 +53,23 @@ def unknown_word(i: int, tag: str) -> str:
     return f"unk{i}{tag}xyz"
 
 
+def random_words(n: int, tag: str) -> list[str]:
+    """``n`` distinct words of 8-13 random lowercase letters (seeded by ``tag``), never in the vocabulary.
+
+    Unlike :func:`unknown_word`'s words, which share the n-grams of ``unk`` and
+    ``xyz`` (their storage rows stay in the CPU cache), nearly every n-gram of
+    these is new: the cold case of a word never seen before.
+    """
+    import random
+
+    rng = random.Random(tag)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    out: dict[str, None] = {}
+    while len(out) < n:
+        out["".join(rng.choices(letters, k=rng.randint(8, 13)))] = None
+    return list(out)
+
+
 # ----------------------------------------------------------------------------------
 # workers (run inside a subprocess; print one JSON object on the last stdout line)
 # ----------------------------------------------------------------------------------
@@ -179,13 +196,7 @@ def worker_known(a: argparse.Namespace) -> dict:
 
 def _median_call_s(f, words) -> float:
     """Median of individually timed calls ``f(w)`` (includes ~timer overhead on both sides)."""
-    pc = time.perf_counter_ns
-    ind = []
-    for w in words:
-        t0 = pc()
-        f(w)
-        ind.append(pc() - t0)
-    return statistics.median(ind) / 1e9
+    return statistics.median(_call_times_ns(f, words)) / 1e9
 
 
 def _time_batches(emb, batches, ours: bool, np) -> tuple[list[float], str]:
@@ -218,6 +229,17 @@ def _peer_loop(emb, words, np) -> float:
     return min(t1, t2)
 
 
+def _call_times_ns(f, words) -> list[int]:
+    """Each call ``f(w)`` timed on its own (includes ~timer overhead on both sides)."""
+    pc = time.perf_counter_ns
+    out = []
+    for w in words:
+        t0 = pc()
+        f(w)
+        out.append(pc() - t0)
+    return out
+
+
 def worker_unknown(a: argparse.Namespace) -> dict:
     import numpy as np
 
@@ -226,6 +248,18 @@ def worker_unknown(a: argparse.Namespace) -> dict:
     emb = finalfusion.load_finalfusion(a.path)
     f = emb.embedding
     res: dict = {}
+    # The first unknown word of the process (ours builds the hashing layout of its length here).
+    t = time.perf_counter()
+    f(unknown_word(0, "first"))
+    res["first_s"] = time.perf_counter() - t
+    # Never-seen words, each queried once: per repetition the median of individually timed calls,
+    # for words sharing n-grams (unknown_word) and for words of random letters (cold n-grams and rows).
+    for kind in ("fresh", "cold"):
+        medians = []
+        for r in range(a.reps):
+            words = [unknown_word(i, f"{kind}{r}") for i in range(a.n_single)] if kind == "fresh" else random_words(a.n_single, f"{kind}{r}")
+            medians.append(_median_call_s(f, words))
+        res[f"{kind}_median_s"] = medians
     per_call = []
     for r in range(a.reps):
         words = [unknown_word(i, f"s{r}") for i in range(a.n_single)]  # each queried once
@@ -321,6 +355,7 @@ def main() -> int:
     ap.add_argument("--peer-python", default=default_peer)
     ap.add_argument("--load-reps", type=int, default=None, help="fresh subprocesses per load measurement")
     ap.add_argument("--reps", type=int, default=None, help="repetitions inside one subprocess")
+    ap.add_argument("--unknown-rounds", type=int, default=None, help="rounds of the unknown-word workers, contenders alternating")
     ap.add_argument("--dims", type=int, default=300)
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     # worker-only arguments
@@ -343,9 +378,11 @@ def main() -> int:
     if a.quick:
         n_simple, n_bucket, bucket_exp, n_single, n_batch = 20_000, 10_000, 16, 2_000, 10_000
         load_reps, reps = a.load_reps or 3, a.reps or 3
+        unknown_rounds = a.unknown_rounds or 2
     else:
         n_simple, n_bucket, bucket_exp, n_single, n_batch = 400_000, 200_000, 20, 10_000, 100_000
         load_reps, reps = a.load_reps or 5, a.reps or 5
+        unknown_rounds = a.unknown_rounds or 4
     dims = a.dims
 
     libs = {"ours": a.our_python, "0.7.1": a.peer_python}
@@ -374,6 +411,7 @@ def main() -> int:
             "n_batch": n_batch,
             "load_reps": load_reps,
             "reps": reps,
+            "unknown_rounds": unknown_rounds,
         },
         "libs": {k: {"python": libs[k], "version": info[k]} for k in libs},
         "platform": platform.platform(),
@@ -406,8 +444,20 @@ def main() -> int:
                 py, "known", ["--path", simple, "--n-words", str(n_simple), "--n-single", str(n_single), "--n-batch", str(n_batch), "--reps", str(reps)]
             )
             print(f"{name}: known {raw[name]['known']}", flush=True)
-            raw[name]["unknown"] = run_worker(py, "unknown", ["--path", bucket, "--n-single", str(n_single), "--n-batch", str(n_batch), "--reps", str(reps)])
-            print(f"{name}: unknown {raw[name]['unknown']}", flush=True)
+        # Unknown words: the contenders alternate, a fresh process each, over several rounds, so that both
+        # meet the same machine load; the lists of every round are pooled.
+        for r in range(unknown_rounds):
+            for name in list(libs) if r % 2 == 0 else list(libs)[::-1]:
+                got = run_worker(libs[name], "unknown", ["--path", bucket, "--n-single", str(n_single), "--n-batch", str(n_batch), "--reps", str(reps)])
+                pooled = raw[name].setdefault("unknown", {})
+                for key, val in got.items():
+                    if isinstance(val, list):
+                        pooled.setdefault(key, []).extend(val)
+                    elif isinstance(val, float):
+                        pooled.setdefault(key, []).append(val)
+                    else:
+                        pooled[key] = val
+                print(f"{name}: unknown, round {r + 1} of {unknown_rounds}: {got}", flush=True)
         results["raw"] = raw
     finally:
         remove_tmp(tmp, a.keep)
@@ -426,8 +476,10 @@ def main() -> int:
             "1 known word": med(r["known"]["single_s"]),
             "1 known word (indiv. timed)": r["known"]["single_indiv_median_s"],
             f"{n_batch:,} known words batched": med(r["known"]["batch_s"]),
-            "1 unknown word": med(r["unknown"]["single_s"]),
-            "1 unknown word (indiv. timed)": r["unknown"]["single_indiv_median_s"],
+            "1 unknown word, never seen": med(r["unknown"]["fresh_median_s"]),
+            "1 unknown word, never seen, cold": med(r["unknown"]["cold_median_s"]),
+            "1 unknown word (loop mean)": med(r["unknown"]["single_s"]),
+            "first unknown word of a process": med(r["unknown"]["first_s"]),
             "1 unknown word, repeated": med(r["unknown"]["repeated_s"]),
             f"{n_batch:,} unknown words batched": med(r["unknown"]["batch_s"]),
         }[key]
@@ -443,8 +495,10 @@ def main() -> int:
         ("1 known word", "s", 0.6),
         ("1 known word (indiv. timed)", "s", None),
         (f"{n_batch:,} known words batched", "s", 0.5),
-        ("1 unknown word", "s", 1.5),
-        ("1 unknown word (indiv. timed)", "s", None),
+        ("1 unknown word, never seen", "s", 1.0),
+        ("1 unknown word, never seen, cold", "s", 1.0),
+        ("1 unknown word (loop mean)", "s", 1.0),
+        ("first unknown word of a process", "s", None),
         ("1 unknown word, repeated", "s", None),
         (f"{n_batch:,} unknown words batched", "s", 0.33),
     ]
@@ -471,8 +525,20 @@ def main() -> int:
         print(
             f"| {r['metric']:34s} | {fmt(r['ours'], r['unit']):>12s} | {fmt(r['peer'], r['unit']):>12s} | {r['ratio']:10.3f} | {r['target']} | {r['result']} |"
         )
+    print()
+    print(f"unknown words, median of individually timed calls per repetition ({reps} repetitions x {unknown_rounds} rounds of {n_single:,} words):")
+    for kind, what in (("fresh", "never seen (unk{i}{tag}xyz)"), ("cold", "never seen, cold (random letters)")):
+        line = "; ".join(
+            f"{name} {fmt(med(raw[name]['unknown'][f'{kind}_median_s']), 's')} ({spread(raw[name]['unknown'][f'{kind}_median_s'])})" for name in libs
+        )
+        print(f"  {what:34s} {line}")
     save_results(results, a.out)
     return 0
+
+
+def spread(xs: list[float]) -> str:
+    """Smallest - largest of ``xs`` in microseconds."""
+    return f"{min(xs) * 1e6:.2f}-{max(xs) * 1e6:.2f} µs"
 
 
 if __name__ == "__main__":

@@ -135,12 +135,41 @@ def test_explicit_renumbering_of_shared_indices() -> None:
 
 
 def test_word_indices_are_read_only_and_cached() -> None:
+    """Words hashed in lanes are cached from their second lookup on, the others from the first. All results are read-only."""
     idx = FinalfusionHashIndexer(10, 3, 6)
-    first = idx.word_indices("hello")
-    assert first is idx.word_indices("hello")
-    with pytest.raises(ValueError, match="read-only"):
-        first[0] = 1
-    assert np.array_equal(first, idx.word_indices("hello"))
+    for word, lanes in (("hello", True), ("x" * 40, False), ("日本語", False)):  # lanes / too long for lanes / above Latin-1
+        cached = idx._recent.get if lanes else idx._words.get
+        first = idx.word_indices(word)
+        assert cached(word) is (None if lanes else first)  # a word hashed in lanes is only remembered as seen
+        second = idx.word_indices(word)
+        assert (first is second) is not lanes
+        assert second is idx.word_indices(word)
+        assert cached(word) is second
+        with pytest.raises(ValueError, match="read-only"):
+            first[0] = 1
+        assert np.array_equal(first, second)
+        rows = idx.word_rows(word, 7)
+        assert rows.tolist() == [i + 7 for i in first.tolist()]
+        assert rows is not first
+        assert cached((word, 7)) is (None if lanes else rows)
+        assert ((word, 7) in idx._recent) is lanes
+
+
+def test_the_short_word_cache_stays_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(finalfusion.limits, "MAX_CACHE_BYTES", 10 * indexers.RECENT_ENTRY_BYTES)  # ten words
+    idx = FastTextIndexer(1000, 3, 6)
+    for i in range(95):
+        idx.word_rows(f"w{i}", offset=3)
+        assert len(idx._recent) <= 10
+    assert list(idx._recent.items()) == [((f"w{i}", 3), None) for i in range(90, 95)]  # emptied when full (every tenth word)
+    first = idx.word_rows("w94", offset=3)
+    assert idx._recent[("w94", 3)] is first
+    assert idx.word_rows("w94", offset=3) is first
+    assert len(idx._words) == 0  # the byte-bounded cache holds none of them
+    for i in range(95, 105):  # a full cache starts over, cached rows included
+        idx.word_rows(f"w{i}", offset=3)
+    assert ("w94", 3) not in idx._recent
+    assert pickle.loads(pickle.dumps(idx))._recent == {}
 
 
 def test_byte_cache_evicts_the_oldest_entries_past_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,21 +188,103 @@ def test_byte_cache_evicts_the_oldest_entries_past_its_budget(monkeypatch: pytes
     assert cache.get("j") == "J"
 
 
-@pytest.mark.parametrize("bucket_exp", [0, 1, 3, 8, 16, 21, 40, 63])
-def test_short_words_hashed_with_python_ints_equal_the_scalar_hash(bucket_exp: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Words up to SHORT_WORD bracketed code points go through masked Python ints: the buckets of finalfusion's hash, bit for bit."""
+def test_byte_cache_stays_bounded_and_oldest_first_over_many_evictions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thousands of evictions (a process that meets many long unknown words): still the newest entries, within the budget."""
+    from finalfusion.subword._cache import ENTRY_OVERHEAD, ByteCache
+
+    monkeypatch.setattr(finalfusion.limits, "MAX_CACHE_BYTES", 50 * (100 + ENTRY_OVERHEAD))  # fifty entries of 100 bytes
+    cache: ByteCache[int] = ByteCache()
+    for i in range(5000):
+        cache.put(f"w{i}", i, 100)
+        assert cache.nbytes <= 50 * (100 + ENTRY_OVERHEAD)
+    assert len(cache) == 50
+    assert [cache.get(f"w{i}") for i in range(4948, 5000)] == [None, None, *range(4950, 5000)]
+    cache.put("w4999", -1, 100)  # a stored key keeps its value
+    assert cache.get("w4999") == 4999
+
+
+def _lane_words(seed: int, alphabet: list[str], longest: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return ["".join(rng.choice(alphabet, int(rng.integers(0, longest + 1)))) for _ in range(150)]
+
+
+@pytest.mark.parametrize("bucket_exp", [0, 1, 3, 8, 16, 21, 32, 33, 40, 63])
+def test_words_hashed_in_lanes_equal_the_scalar_hash(bucket_exp: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Short words are hashed in the lanes of a Python int (bucket exponents 1-32, n-grams up to 8): finalfusion's buckets, bit for bit.
+
+    Every word is also looked up with the lanes switched off (numpy / the scalar hash), with and without an
+    offset; the words reach past LANE_WORD, and the alphabet past Latin-1 (those words cannot take the lanes).
+    """
     from finalfusion.subword import hashing
     from finalfusion.subword.ngrams import ngrams
 
-    rng = np.random.default_rng(bucket_exp)
-    alphabet = [*"abcé\xff<>0 ", "Ā", "語"]  # Latin-1, and two code points above it (the numpy / scalar fallback)
-    words = ["".join(rng.choice(alphabet, int(rng.integers(0, 7)))) for _ in range(200)]
+    latin = [*"abcé\xff<>0 "]
+    words = _lane_words(bucket_exp, latin, hashing.LANE_WORD + 4) + _lane_words(bucket_exp + 100, [*latin, "Ā", "語"], 8)
     mask = (1 << bucket_exp) - 1
-    for min_n, max_n in ((3, 6), (1, 3), (2, 2), (1, 6)):
+    in_lanes = 0
+    for min_n, max_n in ((3, 6), (1, 3), (2, 2), (1, 6), (1, 8), (4, 9)):
         idx = FinalfusionHashIndexer(bucket_exp, min_n, max_n)
-        short = [idx._indices(w).tolist() for w in words]
-        for w, got in zip(words, short, strict=True):
-            assert got == [hashing.fnv1a64_finalfusion(g) & mask for g in ngrams(f"<{w}>", min_n, max_n, bracket=False)], w
-        monkeypatch.setattr(hashing, "SHORT_WORD", 0)  # every word through numpy / the scalar hash
-        assert [idx._indices(w).tolist() for w in words] == short
+        expected = [[hashing.fnv1a64_finalfusion(g) & mask for g in ngrams(f"<{w}>", min_n, max_n, bracket=False)] for w in words]
+        for w, want in zip(words, expected, strict=True):
+            assert idx.word_rows(w).tolist() == want, (w, min_n, max_n)
+            assert idx.word_rows(w, offset=1000).tolist() == [i + 1000 for i in want], (w, min_n, max_n)
+            assert idx._indices(w).tolist() == want
+            in_lanes += hashing.lane_hashes(f"<{w}>", min_n, max_n, bucket_exp, False) is not None
+        monkeypatch.setattr(hashing, "LANE_WORD", 0)  # every word through numpy / the scalar hash
+        monkeypatch.setattr(indexers, "LANE_WORD", 0)
+        fresh = FinalfusionHashIndexer(bucket_exp, min_n, max_n)
+        assert [fresh.word_rows(w).tolist() for w in words] == expected
         monkeypatch.undo()
+    assert (in_lanes > 300) is (1 <= bucket_exp <= 32)  # the lanes did the work where they apply
+
+
+@pytest.mark.parametrize("n_buckets", [1, 7, 1000, 2_000_000, 2**31 - 1])
+def test_fasttext_words_hashed_in_lanes_equal_the_scalar_hash(n_buckets: int) -> None:
+    """fastText's buckets of ASCII words come from the lanes (32-bit FNV, then the modulus); other words from the scalar hash."""
+    from finalfusion.subword import hashing
+    from finalfusion.subword.ngrams import ngrams
+
+    ascii_ = [*"abcxyz<>0 ~"]
+    words = _lane_words(n_buckets % 1000, ascii_, hashing.LANE_WORD + 4) + _lane_words(n_buckets % 999, [*ascii_, "é", "語"], 8)
+    in_lanes = 0
+    for min_n, max_n in ((3, 6), (1, 1), (2, 8), (5, 9)):
+        idx = FastTextIndexer(n_buckets, min_n, max_n)
+        for w in words:
+            grams = ngrams(f"<{w}>", min_n, max_n, bracket=False)
+            want = [hashing.fnv1a32_fasttext(g.encode("utf-8")) % n_buckets for g in grams]
+            assert idx.word_rows(w).tolist() == want, (w, min_n, max_n)
+            rows = idx.word_rows(w, offset=5)
+            assert rows.tolist() == [i + 5 for i in want]
+            assert not rows.flags.writeable
+            in_lanes += hashing.lane_hashes(f"<{w}>", min_n, max_n, 32, True) is not None
+    assert in_lanes > 200
+
+
+def test_lane_words_stay_consistent_across_the_subword_apis() -> None:
+    """idx, subword_indices (with n-grams), word_rows and batches agree for words hashed in lanes, as the vocabulary reports them."""
+    from finalfusion.vocab import FastTextVocab, FinalfusionBucketVocab
+
+    words = ["unk1xyz", "naïve", "Straße", "ab", "abcdefghijklmnopqrstuvwxyz0123", "日本"]
+    for vocab in (FinalfusionBucketVocab(["known", "words"], FinalfusionHashIndexer(16, 3, 6)), FastTextVocab(["known"], FastTextIndexer(5000, 3, 6))):
+        batch = dict(zip(words, [None] * len(words), strict=True))
+        for pos, rows in vocab.batch_subword_rows(words * 3):  # 18 words: the vectorised batch path
+            for p, r in zip(pos.tolist(), rows.tolist(), strict=True):
+                batch[words[p % len(words)]] = r
+        for w in words:
+            rows = vocab.word_rows(w).tolist()
+            assert vocab.idx(w) == rows == vocab.subword_indices(w) == batch[w]
+            assert [i for _, i in vocab.indexer.subword_indices(w, offset=len(vocab.words), with_ngrams=True)] == rows
+            assert [g for g, _ in vocab.indexer.subword_indices(w, with_ngrams=True)] == vocab.subwords(w)
+
+
+def test_lane_hashing_from_several_threads_gives_the_serial_rows() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    idx = FinalfusionHashIndexer(21, 3, 6)
+    words = [f"w{i}ord{i % 7}é" for i in range(3000)]
+    serial = [idx.word_rows(w, 9).tolist() for w in words]
+    fresh = FinalfusionHashIndexer(21, 3, 6)  # layouts shared through the module's cache, built concurrently here for new lengths
+    with ThreadPoolExecutor(4) as pool:
+        parallel = list(pool.map(lambda w: fresh.word_rows(w, 9).tolist(), words + [w + "xy" for w in words]))
+    assert parallel[: len(words)] == serial
+    assert parallel[len(words) :] == [idx.word_rows(w + "xy", 9).tolist() for w in words]

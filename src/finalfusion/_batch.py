@@ -130,9 +130,10 @@ def unit_sum(storage: Storage, matrix: F32 | None, rows: I64) -> tuple[F32, floa
         gathered = matrix.take(rows, axis=0) if matrix is not None else storage.rows(rows)
         v = np.add.reduce(gathered, axis=0, dtype=np.float32)
     # float32 dot and sqrt as before, with Python scalars (cheaper than numpy ones).
-    norm = float(np.float32(math.sqrt(v.dot(v))))
+    norm32 = np.float32(math.sqrt(v.dot(v)))
+    norm = float(norm32)
     if norm != 0.0:
-        v /= np.float32(norm)
+        v /= norm32
     return v, norm
 
 

@@ -388,64 +388,133 @@ def word_hashes(bracketed: str, min_n: int, max_n: int, fasttext: bool) -> npt.N
     return state
 
 
-#: Longest bracketed word (code points) whose n-grams :func:`short_word_buckets` hashes with Python ints: below this
-#: length a word has so few n-grams that the numpy calls of :func:`word_hashes` cost more (measured: docs/performance-unknown.md).
-SHORT_WORD: Final = 6
+# -- one word's n-grams hashed in lanes of one Python int --------------------------------
+
+#: Longest bracketed word (code points) whose n-grams :func:`lane_hashes` hashes in the lanes of a Python int:
+#: one int operation then costs about as much as a numpy call on a few dozen values, without numpy's fixed cost
+#: per call (measured: docs/performance-unknown.md). Longer words are hashed in numpy (:func:`word_hashes`).
+LANE_WORD: Final = 36
+#: Steps (code points of the longest n-gram) a lane can take: the characters int holds one byte per step in each 64-bit lane.
+_LANE_STEPS: Final = 8
+#: Largest number of hash bits a 64-bit lane can multiply without overflowing into the next lane.
+_LANE_BITS: Final = 32
+
+#: Lane layouts by word length and hash settings, bounded in bytes (``finalfusion.limits.MAX_CACHE_BYTES``).
+_LANE_LAYOUTS: ByteCache[tuple[npt.NDArray[np.intp], int, int, int, int, int, int, int]] = ByteCache()
+#: dtypes made once (a dtype given as a type or string is converted on every call).
+_BYTE: Final = np.dtype(np.uint8)
+_ROW: Final = np.dtype("<i8")
 
 
-def finalfusion_buckets(bracketed: str, min_n: int, max_n: int, bucket_exp: int) -> npt.NDArray[np.int64] | None:
-    """finalfusion's bucket of every n-gram of a bracketed word, in finalfusion order (``None`` as :func:`word_hashes`).
+def _lane_layout(length: int, min_n: int, max_n: int, bits: int, fasttext: bool) -> tuple[npt.NDArray[np.intp], int, int, int, int, int, int, int]:
+    """Gather indices, initial lanes, prime, lane masks, step count and byte size for :func:`lane_hashes` (stored in ``_LANE_LAYOUTS``).
 
-    Words of at most :data:`SHORT_WORD` characters have a few n-grams, which
-    Python ints hash faster than numpy calls (:func:`short_word_buckets`);
-    longer words are hashed as arrays. Both give the same buckets.
+    Lane ``j`` is the ``j``-th n-gram in finalfusion order. N-grams are
+    aligned on their *last* code point: an n-gram of ``n`` code points
+    starts after ``steps - n`` steps that xor a zero byte and only
+    multiply by the prime, so its lane starts at the state that those
+    multiplications take to the hash's true initial state (the prime is
+    odd, hence invertible modulo ``2**bits``). Every lane then takes the
+    same steps with the same prime.
+    """
+    start, lens = ngram_spans(length, min_n, max_n)
+    steps = int(lens.max())
+    pad = steps - lens
+    at = np.arange(_LANE_STEPS)
+    live = (at >= pad[:, None]) & (at < steps)
+    gather = np.where(live, start[:, None] + at - pad[:, None], length).reshape(-1)  # index ``length``: the padding zero
+    modulus = 1 << bits
+    mask = modulus - 1
+    prime = (_FNV32_PRIME if fasttext else _FNV64_PRIME4) & mask
+    back = pow(prime, -1, modulus)
+    lanes = 0
+    for j, (n, before) in enumerate(zip(lens.tolist(), pad.tolist(), strict=True)):
+        first = _FNV32_OFFSET if fasttext else _LEN_STATE[n]
+        lanes |= (first * pow(back, before, modulus) & mask) << (64 * j)
+    nbytes = 8 * len(lens)
+    ones = int.from_bytes(b"\1\0\0\0\0\0\0\0" * len(lens), "little")
+    layout = (gather, lanes, prime, mask * ones, 0xFF * ones, ones, steps, nbytes)
+    _LANE_LAYOUTS.put((length, min_n, max_n, bits, fasttext), layout, gather.nbytes + 5 * nbytes)
+    return layout
+
+
+def lane_hashes(bracketed: str, min_n: int, max_n: int, bits: int, fasttext: bool, offset: int = 0) -> npt.NDArray[np.int64] | None:
+    """The low ``bits`` bits of the hash of every n-gram of a short bracketed word, plus ``offset``, in finalfusion order.
+
+    The n-grams are hashed side by side in the 64-bit lanes of one Python
+    int: an FNV step is ``h = ((h ^ c) * prime) & mask`` on all lanes at
+    once. Only the low ``bits`` bits of FNV's state are kept: they depend
+    on nothing but the low bits of the previous state, the byte and the
+    prime (xor, and products modulo ``2**bits``), so a lane never needs
+    more than ``2 * bits <= 64`` bits. ``fasttext`` selects
+    :func:`fnv1a32_fasttext` (``bits`` must then be 32), else
+    :func:`fnv1a64_finalfusion` (one step per code point: its bytes
+    ``(c, 0, 0, 0)`` fold into the fourth power of the prime).
+
+    Quirks, reproduced as the scalar functions do (docs/format.md §8.1,
+    §8.2): finalfusion's hash starts from the state after the n-gram's
+    code-point count as a ``u64`` and hashes code points, not UTF-8;
+    fastText's sign-extends bytes above 127, which never occur here (ASCII only).
+
+    Returns ``None`` when the word is outside the lanes' reach -- longer
+    than :data:`LANE_WORD`, n-grams longer than 8, ``bits`` outside
+    ``1..32``, a code point above 255 (above 127 for fastText), ``offset``
+    from ``2**62`` -- and callers hash it otherwise. The array is read-only.
+
+    Examples
+    --------
+    >>> lane_hashes("<ab>", 3, 6, 21, False).tolist() == [fnv1a64_finalfusion(g) & (2**21 - 1) for g in ("<ab>", "<ab", "ab>")]
+    True
+    >>> lane_hashes("<ab>", 3, 6, 32, True, offset=5).tolist() == [fnv1a32_fasttext(g) + 5 for g in (b"<ab>", b"<ab", b"ab>")]
+    True
+    >>> lane_hashes("<語>", 3, 6, 21, False) is None  # a code point above 255
+    True
+    """
+    length = len(bracketed)
+    if not min_n <= length <= LANE_WORD or max_n > _LANE_STEPS or not 1 <= bits <= _LANE_BITS or not 0 <= offset < 1 << 62:
+        return None
+    try:
+        raw = (bracketed + "\0").encode("ascii" if fasttext else "latin-1")
+    except UnicodeEncodeError:
+        return None
+    layout = _LANE_LAYOUTS.get((length, min_n, max_n, bits, fasttext)) or _lane_layout(length, min_n, max_n, bits, fasttext)
+    gather, h, prime, mask, low, ones, steps, nbytes = layout
+    # Byte k of lane j: the code point that n-gram j xors in at step k (zero before it starts).
+    chars = int.from_bytes(np.frombuffer(raw, dtype=_BYTE)[gather], "little")  # an ndarray is a buffer: no tobytes()
+    h = ((h ^ (chars & low)) * prime) & mask
+    for _ in range(1, steps):
+        chars >>= 8
+        h = ((h ^ (chars & low)) * prime) & mask
+    if offset:
+        h += offset * ones
+    return np.frombuffer(h.to_bytes(nbytes, "little"), dtype=_ROW)
+
+
+def finalfusion_buckets(bracketed: str, min_n: int, max_n: int, bucket_exp: int, offset: int = 0) -> npt.NDArray[np.int64] | None:
+    """finalfusion's bucket of every n-gram of a bracketed word plus ``offset``, in finalfusion order (``None`` as :func:`word_hashes`).
+
+    Words of at most :data:`LANE_WORD` code points are hashed in the lanes
+    of a Python int (:func:`lane_hashes`), longer ones (and bucket
+    exponents above 32) as numpy arrays. Both give the same buckets.
 
     Examples
     --------
     >>> finalfusion_buckets("<ab>", 3, 6, 21).tolist() == [fnv1a64_finalfusion(g) & (2**21 - 1) for g in ("<ab>", "<ab", "ab>")]
     True
-    >>> long = finalfusion_buckets("<abcdefgh>", 3, 6, 21)
-    >>> long.tolist()[0] == fnv1a64_finalfusion("<abcde") & (2**21 - 1)
+    >>> long = finalfusion_buckets("<" + "abcdefgh" * 8 + ">", 3, 6, 21, offset=7)
+    >>> long.tolist()[0] == (fnv1a64_finalfusion("<abcde") & (2**21 - 1)) + 7
     True
     """
-    if len(bracketed) <= SHORT_WORD:
-        short = short_word_buckets(bracketed, min_n, max_n, bucket_exp)
-        return None if short is None else np.array(short, dtype=np.int64)
+    lanes = lane_hashes(bracketed, min_n, max_n, bucket_exp, False, offset)
+    if lanes is not None:
+        return lanes
     hashes = word_hashes(bracketed, min_n, max_n, fasttext=False)
     if hashes is None:
         return None
     hashes &= np.uint64((1 << bucket_exp) - 1)  # a fresh array: mask in place, reinterpret (bucket_exp < 64)
-    return hashes.view(np.int64)
-
-
-def short_word_buckets(bracketed: str, min_n: int, max_n: int, bucket_exp: int) -> list[int] | None:
-    """finalfusion's bucket (hash ``& (2**bucket_exp - 1)``) of every n-gram of a short bracketed word, in finalfusion order, with Python ints.
-
-    Only the low ``bucket_exp`` bits of an FNV state depend on nothing but
-    the low bits of the previous state, the byte and the prime (products and
-    XOR mod ``2**e``), so the states are kept masked: small ints, cheaper than
-    64-bit ones. Code points below 256 only (``None`` otherwise, as
-    :func:`word_hashes`).
-
-    Examples
-    --------
-    >>> short_word_buckets("<ab>", 3, 6, 21) == [fnv1a64_finalfusion(g) & (2**21 - 1) for g in ("<ab>", "<ab", "ab>")]
-    True
-    """
-    try:
-        raw = bracketed.encode("latin-1")
-    except UnicodeEncodeError:
-        return None
-    mask = (1 << bucket_exp) - 1
-    p = _FNV64_PRIME4 & mask
-    length = len(raw)
-    out: list[int] = []
-    for i in range(length - min_n + 1):
-        for n in range(min(max_n, length - i), min_n - 1, -1):
-            h = _LEN_STATE[n] & mask
-            for c in raw[i : i + n]:
-                h = ((h ^ c) * p) & mask
-            out.append(h)
+    out = hashes.view(np.int64)
+    if offset:
+        out += offset
     return out
 
 

@@ -13,7 +13,12 @@ Every indexer offers :meth:`subword_indices` for one word (the
 finalfusion-python 0.7 API) and ``batch_indices`` for many words at once,
 vectorised with numpy where the hash allows it. Results for single words
 are cached per word in a cache bounded by bytes
-(:data:`finalfusion.limits.MAX_CACHE_BYTES`).
+(:data:`finalfusion.limits.MAX_CACHE_BYTES`). The short words that the
+hashed indexers hash in the lanes of a Python int
+(:func:`~finalfusion.subword.hashing.lane_hashes`) are cached from their
+second lookup on, in a dictionary of at most ``MAX_CACHE_BYTES //
+RECENT_ENTRY_BYTES`` words that starts over when full: storing every
+never-seen word would cost a third of what hashing it costs.
 
 Work per word is bounded too: a word with more than
 :data:`finalfusion.limits.MAX_NGRAMS_PER_WORD` n-grams (counted in closed
@@ -26,7 +31,7 @@ positions, never holding more than one block's n-grams or hashing state.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -35,11 +40,13 @@ import numpy.typing as npt
 from finalfusion import limits
 from finalfusion.subword._cache import ByteCache
 from finalfusion.subword.hashing import (
+    LANE_WORD,
     finalfusion_buckets,
     fnv1a32_fasttext,
     fnv1a32_fasttext_matrix,
     fnv1a64_finalfusion,
     fnv1a64_finalfusion_matrix,
+    lane_hashes,
     murmur3_ngram_words,
     murmur3_x64_128,
     ngram_spans,
@@ -150,13 +157,15 @@ class SubwordIndexer:
         """Number of n-grams of the bracketed word, checked against ``MAX_NGRAMS_PER_WORD`` (LimitExceeded)."""
         return check_ngram_count(len(bracketed), self._min_n, self._max_n)
 
-    def _word_indices(self, word: str) -> IntArray:
+    def _rows(self, word: str, offset: int) -> IntArray:
+        """The indices of the bracketed ``word``'s n-grams plus ``offset``, as a new array (read-only when hashed in lanes)."""
         out = self._indices(word)
-        out.flags.writeable = False
+        if offset:
+            out += offset
         return out
 
     def _indices(self, word: str) -> IntArray:
-        """A fresh (writable) array of the indices of the bracketed ``word``'s n-grams."""
+        """A fresh array of the indices of the bracketed ``word``'s n-grams (writable unless hashed in lanes: short words)."""
         s = self._bracket(word)
         if self._check_count(s) <= min(BLOCK_NGRAMS, self._scalar_ngrams):
             return np.array([i for i in self._ngram_indices(self._items(word, True)) if i is not None], dtype=np.int64)
@@ -183,11 +192,34 @@ class SubwordIndexer:
         >>> indices.tolist(), indices.flags.writeable
         ([208, 57, 523], False)
         """
-        out = self._words.get(word)
+        return self.word_rows(word)
+
+    def word_rows(self, word: str, offset: int = 0) -> IntArray:
+        """:meth:`word_indices` plus ``offset`` (a vocabulary's word count: storage rows), read-only, cached per word and offset.
+
+        The hashed indexers cache a short word that they hash in the lanes of
+        a Python int (:func:`~finalfusion.subword.hashing.lane_hashes`) from
+        its second lookup on, in a cache of their own that starts over when
+        full: storing every never-seen word would cost a third of what
+        hashing it costs.
+
+        Examples
+        --------
+        >>> idx = FinalfusionHashIndexer(10, 3, 6)
+        >>> idx.word_rows("ab", offset=100).tolist(), idx.word_rows("ab").tolist() == idx.word_indices("ab").tolist()
+        ([308, 157, 623], True)
+        >>> idx.word_rows("abc") is idx.word_rows("abc"), idx.word_rows("abc") is idx.word_rows("abc")  # cached at the second lookup
+        (False, True)
+        >>> idx.word_rows("x" * 40) is idx.word_rows("x" * 40), idx.word_rows("abc").flags.writeable  # a long word: at the first
+        (True, False)
+        """
+        key: Hashable = (word, offset) if offset else word
+        out = self._words.get(key)
         if out is None:
             check_word_type(word)
-            out = self._word_indices(word)
-            self._words.put(word, out, out.nbytes + sys.getsizeof(word))
+            out = self._rows(word, offset)
+            out.flags.writeable = False
+            self._words.put(key, out, out.nbytes + sys.getsizeof(word))
         return out
 
     def subword_indices(self, word: str, offset: int = 0, bracket: bool = True, with_ngrams: bool = False) -> list[Any]:
@@ -226,7 +258,7 @@ class SubwordIndexer:
         """
         check_word_type(word)
         if not with_ngrams and bracket:
-            return [int(i) + offset for i in self.word_indices(word).tolist()]
+            return self.word_rows(word, offset).tolist()  # type: ignore[no-any-return]
         self._check_count(self._bracket(word) if bracket else word)
         items = self._items(word, bracket)
         idx = self._ngram_indices(items)
@@ -309,6 +341,12 @@ class SubwordIndexer:
 
 #: Bytes accounted per entry of the n-gram -> index cache besides the key (dict slot, int).
 NGRAM_ENTRY_BYTES: Final = 72
+#: Bytes accounted per entry of the short-word cache of the hashed indexers: a key of at most 34 code points and the
+#: rows of its n-grams (at most 36 x 8 of them) with their array, dict slot and tuple. It holds at most
+#: ``MAX_CACHE_BYTES // RECENT_ENTRY_BYTES`` words and starts over when full.
+RECENT_ENTRY_BYTES: Final = 4096
+#: ``word_rows``' marker of a word not in the short-word cache.
+_NEW: Final = object()
 #: Entries of an index matrix computed at once in batch lookups: small enough for
 #: the hash state to stay in L2 and for callers to start on the first groups
 #: early (see ``Embeddings.embedding_batch``), large enough for long ufunc loops.
@@ -327,11 +365,14 @@ class _HashIndexer(SubwordIndexer):
         super().__init__(min_n, max_n)
         self._ngram_cache: dict[str, int] = {}
         self._ngram_bytes = 0
+        #: Short words hashed in lanes (keys of ``word_rows``): ``None`` once seen, their rows from the second lookup on.
+        self._recent: dict[Hashable, IntArray | None] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state["_ngram_cache"] = {}
         state["_ngram_bytes"] = 0
+        state["_recent"] = {}
         return state
 
     def _hash_index(self, ngram: str) -> int:
@@ -362,18 +403,55 @@ class _HashIndexer(SubwordIndexer):
                 self._ngram_bytes = 0
         return out
 
-    def _hash_word(self, bracketed: str) -> IntArray | None:
+    def _hash_word(self, bracketed: str, offset: int = 0) -> IntArray | None:
+        """The indices of all n-grams of a bracketed word plus ``offset`` in a few vectorised steps, or ``None`` (then per n-gram)."""
         return None
 
+    def _lane_rows(self, bracketed: str, offset: int) -> IntArray | None:
+        """:meth:`_hash_word` of a short word hashed in lanes (:func:`~finalfusion.subword.hashing.lane_hashes`), read-only, else ``None``."""
+        return None
+
+    def word_rows(self, word: str, offset: int = 0) -> IntArray:
+        # A short word hashed in lanes is cached from its second lookup on: storing every never-seen word cost
+        # about 1 us per lookup, more than a third of hashing it (3-4 us for 10-15 code points, 6-7 us in numpy).
+        if type(word) is str and len(word) <= LANE_WORD - 2:  # anything else: the checks of the cached path
+            key: Hashable = (word, offset) if offset else word
+            recent = self._recent
+            hit = recent.get(key, _NEW)
+            if isinstance(hit, np.ndarray):
+                return hit
+            s = f"<{word}>"
+            if len(s) * (self._max_n - self._min_n + 1) > limits.MAX_NGRAMS_PER_WORD:
+                self._check_count(s)  # LimitExceeded past the limit
+            rows = self._lane_rows(s, offset)
+            if rows is not None:
+                if hit is None:  # the second lookup: keep the rows
+                    recent[key] = rows
+                else:  # the first: remember the word as seen
+                    if len(recent) >= limits.MAX_CACHE_BYTES // RECENT_ENTRY_BYTES:
+                        recent.clear()  # bounded: starts over (single dict operations: safe from several threads)
+                    recent[key] = None
+                return rows
+        return super().word_rows(word, offset)
+
     def _indices(self, word: str) -> IntArray:
+        return self._rows(word, 0)
+
+    def _rows(self, word: str, offset: int) -> IntArray:
         s = f"<{word}>"
         # Short words (the common case) skip the closed-form count: at most len(s) n-grams per length.
         bound = len(s) * (self._max_n - self._min_n + 1)
         # Blocked once the one-shot layout (max_n steps for every n-gram) would pass BLOCK_CELLS.
         if (bound > SHORT_NGRAMS or bound > limits.MAX_NGRAMS_PER_WORD) and self._check_count(s) * self._max_n > BLOCK_CELLS:
-            return np.concatenate([self._block_indices(part, keep) for part, keep in self._blocks(s)])
-        fast = self._hash_word(s)
-        return fast if fast is not None else np.array(self._cached_indices(self._items(word, True)), dtype=np.int64)
+            out = np.concatenate([self._block_indices(part, keep) for part, keep in self._blocks(s)])
+        else:
+            fast = self._hash_word(s, offset)  # the offset added while hashing: no second pass over the array
+            if fast is not None:
+                return fast
+            out = np.array(self._cached_indices(self._items(word, True)), dtype=np.int64)
+        if offset:
+            out += offset
+        return out
 
     def _block_indices(self, part: str, keep: int) -> IntArray:
         fast = self._hash_word(part)
@@ -451,8 +529,11 @@ class FinalfusionHashIndexer(_HashIndexer):
     def _hash_index(self, ngram: str) -> int:
         return fnv1a64_finalfusion(ngram) & self._mask
 
-    def _hash_word(self, bracketed: str) -> IntArray | None:
-        return finalfusion_buckets(bracketed, self._min_n, self._max_n, self._exp)
+    def _hash_word(self, bracketed: str, offset: int = 0) -> IntArray | None:
+        return finalfusion_buckets(bracketed, self._min_n, self._max_n, self._exp, offset)
+
+    def _lane_rows(self, bracketed: str, offset: int) -> IntArray | None:
+        return lane_hashes(bracketed, self._min_n, self._max_n, self._exp, False, offset)
 
     def _matrix_indices(self, cps: npt.NDArray[np.uint32]) -> IntArray:
         out: IntArray = (fnv1a64_finalfusion_matrix(cps, self._min_n, self._max_n) & np.uint64(self._mask)).astype(np.int64)
@@ -519,12 +600,24 @@ class FastTextIndexer(_HashIndexer):
         cps = np.frombuffer(part.encode("utf-32-le", "surrogatepass"), dtype="<u4").reshape(1, len(part))
         return self._matrix_indices(cps)[0, :keep]
 
-    def _hash_word(self, bracketed: str) -> IntArray | None:
+    def _hash_word(self, bracketed: str, offset: int = 0) -> IntArray | None:
         hashes = word_hashes(bracketed, self._min_n, self._max_n, fasttext=True)
         if hashes is None:
             return None
         hashes %= np.uint64(self._n_buckets)
         out: IntArray = hashes.view(np.int64)
+        if offset:
+            out += offset
+        return out
+
+    def _lane_rows(self, bracketed: str, offset: int) -> IntArray | None:
+        lanes = lane_hashes(bracketed, self._min_n, self._max_n, 32, True)
+        if lanes is None:
+            return None
+        out: IntArray = lanes % self._n_buckets
+        if offset:
+            out += offset
+        out.flags.writeable = False
         return out
 
     def _matrix_indices(self, cps: npt.NDArray[np.uint32]) -> IntArray:

@@ -460,8 +460,23 @@ class SubwordVocab(Vocab, Generic[_I]):
         >>> FastTextVocab(["ab"], FastTextIndexer(100, 3, 3)).subword_rows("ab").tolist()
         [9, 57]
         """
-        rows = self.indexer.word_indices(item)
-        return rows + len(self.words) if self.words else rows
+        return self.indexer.word_rows(item, len(self.words))
+
+    def word_rows(self, text: str) -> int | npt.NDArray[np.int64]:
+        """The word rule (:meth:`Vocab.word_rows`): a known word's row, else the storage rows of its n-grams (``indexer.word_rows``).
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import FastTextVocab
+        >>> from finalfusion.subword import FastTextIndexer
+        >>> vocab = FastTextVocab(["ab"], FastTextIndexer(100, 3, 3))
+        >>> vocab.word_rows("ab"), vocab.word_rows("cd").tolist()
+        (0, [5, 13])
+        """
+        i: int | None = self.word_index.get(text)
+        if i is not None:
+            return i
+        return self.indexer.word_rows(text, len(self.words))  # checks the type of a word it has not cached (a str)
 
     def batch_subword_rows(self, items: Sequence[str]) -> Iterator[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
         """Storage rows of the n-grams of many words, grouped by count.
