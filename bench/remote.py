@@ -31,12 +31,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shutil
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -116,8 +113,8 @@ def word(i: int) -> str:
     return f"w{i}" if i % 10 else f"wört{i}"
 
 
-def write_bucket_fifu(path: Path, words: int, buckets_exp: int, dims: int) -> tuple[int, int]:
-    """A bucket ``.fifu`` with random rows, generated block by block through a mapped matrix; the storage chunk's span."""
+def write_bucket_fifu(path: Path, words: int, buckets_exp: int, dims: int) -> None:
+    """A bucket ``.fifu`` with random rows, generated block by block through a mapped matrix."""
     from finalfusion.storage import NdArray
     from finalfusion.subword import FinalfusionHashIndexer
     from finalfusion.vocab import FinalfusionBucketVocab
@@ -133,23 +130,6 @@ def write_bucket_fifu(path: Path, words: int, buckets_exp: int, dims: int) -> tu
     finalfusion.Embeddings(NdArray(matrix), vocab).write(path)
     del matrix
     path.with_suffix(".npy").unlink()
-    return chunk_span(path, 2)  # NdArray's chunk identifier
-
-
-def chunk_span(path: Path, identifier: int) -> tuple[int, int]:
-    """The byte span of the first chunk with ``identifier`` in a ``.fifu`` (docs/format.md: 12-byte preamble, then
-    a 4-byte id and an 8-byte length before each chunk)."""
-    with open(path, "rb") as f:
-        _magic, _version, count = struct.unpack("<4sII", f.read(12))
-        f.seek(4 * count, os.SEEK_CUR)
-        while True:
-            head = f.read(12)
-            if len(head) < 12:
-                raise ValueError(f"{path}: no chunk {identifier}")
-            ident, length = struct.unpack("<IQ", head)
-            if ident == identifier:
-                return f.tell() - 12, f.tell() + length
-            f.seek(length, os.SEEK_CUR)
 
 
 def write_gguf(path: Path, tokens: int, dims: int, bulk: int) -> int:
@@ -200,17 +180,10 @@ def write_shards(root: Path, tokens: int, dims: int, bulk: int) -> int:
     return tokens * dims * 4
 
 
-def fetched(server: Nginx, span: tuple[int, int] | None = None) -> tuple[int, int, int]:
-    """GET requests, body bytes, and the bytes of them inside ``span`` (from nginx's log since the last clear)."""
+def fetched(server: Nginx) -> tuple[int, int]:
+    """GET requests and their body bytes (from nginx's log since the last clear)."""
     gets = [r for r in server.requests() if r.method == "GET"]
-    inside = 0
-    if span is not None:
-        for r in gets:
-            m = re.fullmatch(r"bytes=(\d+)-(\d*)", r.range or "")
-            start = int(m[1]) if m else 0
-            stop = start + r.sent
-            inside += max(0, min(stop, span[1]) - max(start, span[0]))
-    return len(gets), sum(r.sent for r in gets), inside
+    return len(gets), sum(r.sent for r in gets)
 
 
 def download(url: str, to: Path) -> None:
@@ -277,9 +250,8 @@ def main() -> int:
     unknown = [f"unbekannt{i}wörter" for i in range(10)]
     try:
         t = time.perf_counter()
-        spans: dict[str, tuple[int, int]] = {}
         if any(c.startswith("fifu") for c in cases):
-            spans["fifu"] = write_bucket_fifu(root / "bucket.fifu", words, buckets_exp, dims)
+            write_bucket_fifu(root / "bucket.fifu", words, buckets_exp, dims)
         table = 0
         if "gguf-table" in cases:
             table = write_gguf(root / "model.gguf", tokens, 512, bulk)
@@ -293,31 +265,38 @@ def main() -> int:
             for w in queries:
                 emb.embedding(w)
 
-        runs: dict[str, tuple[str, Callable[[str], None], int, tuple[int, int] | None, str]] = {
-            "fifu-known": ("bucket.fifu", lambda u: fifu(u, known), 0, spans.get("fifu"), "vocabulary + <= 1 MB of rows"),
-            "fifu-unknown": ("bucket.fifu", lambda u: fifu(u, unknown), 0, spans.get("fifu"), "vocabulary + <= 1 MB of rows"),
-            "gguf-table": ("model.gguf", lambda u: finalfusion.load_gguf(u, normalize=False), table, None, "table + <= 2 MB"),
-            "safetensors-shards": ("sharded/", lambda u: finalfusion.load(u, normalize=False), tensor, None, "tensor + headers"),
+        def load_fifu(url: str) -> None:
+            finalfusion.load_finalfusion(url, mmap=True)
+
+        # case: (file or directory, the timed call, the call's load alone (its bytes are not rows), the rows' bytes, target)
+        Case = tuple[str, Callable[[str], None], Callable[[str], None] | None, int, str]
+        runs: dict[str, Case] = {
+            "fifu-known": ("bucket.fifu", lambda u: fifu(u, known), load_fifu, 0, "vocabulary + <= 1 MB of rows"),
+            "fifu-unknown": ("bucket.fifu", lambda u: fifu(u, unknown), load_fifu, 0, "vocabulary + <= 1 MB of rows"),
+            "gguf-table": ("model.gguf", lambda u: finalfusion.load_gguf(u, normalize=False), None, table, "table + <= 2 MB"),
+            "safetensors-shards": ("sharded/", lambda u: finalfusion.load(u, normalize=False), None, tensor, "tensor + headers"),
         }
         link: list[float] = []
         with nginx(root, work) as server, throttled(server.port, a.rate * 1e6) as port:
             server.port = port  # every URL through the link; nginx still logs what it sent
             print(
-                f"{'case':20} {'file':>10} {'fetched':>12} {'requests':>8} {'of it rows':>11} {'beyond':>10}  {'remote':>24} {'download + local':>24}  target"
+                f"{'case':20} {'file':>10} {'fetched':>12} {'requests':>8} {'of it rows':>11} {'the rest':>10}  {'remote':>24} {'download + local':>24}  target"
             )
             for case in cases:
-                name, call, payload, span, target = runs[case]
+                name, call, load, payload, target = runs[case]
                 target_path = root / name
                 size = sum(f.stat().st_size for f in target_path.rglob("*")) if target_path.is_dir() else target_path.stat().st_size
                 remote_s, download_s, rates = run_case(server, tmp, name, call, a.reps)
                 link += rates
                 server.clear()
                 call(server.url(name))
-                requests, body, inside = fetched(server, span)
-                beyond = body - (payload or inside)
-                rows = f"{inside / 1e6:8.2f} MB" if span else f"{'-':>11}"
+                requests, body = fetched(server)
+                if load is not None:  # the rows are what the lookups fetched beyond the load
+                    server.clear()
+                    load(server.url(name))
+                    payload = body - fetched(server)[1]
                 print(
-                    f"{case:20} {size / 1e6:8.1f} MB {body / 1e6:9.2f} MB {requests:8d} {rows} {beyond / 1e6:7.2f} MB"
+                    f"{case:20} {size / 1e6:8.1f} MB {body / 1e6:9.2f} MB {requests:8d} {payload / 1e6:8.2f} MB {(body - payload) / 1e6:7.2f} MB"
                     f"  {spread(remote_s):>24} {spread(download_s):>24}  {target}"
                 )
         print(f"the link's rate, measured by the downloads: {statistics.median(link) / 1e6:.0f} MB/s ({min(link) / 1e6:.0f}-{max(link) / 1e6:.0f})")
