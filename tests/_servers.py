@@ -163,3 +163,64 @@ def hostile(data: bytes, mode: str) -> Iterator[str]:
             yield f"http://127.0.0.1:{server.server_address[1]}/file.bin"
         finally:
             server.shutdown()
+
+
+# -- a server that answers ranges consistently but lies (fuzz/fuzz.py's remote-http reader found these) -----------------
+
+
+class _Lying(http.server.BaseHTTPRequestHandler):
+    """Serves ``data`` (``later`` from the second range request on) with well-formed answers that a client must check:
+    ``other-range`` (the asked number of bytes from 4 bytes further on, its Content-Range saying so), ``head-size`` (HEAD
+    gives the file 4 bytes fewer), ``changed`` (the file is ``later`` from the second range request on; with ``etag``, an
+    ``ETag`` per version). Any other mode (``honest``) answers honestly."""
+
+    data = b""
+    later = b""
+    mode = "other-range"
+    etag = False
+    gets = 0
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _now(self) -> tuple[bytes, int]:
+        changed = self.mode == "changed" and type(self).gets > 1
+        return (self.later, 1) if changed else (self.data, 0)
+
+    def do_HEAD(self) -> None:
+        data, version = self._now()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data) - 4 if self.mode == "head-size" else len(data)))
+        self.send_header("Accept-Ranges", "bytes")
+        if self.etag:
+            self.send_header("ETag", f'"v{version}"')
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        type(self).gets += 1
+        data, version = self._now()
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        start = int(m[1]) if m else 0
+        stop = min(int(m[2]) + 1 if m and m[2] else len(data), len(data))
+        if self.mode == "other-range" and type(self).gets > 1:
+            start, stop = min(start + 4, len(data) - (stop - start)), min(stop + 4, len(data))
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
+        self.send_header("Content-Length", str(stop - start))
+        if self.etag:
+            self.send_header("ETag", f'"v{version}"')
+        self.end_headers()
+        self.wfile.write(data[start:stop])
+
+
+@contextmanager
+def lying(data: bytes, mode: str, later: bytes = b"", etag: bool = False) -> Iterator[str]:
+    """A server of one file (``data``) whose answers are well formed but lie as ``mode`` says (see :class:`_Lying`); its URL."""
+    handler = type("Handler", (_Lying,), {"data": data, "mode": mode, "later": later, "etag": etag, "gets": 0})
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}/file.bin"
+        finally:
+            server.shutdown()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import io
 import json
 import struct
 import sys
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 
 import finalfusion
-from _servers import Nginx, hostile, nginx
+from _servers import Nginx, hostile, lying, nginx
 from finalfusion import FormatError, MissingExtraError
 from finalfusion._remote import BLOCK_SIZE, is_url
 
@@ -207,3 +208,61 @@ def test_a_scheme_without_its_package_names_it() -> None:
     with pytest.raises(MissingExtraError, match=r"^reading s3:// URLs needs the s3fs package: pip install s3fs \(fsspec's own package for s3://\)$") as info:
         finalfusion.load("s3://bucket/e.fifu")
     assert info.value.name == "s3fs"
+
+
+# -- answers that are well formed but lie (found by fuzz/fuzz.py's remote-http reader; crashers remote-http-crash-*) -----
+
+
+def _matrix_file() -> tuple[bytes, np.ndarray]:
+    """A plain .fifu of 200 x 64 rows (51 KB): a range answered from 4 bytes further on is a valid file of other vectors."""
+    rows = np.random.default_rng(1).standard_normal((200, 64)).astype(np.float32)
+    buf = io.BytesIO()
+    finalfusion.Embeddings(finalfusion.NdArray(rows), finalfusion.SimpleVocab([f"w{i}" for i in range(200)])).write(buf)
+    return buf.getvalue(), rows
+
+
+@pytest.fixture
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("finalfusion._remote.BLOCK_SIZE", 4096)
+    monkeypatch.setattr("finalfusion._remote.TIMEOUT", 5.0)
+
+
+def test_a_range_answered_from_elsewhere_is_refused_not_read(small_blocks: None) -> None:
+    # fsspec took any 206 for the range it asked: the load gave vectors shifted by one float, without an error.
+    data, _ = _matrix_file()
+    with (
+        lying(data, "other-range") as url,
+        pytest.raises(OSError, match=r"asked for bytes 4096-8191 of a file of \d+ bytes, the server answered Content-Range 'bytes 4100-8195/"),
+    ):
+        finalfusion.load_finalfusion(url)
+
+
+def test_a_head_that_gives_another_size_is_refused(small_blocks: None) -> None:
+    # fsspec believed the HEAD's Content-Length: a file 4 bytes short, read as a truncated file (a FormatError for a good file).
+    data, _ = _matrix_file()
+    with (
+        lying(data, "head-size") as url,
+        pytest.raises(OSError, match=rf"of a file of {len(data) - 4} bytes, the server answered Content-Range 'bytes 0-4095/{len(data)}'"),
+    ):
+        finalfusion.load_finalfusion(url)
+
+
+@pytest.mark.parametrize("etag", [True, False])
+def test_a_file_that_changes_while_it_is_read_is_refused(small_blocks: None, etag: bool) -> None:
+    data = _matrix_file()[0]
+    later = bytearray(data)
+    later[-1000:] = bytes(1000)  # other rows, the same size: only a validator tells
+    if not etag:
+        later += b"\0" * 8  # another size: the Content-Range tells
+    with (
+        lying(data, "changed", later=bytes(later), etag=etag) as url,
+        pytest.raises(OSError, match="changed on the server" if etag else "the server answered Content-Range"),
+    ):
+        finalfusion.load_finalfusion(url)
+
+
+def test_an_honest_server_of_the_same_kind_reads(small_blocks: None) -> None:
+    # the checks refuse lies only: the same server answering honestly, with an ETag on every answer, gives the file
+    data, rows = _matrix_file()
+    with lying(data, "honest", etag=True) as url:
+        np.testing.assert_array_equal(finalfusion.load_finalfusion(url).storage.matrix, rows)

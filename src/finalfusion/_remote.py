@@ -11,8 +11,11 @@ the bytes they use, and skip the rest by seeking (:func:`~finalfusion._source.sk
 so a GGUF's token table or a safetensors tensor costs its own bytes and the
 headers, not the file. Transient failures of a read are retried
 (:data:`RETRIES` times, from the same position); a file that is not there is
-:class:`FileNotFoundError` at once. Credentials and endpoints are fsspec's
-own configuration (environment variables, config files, ``fsspec.config``).
+:class:`FileNotFoundError` at once. Over HTTP(S) each answer is checked
+against its request (:func:`_http_fetcher`): another range, another size or
+another version of the file is :class:`ServerRefused`, never bytes for a
+reader. Credentials and endpoints are fsspec's own configuration
+(environment variables, config files, ``fsspec.config``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import contextlib
 import errno
 import io
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 from finalfusion.errors import MissingExtraError, import_extra
@@ -34,6 +38,7 @@ CACHE_BLOCKS: int = 32
 #: Further attempts of a read that failed for a reason other than a missing file or a refused permission.
 RETRIES: int = 2
 #: Seconds an HTTP(S) server may take to connect or between two reads of an answer (fsspec's http, through aiohttp).
+#: Read when a file is opened: the fuzzer's hostile server (fuzz/fuzz.py, ``remote-http``) sets it to half a second.
 TIMEOUT: float = 60.0
 
 _URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
@@ -70,6 +75,8 @@ class RemoteFile(io.RawIOBase):
             raise OSError(f"{url}: the server does not tell the file's size, which range requests need")
         self.size = size
         self._pos = 0
+        self._validators: dict[str, str] = {}
+        self._instrument()
 
     def readable(self) -> bool:
         return True
@@ -114,7 +121,7 @@ class RemoteFile(io.RawIOBase):
             try:
                 self._f.seek(pos)
                 data = bytes(self._f.read(n))
-            except (FileNotFoundError, PermissionError):
+            except (FileNotFoundError, PermissionError, ServerRefused):
                 raise
             except Exception as exc:  # the protocol library's own errors (aiohttp, botocore, ...): a transient failure
                 if attempt == RETRIES:
@@ -130,6 +137,15 @@ class RemoteFile(io.RawIOBase):
         with contextlib.suppress(Exception):  # a broken connection may fail to close; a new one is opened
             self._f.close()
         self._f = self._open()
+        self._instrument()
+
+    def _instrument(self) -> None:
+        """Put the checks of each range request (:func:`_http_fetcher`) between fsspec's block cache and the network."""
+        cache: Any = getattr(self._f, "cache", None)
+        fetch = getattr(cache, "fetcher", None)
+        if fetch is None:
+            return
+        cache.fetcher = _http_fetcher(self._f, self.name, self.size, self._validators) or fetch
 
     def close(self) -> None:
         if not self.closed:
@@ -204,3 +220,67 @@ def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | Non
     except Exception as exc:
         raise OSError(f"{url}: cannot be opened: {type(exc).__name__}: {exc}") from exc
     return f
+
+
+class ServerRefused(OSError):
+    """A server's answer that contradicts the request or an earlier answer (another range, size or version): not retried."""
+
+
+_CONTENT_RANGE: Final = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+
+
+def _http_fetcher(f: Any, url: str, size: int, validators: dict[str, str]) -> Callable[[int, int], bytes] | None:
+    """For fsspec's HTTP file ``f``: a range fetcher that checks each answer (else ``None``).
+
+    fsspec takes a 206 answer as the range it asked for; a server that answers another range, gives the file another
+    size than its first answer (``HEAD``), or changes the file between two requests (its ``ETag`` or ``Last-Modified``)
+    would give a reader the wrong bytes. Here the ``Content-Range`` must name the range asked for and the file's size,
+    the body must hold exactly that many bytes, and the validators must stay those of the first answer; else
+    :class:`ServerRefused`. A ``200`` (a server that ignores ranges) is taken for a range from the start only, reading
+    no more of its body than the range.
+    """
+    try:
+        from fsspec.asyn import sync  # type: ignore[import-untyped,unused-ignore]
+        from fsspec.implementations.http import HTTPFile  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:  # pragma: no cover - an http:// file needs both
+        return None
+    if not isinstance(f, HTTPFile):
+        return None
+
+    async def fetch(start: int, end: int) -> bytes:
+        end = min(end, size)
+        kwargs = dict(f.kwargs)
+        headers = dict(kwargs.pop("headers", None) or {})
+        headers["Range"] = f"bytes={start}-{end - 1}"
+        async with f.session.get(f.fs.encode_url(f.url), headers=headers, **kwargs) as r:
+            if r.status in (404, 410):
+                raise FileNotFoundError(errno.ENOENT, "the file is gone from the server", url)
+            r.raise_for_status()  # other failures (5xx, 429, ...): transient, retried
+            for key in ("ETag", "Last-Modified"):
+                value = r.headers.get(key, "")
+                if validators.setdefault(key, value) != value:
+                    raise ServerRefused(f"{url}: the file changed on the server while it was read ({key} {validators[key]!r}, now {value!r})")
+            if r.status == 206:
+                header = r.headers.get("Content-Range", "")
+                m = _CONTENT_RANGE.fullmatch(header.strip())
+                if m is None or (int(m[1]), int(m[2]), int(m[3])) != (start, end - 1, size):
+                    raise ServerRefused(f"{url}: asked for bytes {start}-{end - 1} of a file of {size} bytes, the server answered Content-Range {header!r}")
+            elif r.status != 200 or start > 0:
+                raise ServerRefused(f"{url}: the server answered a range request (bytes {start}-{end - 1}) with status {r.status} and the whole file")
+            elif r.headers.get("Content-Length", str(size)) != str(size):
+                raise ServerRefused(f"{url}: the file's size was {size} bytes, now the server sends {r.headers['Content-Length']}")
+            body: bytes = await r.content.read(end - start)
+            while len(body) < end - start:
+                more = await r.content.read(end - start - len(body))
+                if not more:
+                    raise OSError(f"{url}: the server sent {len(body)} bytes for a range of {end - start} at {start}")
+                body += more
+            if r.status == 206 and await r.content.read(1):
+                raise ServerRefused(f"{url}: the server sent more than the {end - start} bytes of the range at {start}")
+            return body
+
+    def fetcher(start: int, end: int) -> bytes:
+        data: bytes = sync(f.loop, fetch, start, end)
+        return data
+
+    return fetcher
