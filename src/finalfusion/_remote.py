@@ -21,15 +21,16 @@ reader. Credentials and endpoints are fsspec's own configuration
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from finalfusion.errors import MissingExtraError, import_extra
 
-__all__ = ["BLOCK_SIZE", "CACHE_BLOCKS", "RETRIES", "TIMEOUT", "RemoteFile", "is_url", "open_url"]
+__all__ = ["BLOCK_SIZE", "CACHE_BLOCKS", "RETRIES", "TIMEOUT", "RemoteFile", "is_url", "open_url", "reporting_fetches"]
 
 #: Bytes of one range request (fsspec's block): a read fetches the blocks it touches.
 BLOCK_SIZE: int = 1 << 20
@@ -75,6 +76,9 @@ class RemoteFile(io.RawIOBase):
             raise OSError(f"{url}: the server does not tell the file's size, which range requests need")
         self.size = size
         self._pos = 0
+        #: Bytes the range requests of this file brought so far (reported to :func:`reporting_fetches`' callable).
+        self.fetched = 0
+        self._report = _FETCH_REPORT.get()
         self._validators: dict[str, str] = {}
         self._instrument()
 
@@ -140,12 +144,21 @@ class RemoteFile(io.RawIOBase):
         self._instrument()
 
     def _instrument(self) -> None:
-        """Put the checks of each range request (:func:`_http_fetcher`) between fsspec's block cache and the network."""
+        """Put the checks (:func:`_http_fetcher`) and the count of each range request between fsspec's block cache and the network."""
         cache: Any = getattr(self._f, "cache", None)
         fetch = getattr(cache, "fetcher", None)
         if fetch is None:
             return
-        cache.fetcher = _http_fetcher(self._f, self.name, self.size, self._validators) or fetch
+        fetch = _http_fetcher(self._f, self.name, self.size, self._validators) or fetch
+
+        def counted(start: int, end: int) -> bytes:
+            data: bytes = fetch(start, end)
+            self.fetched += len(data)
+            if self._report is not None:
+                self._report("fetch", self.fetched, self.size)
+            return data
+
+        cache.fetcher = counted
 
     def close(self) -> None:
         if not self.closed:
@@ -224,6 +237,38 @@ def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | Non
 
 class ServerRefused(OSError):
     """A server's answer that contradicts the request or an earlier answer (another range, size or version): not retried."""
+
+
+#: The callable :class:`RemoteFile` reports its fetched bytes to (set by :func:`reporting_fetches`).
+_FETCH_REPORT: contextvars.ContextVar[Callable[[str, int, Any], None] | None] = contextvars.ContextVar("finalfusion_fetch_report", default=None)
+
+
+@contextlib.contextmanager
+def reporting_fetches(report: Callable[[str, int, Any], None] | None) -> Iterator[None]:
+    """Within the block, every remote file opened reports ``report("fetch", bytes fetched, file size)`` after each range request.
+
+    The command line draws its progress bars of long fetches with it
+    (:mod:`finalfusion.cli.progress`). Files opened before the block, or in
+    another thread or context, are not affected.
+
+    Parameters
+    ----------
+    report
+        ``report(stage, done, total)`` as for ``progress=`` arguments
+        (:mod:`finalfusion._progress`): ``"fetch"``, the bytes this file's
+        range requests brought so far, its size. ``None`` reports nothing.
+
+    Examples
+    --------
+    >>> seen = []
+    >>> with reporting_fetches(lambda stage, done, total: seen.append(done)):
+    ...     pass  # finalfusion.load("https://...") here: seen gets the bytes fetched so far after each request
+    """
+    token = _FETCH_REPORT.set(report)
+    try:
+        yield
+    finally:
+        _FETCH_REPORT.reset(token)
 
 
 _CONTENT_RANGE: Final = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
