@@ -2599,11 +2599,15 @@ def _load_model_dir(data: bytes) -> object:
         check_sentinels(root, entries, _meta(entries, "load"))
 
 
-def models_available() -> bool:
-    """Whether :func:`model_layouts` can write its directories: it trains tokenizers and writes safetensors with the real libraries."""
+def _importable(*packages: str) -> bool:
     import importlib.util
 
-    return all(importlib.util.find_spec(lib) is not None for lib in ("tokenizers", "safetensors"))
+    return all(importlib.util.find_spec(lib) is not None for lib in packages)
+
+
+def models_available() -> bool:
+    """Whether :func:`model_layouts` can write its directories: it trains tokenizers and writes safetensors with the real libraries."""
+    return _importable("tokenizers", "safetensors")
 
 
 if models_available():
@@ -2895,13 +2899,7 @@ def _load_remote_http(data: bytes) -> object:
     return remote
 
 
-def _remote_available() -> bool:
-    import importlib.util
-
-    return all(importlib.util.find_spec(lib) is not None for lib in ("fsspec", "aiohttp"))
-
-
-if _remote_available():
+if _importable("fsspec", "aiohttp"):
     READERS["remote-http"] = _load_remote_http
 else:
     UNAVAILABLE["remote-http"] = "needs fsspec and aiohttp (pip install 'finalfusion-py[remote]')"
