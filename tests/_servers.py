@@ -171,7 +171,8 @@ def hostile(data: bytes, mode: str) -> Iterator[str]:
 class _Lying(http.server.BaseHTTPRequestHandler):
     """Serves ``data`` (``later`` from the second range request on) with well-formed answers that a client must check:
     ``other-range`` (the asked number of bytes from 4 bytes further on, its Content-Range saying so), ``head-size`` (HEAD
-    gives the file 4 bytes fewer), ``changed`` (the file is ``later`` from the second range request on; with ``etag``, an
+    gives the file 4 bytes fewer), ``head-size-agreed`` (so does HEAD, and every range answer after the first, which
+    gives the true size), ``changed`` (the file is ``later`` from the second range request on; with ``etag``, an
     ``ETag`` per version). Any other mode (``honest``) answers honestly."""
 
     data = b""
@@ -190,7 +191,7 @@ class _Lying(http.server.BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         data, version = self._now()
         self.send_response(200)
-        self.send_header("Content-Length", str(len(data) - 4 if self.mode == "head-size" else len(data)))
+        self.send_header("Content-Length", str(len(data) - 4 if self.mode.startswith("head-size") else len(data)))
         self.send_header("Accept-Ranges", "bytes")
         if self.etag:
             self.send_header("ETag", f'"v{version}"')
@@ -202,10 +203,14 @@ class _Lying(http.server.BaseHTTPRequestHandler):
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
         start = int(m[1]) if m else 0
         stop = min(int(m[2]) + 1 if m and m[2] else len(data), len(data))
+        total = len(data)
         if self.mode == "other-range" and type(self).gets > 1:
             start, stop = min(start + 4, len(data) - (stop - start)), min(stop + 4, len(data))
+        if self.mode == "head-size-agreed" and type(self).gets > 1:
+            total = len(data) - 4
+            stop = min(stop, total)
         self.send_response(206)
-        self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
+        self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{total}")
         self.send_header("Content-Length", str(stop - start))
         if self.etag:
             self.send_header("ETag", f'"v{version}"')

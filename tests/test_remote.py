@@ -242,6 +242,18 @@ def test_an_answer_for_another_range_or_size_is_refused_not_read(small_blocks: N
         finalfusion.load_finalfusion(url)
 
 
+def test_a_server_that_contradicted_itself_is_not_asked_again(small_blocks: None) -> None:
+    # found by the fuzzer (fuzz/crashers/remote-http-crash-2261920d35db.bin): the first range answer gave the true size
+    # against the HEAD's and was refused, but the format sniffer took that OSError for "not seekable" and read again
+    # (_source.peek); the second answer agreed with the HEAD's lie, and a good file was read as truncated (a FormatError)
+    data, _ = _matrix_file()
+    with (
+        lying(data, "head-size-agreed") as url,
+        pytest.raises(OSError, match=rf"a file of {len(data) - 4} bytes, the server answered Content-Range 'bytes 0-4095/{len(data)}'"),
+    ):
+        finalfusion.load(url)
+
+
 @pytest.mark.parametrize("etag", [True, False])
 def test_a_file_that_changes_while_it_is_read_is_refused(small_blocks: None, etag: bool) -> None:
     data = _matrix_file()[0]

@@ -14,8 +14,9 @@ headers, not the file. Transient failures of a read are retried
 :class:`FileNotFoundError` at once. Over HTTP(S) each answer is checked
 against its request (:func:`_http_fetcher`): another range, another size or
 another version of the file is :class:`ServerRefused`, never bytes for a
-reader. Credentials and endpoints are fsspec's own configuration
-(environment variables, config files, ``fsspec.config``).
+reader, and every later read of that file is refused too. Credentials and
+endpoints are fsspec's own configuration (environment variables, config
+files, ``fsspec.config``).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class RemoteFile(io.RawIOBase):
         self.fetched = 0
         self._report = _FETCH_REPORT.get()
         self._validators: dict[str, str] = {}
+        self._refused: ServerRefused | None = None
         self._instrument()
 
     def readable(self) -> bool:
@@ -121,11 +123,16 @@ class RemoteFile(io.RawIOBase):
         return self.read(-1)
 
     def _read_at(self, pos: int, n: int) -> bytes:
+        if self._refused is not None:  # a server that contradicted itself once is not asked again (a caller may read on after an OSError)
+            raise ServerRefused(*self._refused.args)
         for attempt in range(RETRIES + 1):
             try:
                 self._f.seek(pos)
                 data = bytes(self._f.read(n))
-            except (FileNotFoundError, PermissionError, ServerRefused):
+            except ServerRefused as exc:
+                self._refused = exc
+                raise
+            except (FileNotFoundError, PermissionError):
                 raise
             except Exception as exc:  # the protocol library's own errors (aiohttp, botocore, ...): a transient failure
                 if attempt == RETRIES:
