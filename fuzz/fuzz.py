@@ -2633,7 +2633,7 @@ REMOTE_KINDS = (
     "wrong-content-range",  # 206 with the asked bytes, its Content-Range naming another range
     "other-range",  # 206 with the bytes of another range of the same length, named so by its Content-Range
     "wrong-total",  # 206 whose Content-Range gives the file another size
-    "stall",  # waits, then answers
+    "stall",  # waits, then answers (control byte 15 odd: trickles the body a byte at a time)
     "5xx",  # a server error (the read is retried)
     "redirect",  # 302 to another loopback path (a chain, or a loop)
     "change",  # the file changes from this request on (another size, or the same size and another validator)
@@ -2649,6 +2649,12 @@ REMOTE_MAX_REQUESTS = 48
 REMOTE_TIMEOUT = 0.5
 #: Longest stall (seconds); a stalled request is one of at most four.
 REMOTE_STALL_MAX = 0.9
+#: ``finalfusion._remote.MIN_RATE`` in the worker (loopback answers are far faster): a trickled answer fails within about 0.6 s.
+REMOTE_MIN_RATE = 1 << 20
+#: A trickled answer (a ``stall`` whose control byte 15 is odd) sends a byte every REMOTE_TRICKLE_GAP seconds (under the read
+#: timeout), for up to REMOTE_TRICKLE_SECONDS, then the rest: a client without a bound on a whole answer waits that long.
+REMOTE_TRICKLE_GAP = 0.1
+REMOTE_TRICKLE_SECONDS = 20.0
 
 
 def remote_input(control: bytes, data: bytes) -> bytes:
@@ -2765,7 +2771,8 @@ class _RemoteHandler(http.server.BaseHTTPRequestHandler):
         if (self.path != "/f" or (hit and kind == "redirect")) and self._redirect(c[12] % 14 + 1 if self.path == "/f" else 0):
             return
         data, v = self._file()
-        if hit and kind == "stall":
+        trickle = hit and kind == "stall" and c[15] % 2 == 1
+        if hit and kind == "stall" and not trickle:
             time.sleep((c[5] % 9 + 1) * REMOTE_STALL_MAX / 9)
         if hit and kind == "5xx":
             self.send_response(500 + c[14] % 5)
@@ -2814,6 +2821,11 @@ class _RemoteHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body) if length is None else length))
         self._validators(v)
         self.end_headers()
+        end = time.monotonic() + REMOTE_TRICKLE_SECONDS if trickle else 0.0
+        while body and time.monotonic() < end:  # a byte at a time
+            self.wfile.write(body[:1])
+            body = body[1:]
+            time.sleep(REMOTE_TRICKLE_GAP)
         self.wfile.write(body)
 
 
@@ -2876,12 +2888,12 @@ def _load_remote_http(data: bytes) -> object:
         except (FinalfusionError, OSError):
             local.append(None)
     block = max(REMOTE_BLOCK_SIZES[control[8] % len(REMOTE_BLOCK_SIZES)], -(-len(body) // REMOTE_MAX_REQUESTS))
-    saved = {name: getattr(_remote, name) for name in ("TIMEOUT", "BLOCK_SIZE", "CACHE_BLOCKS")}
+    saved = {name: getattr(_remote, name) for name in ("TIMEOUT", "MIN_RATE", "BLOCK_SIZE", "CACHE_BLOCKS")}
     _REMOTE_STATE.clear()
     _REMOTE_STATE.update(control=control, versions=versions, changed_at=control[11] % 8, gets=0, heads=0, head_redirected=False)
     url = f"http://127.0.0.1:{_remote_server()}/f"
     try:
-        _remote.TIMEOUT, _remote.BLOCK_SIZE, _remote.CACHE_BLOCKS = REMOTE_TIMEOUT, block, control[9] % 4 + 1
+        _remote.TIMEOUT, _remote.MIN_RATE, _remote.BLOCK_SIZE, _remote.CACHE_BLOCKS = REMOTE_TIMEOUT, REMOTE_MIN_RATE, block, control[9] % 4 + 1
         try:
             remote = load(url, **kwargs)
         except OSError:

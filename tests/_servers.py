@@ -173,13 +173,15 @@ class _Lying(http.server.BaseHTTPRequestHandler):
     ``other-range`` (the asked number of bytes from 4 bytes further on, its Content-Range saying so), ``head-size`` (HEAD
     gives the file 4 bytes fewer), ``head-size-agreed`` (so does HEAD, and every range answer after the first, which
     gives the true size), ``changed`` (the file is ``later`` from the second range request on; with ``etag``, an
-    ``ETag`` per version). Any other mode (``honest``) answers honestly."""
+    ``ETag`` per version), ``trickle`` (every body a byte every 50 ms, for up to ``trickle_seconds``, then the rest: each
+    wait is short of any read timeout). Any other mode (``honest``) answers honestly."""
 
     data = b""
     later = b""
     mode = "other-range"
     etag = False
     gets = 0
+    trickle_seconds = 20.0
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -215,7 +217,13 @@ class _Lying(http.server.BaseHTTPRequestHandler):
         if self.etag:
             self.send_header("ETag", f'"v{version}"')
         self.end_headers()
-        self.wfile.write(data[start:stop])
+        body = data[start:stop]
+        end = time.monotonic() + self.trickle_seconds if self.mode == "trickle" else 0.0
+        while body and time.monotonic() < end:
+            self.wfile.write(body[:1])
+            body = body[1:]
+            time.sleep(0.05)
+        self.wfile.write(body)
 
 
 @contextmanager

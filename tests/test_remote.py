@@ -254,6 +254,16 @@ def test_a_server_that_contradicted_itself_is_not_asked_again(small_blocks: None
         finalfusion.load(url)
 
 
+def test_a_server_that_trickles_fails_the_read(small_blocks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a byte every 50 ms never trips the read timeout (the wait between two reads): each range answer must also end
+    # within TIMEOUT + bytes / MIN_RATE; here 1 s + 4096 / 65536 s, tried three times, where the server would take 20 s
+    monkeypatch.setattr("finalfusion._remote.TIMEOUT", 1.0)
+    monkeypatch.setattr("finalfusion._remote.MIN_RATE", 64 << 10)
+    data = _matrix_file()[0]
+    with lying(data, "trickle") as url, pytest.raises(OSError, match=r"reading \d+ bytes at 0 failed 3 times"):
+        finalfusion.load_finalfusion(url)
+
+
 @pytest.mark.parametrize("etag", [True, False])
 def test_a_file_that_changes_while_it_is_read_is_refused(small_blocks: None, etag: bool) -> None:
     data = _matrix_file()[0]

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from finalfusion.errors import MissingExtraError, import_extra
 
-__all__ = ["BLOCK_SIZE", "CACHE_BLOCKS", "RETRIES", "TIMEOUT", "RemoteFile", "is_url", "open_url", "reporting_fetches"]
+__all__ = ["BLOCK_SIZE", "CACHE_BLOCKS", "MIN_RATE", "RETRIES", "TIMEOUT", "RemoteFile", "is_url", "open_url", "reporting_fetches"]
 
 #: Bytes of one range request (fsspec's block): a read fetches the blocks it touches.
 BLOCK_SIZE: int = 1 << 20
@@ -42,6 +42,9 @@ RETRIES: int = 2
 #: Seconds an HTTP(S) server may take to connect or between two reads of an answer (fsspec's http, through aiohttp).
 #: Read when a file is opened: the fuzzer's hostile server (fuzz/fuzz.py, ``remote-http``) sets it to half a second.
 TIMEOUT: float = 60.0
+#: Bytes per second an HTTP(S) range answer must average beyond :data:`TIMEOUT`: a request of ``n`` bytes that takes longer
+#: than ``TIMEOUT + n / MIN_RATE`` seconds in all (a server that trickles a byte at a time) is a failed read, retried.
+MIN_RATE: int = 16 << 10
 
 _URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
 
@@ -289,9 +292,10 @@ def _http_fetcher(f: Any, url: str, size: int, validators: dict[str, str]) -> Ca
     would give a reader the wrong bytes. Here the ``Content-Range`` must name the range asked for and the file's size,
     the body must hold exactly that many bytes, and the validators must stay those of the first answer; else
     :class:`ServerRefused`. A ``200`` (a server that ignores ranges) is taken for a range from the start only, reading
-    no more of its body than the range.
+    no more of its body than the range. Each request must end within ``TIMEOUT + bytes / MIN_RATE`` seconds.
     """
     try:
+        import aiohttp
         from fsspec.asyn import sync  # type: ignore[import-untyped,unused-ignore]
         from fsspec.implementations.http import HTTPFile  # type: ignore[import-untyped,unused-ignore]
     except ImportError:  # pragma: no cover - an http:// file needs both
@@ -304,6 +308,7 @@ def _http_fetcher(f: Any, url: str, size: int, validators: dict[str, str]) -> Ca
         kwargs = dict(f.kwargs)
         headers = dict(kwargs.pop("headers", None) or {})
         headers["Range"] = f"bytes={start}-{end - 1}"
+        kwargs["timeout"] = aiohttp.ClientTimeout(total=TIMEOUT + (end - start) / MIN_RATE, sock_connect=TIMEOUT, sock_read=TIMEOUT)
         async with f.session.get(f.fs.encode_url(f.url), headers=headers, **kwargs) as r:
             if r.status in (404, 410):
                 raise FileNotFoundError(errno.ENOENT, "the file is gone from the server", url)
