@@ -85,6 +85,8 @@ class RemoteFile(io.RawIOBase):
         self._report = _FETCH_REPORT.get()
         self._validators: dict[str, str] = {}
         self._refused: ServerRefused | None = None
+        #: Fetches bytes ``[start, end)`` with one range request, checked and counted: fsspec's block cache calls it per block.
+        self._fetch: Callable[[int, int], bytes] | None = None
         self._instrument()
 
     def readable(self) -> bool:
@@ -168,7 +170,7 @@ class RemoteFile(io.RawIOBase):
                 self._report("fetch", self.fetched, self.size)
             return data
 
-        cache.fetcher = counted
+        self._fetch = cache.fetcher = counted
 
     def close(self) -> None:
         if not self.closed:
