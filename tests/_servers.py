@@ -170,7 +170,7 @@ def hostile(data: bytes, mode: str) -> Iterator[str]:
 
 class _Lying(http.server.BaseHTTPRequestHandler):
     """Serves ``data`` (``later`` from the second range request on) with well-formed answers that a client must check:
-    ``other-range`` (the asked number of bytes from 4 bytes further on, its Content-Range saying so), ``head-size`` (HEAD
+    ``other-range`` (the asked number of bytes from 4 bytes further on, or back, its Content-Range saying so), ``head-size`` (HEAD
     gives the file 4 bytes fewer), ``head-size-agreed`` (so does HEAD, and every range answer after the first, which
     gives the true size), ``changed`` (the file is ``later`` from the second range request on; with ``etag``, an
     ``ETag`` per version), ``trickle`` (every body a byte every 50 ms, for up to ``trickle_seconds``, then the rest: each
@@ -207,7 +207,8 @@ class _Lying(http.server.BaseHTTPRequestHandler):
         stop = min(int(m[2]) + 1 if m and m[2] else len(data), len(data))
         total = len(data)
         if self.mode == "other-range" and type(self).gets > 1:
-            start, stop = min(start + 4, len(data) - (stop - start)), min(stop + 4, len(data))
+            shift = 4 if stop + 4 <= len(data) else -min(4, start)  # 4 bytes on, or back where the range ends the file
+            start, stop = start + shift, stop + shift
         if self.mode == "head-size-agreed" and type(self).gets > 1:
             total = len(data) - 4
             stop = min(stop, total)

@@ -231,7 +231,7 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     ("mode", "message"),
     [
         # fsspec took any 206 for the range it asked: the load gave vectors shifted by one float, without an error.
-        ("other-range", r"asked for bytes 4096-8191 of a file of {size} bytes, the server answered Content-Range 'bytes 4100-8195/{size}'"),
+        ("other-range", r"asked for bytes (\d+)-\d+ of a file of {size} bytes, the server answered Content-Range 'bytes (?!\1-)\d+-\d+/{size}'"),
         # fsspec believed the HEAD's Content-Length: a file 4 bytes short, read as truncated (a FormatError for a good file).
         ("head-size", r"asked for bytes 0-4095 of a file of {short} bytes, the server answered Content-Range 'bytes 0-4095/{size}'"),
     ],
