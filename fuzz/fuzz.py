@@ -2686,6 +2686,23 @@ def remote_versions(control: bytes, data: bytes) -> list[bytes]:
     return [data, data[:-cut] if rng.random() < 0.5 and len(data) > cut else data + rng.randbytes(cut)]
 
 
+def remote_head_size(control: bytes, data: bytes) -> int:
+    """The size a ``wrong-length`` HEAD answer gives the file: off by the signed control byte 4 (at least 1)."""
+    return max(0, len(data) + (struct.unpack("b", control[4:5])[0] or 1))
+
+
+def remote_consistent_lie(control: bytes, versions: list[bytes]) -> bytes | None:
+    """The file cut where a ``wrong-length`` HEAD says it ends, when every range answer the client got agreed with that
+    size (``wrong-total`` answers off by the same count): what the client saw is that shorter file, and nothing told it
+    otherwise. ``None`` when the HEAD was honest or gave more bytes, or an answer gave another size (then it must refuse)."""
+    if REMOTE_HEAD_KINDS[control[3] % len(REMOTE_HEAD_KINDS)] != "wrong-length":
+        return None
+    claimed = remote_head_size(control, versions[0])
+    if claimed >= len(versions[0]) or not _REMOTE_STATE.get("totals", set()) <= {claimed}:
+        return None
+    return versions[0][:claimed]
+
+
 class _RemoteServer(http.server.ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that hung up on a misbehaving answer (BrokenPipeError): expected, and not the worker's output
@@ -2751,7 +2768,7 @@ class _RemoteHandler(http.server.BaseHTTPRequestHandler):
             return
         self.send_response(200)
         if kind == "wrong-length":
-            self.send_header("Content-Length", str(max(0, len(data) + (struct.unpack("b", c[4:5])[0] or 1))))
+            self.send_header("Content-Length", str(remote_head_size(c, data)))
         elif kind != "no-length":
             self.send_header("Content-Length", str(len(data)))
         self.send_header("Accept-Ranges", "none" if kind == "no-ranges" else "bytes")
@@ -2781,6 +2798,7 @@ class _RemoteHandler(http.server.BaseHTTPRequestHandler):
             return
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
         if m is None or (hit and kind == "ignore-range"):
+            state["totals"].add(len(data))
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
             self._validators(v)
@@ -2789,6 +2807,7 @@ class _RemoteHandler(http.server.BaseHTTPRequestHandler):
             return
         start = int(m[1])
         if start >= len(data):
+            state["totals"].add(len(data))
             self.send_response(416)
             self.send_header("Content-Range", f"bytes */{len(data)}")
             self.send_header("Content-Length", "0")
@@ -2815,6 +2834,7 @@ class _RemoteHandler(http.server.BaseHTTPRequestHandler):
             body, named = data[s : s + len(body)], (s, s + len(body))
         elif hit and kind == "wrong-total":
             total = max(stop, len(data) + delta)
+        state["totals"].add(total)
         self.send_response(206)
         self.send_header("Content-Range", f"bytes {named[0]}-{named[1] - 1}/{total}")
         if not (hit and kind == "no-length"):
@@ -2829,7 +2849,8 @@ class _RemoteHandler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-#: The input being served: its control bytes, the file's versions, when it changes, and the requests seen so far.
+#: The input being served: its control bytes, the file's versions, when it changes, the requests seen so far and the file
+#: sizes its range answers gave.
 _REMOTE_STATE: dict[str, Any] = {}
 _REMOTE_SERVER: list[Any] = []
 
@@ -2870,6 +2891,16 @@ def _canonical(emb: Any) -> bytes:
     return out.getvalue()
 
 
+def _local_load(load: Callable[..., Any], data: bytes, kwargs: dict[str, Any]) -> bytes | None:
+    """:func:`_canonical` of the local load of ``data``, or ``None`` when it fails."""
+    from finalfusion import FinalfusionError
+
+    try:
+        return _canonical(load(data, **kwargs))
+    except (FinalfusionError, OSError):
+        return None
+
+
 def _load_remote_http(data: bytes) -> object:
     """Load the input's file from the hostile server (see :data:`REMOTE_KINDS`) and compare with the local load of what it served.
 
@@ -2881,16 +2912,11 @@ def _load_remote_http(data: bytes) -> object:
     control, body = remote_parts(data)
     versions = remote_versions(control, body)
     load, kwargs = _remote_loader(control, body)
-    local: list[bytes | None] = []
-    for v in versions:
-        try:
-            local.append(_canonical(load(v, **kwargs)))
-        except (FinalfusionError, OSError):
-            local.append(None)
+    local = [_local_load(load, v, kwargs) for v in versions]
     block = max(REMOTE_BLOCK_SIZES[control[8] % len(REMOTE_BLOCK_SIZES)], -(-len(body) // REMOTE_MAX_REQUESTS))
     saved = {name: getattr(_remote, name) for name in ("TIMEOUT", "MIN_RATE", "BLOCK_SIZE", "CACHE_BLOCKS")}
     _REMOTE_STATE.clear()
-    _REMOTE_STATE.update(control=control, versions=versions, changed_at=control[11] % 8, gets=0, heads=0, head_redirected=False)
+    _REMOTE_STATE.update(control=control, versions=versions, changed_at=control[11] % 8, gets=0, heads=0, head_redirected=False, totals=set())
     url = f"http://127.0.0.1:{_remote_server()}/f"
     try:
         _remote.TIMEOUT, _remote.MIN_RATE, _remote.BLOCK_SIZE, _remote.CACHE_BLOCKS = REMOTE_TIMEOUT, REMOTE_MIN_RATE, block, control[9] % 4 + 1
@@ -2899,15 +2925,17 @@ def _load_remote_http(data: bytes) -> object:
         except OSError:
             raise  # the transport failed, and said so
         except FinalfusionError as exc:
-            if len(versions) > 1 or None in local:
+            lie = remote_consistent_lie(control, versions)
+            if len(local) > 1 or None in local or (lie is not None and _local_load(load, lie, kwargs) is None):
                 raise
             raise Violation("remote-format-error", f"the served file loads locally, the URL gave {type(exc).__name__}: {exc}") from exc
     finally:
         for name, value in saved.items():
             setattr(_remote, name, value)
     got = _canonical(remote)
-    if got not in local:
-        raise Violation("remote-wrong-vectors", f"the URL loaded embeddings that no served version gives locally ({len(versions)} version(s))")
+    lie = remote_consistent_lie(control, versions)
+    if got not in local and (lie is None or got != _local_load(load, lie, kwargs)):
+        raise Violation("remote-wrong-vectors", f"the URL loaded embeddings that no served version gives locally ({len(local)} version(s))")
     return remote
 
 
