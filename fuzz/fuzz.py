@@ -49,6 +49,7 @@ import contextlib
 import functools
 import gzip
 import hashlib
+import http.server
 import io
 import json
 import os
@@ -171,20 +172,25 @@ def _register_compat() -> None:
 _register_compat()
 
 
+def _safetensors_rows(f: Any) -> int:
+    """Rows of the file's embedding table (capped at 2^16; 1 when the header does not read): the length of the token list to load it with."""
+    from finalfusion import FinalfusionError
+    from finalfusion.compat.safetensors import read_safetensors_header
+
+    try:
+        header = read_safetensors_header(f)
+    except (FinalfusionError, OSError):
+        return 1  # the load raises the same error (and the contract is checked on it)
+    table = header.tensors.get("model.embed_tokens.weight") or header.tensors.get("embeddings")
+    return max(1, min(table.shape[0], 1 << 16)) if table is not None and len(table.shape) == 2 else 1
+
+
 def _load_safetensors(path: str) -> object:
     # A token list as long as the table (capped), so that every row is decoded; a header error surfaces from the load itself.
-    from finalfusion import FinalfusionError
-    from finalfusion.compat.safetensors import load_safetensors, read_safetensors_header
+    from finalfusion.compat.safetensors import load_safetensors
 
-    rows = 1
-    try:
-        with open(path, "rb") as f:
-            header = read_safetensors_header(f)
-        table = header.tensors.get("model.embed_tokens.weight") or header.tensors.get("embeddings")
-        if table is not None and len(table.shape) == 2:
-            rows = max(1, min(table.shape[0], 1 << 16))
-    except (FinalfusionError, OSError):
-        pass  # the load below raises the same error (and the contract is checked on it)
+    with open(path, "rb") as f:
+        rows = _safetensors_rows(f)
     return load_safetensors(path, tokenizer=[f"t{i}" for i in range(rows)])
 
 
@@ -359,6 +365,7 @@ SEEDS: dict[str, list[str]] = {
     "tokenizer-json": ["models/*tokenizer.json"],
     "tekken": ["models/tekken_*.json"],
     "gensim-pickle": ["models/gensim_*.kv"],
+    "remote-http": ["seeds/remote-*.http"],
 }
 SEEDS["finalfusion-mmap"] = SEEDS["finalfusion-file-mmap"] = SEEDS["finalfusion"]
 SEEDS["load"] = [g for r in ("word2vec", "text", "text_dims", "fasttext", "floret", "finalfusion", "gguf") for g in SEEDS[r]]
@@ -392,6 +399,9 @@ def seed_inputs(reader: str, shared: Path = SHARED) -> list[bytes]:
     if reader in BUNDLE_READERS:
         return [GENERATORS[BUNDLE_READERS[reader]][1](random.Random(i), reader) for i in range(BUNDLE_SEEDS)]
     data = [p.read_bytes() for p in seed_files(reader, shared)]
+    if reader == "remote-http":  # the other readers' files served honestly, the hand-made hostile servers, the generator's first inputs
+        data += [p.read_bytes() for r in ("finalfusion", "gguf", "safetensors") for p in seed_files(r, shared)]
+        data += [remote_http_structured(random.Random(i), reader) for i in range(BUNDLE_SEEDS)]
     if reader == "load":  # every compat reader decompresses gzip transparently (shared code): one compressed seed per format
         data += [gzip.compress(seed_inputs(r, shared)[0][: 1 << 16], 1) for r in COMPAT_READERS if r != "load" and seed_files(r, shared)]
     if reader.startswith("finalfusion"):
@@ -2589,17 +2599,365 @@ def _load_model_dir(data: bytes) -> object:
         check_sentinels(root, entries, _meta(entries, "load"))
 
 
-def models_available() -> bool:
-    """Whether :func:`model_layouts` can write its directories: it trains tokenizers and writes safetensors with the real libraries."""
+def _importable(*packages: str) -> bool:
     import importlib.util
 
-    return all(importlib.util.find_spec(lib) is not None for lib in ("tokenizers", "safetensors"))
+    return all(importlib.util.find_spec(lib) is not None for lib in packages)
+
+
+def models_available() -> bool:
+    """Whether :func:`model_layouts` can write its directories: it trains tokenizers and writes safetensors with the real libraries."""
+    return _importable("tokenizers", "safetensors")
 
 
 if models_available():
     READERS["model-dir"] = _load_model_dir
 else:
     UNAVAILABLE["model-dir"] = "its generator writes the model directories with tokenizers and safetensors (pip install 'finalfusion-py[interop]')"
+
+
+# -- remote files: a file served over HTTP by a hostile server ------------------------------------------------
+
+#: Start of a ``remote-http`` input: then :data:`REMOTE_CONTROL` bytes that say how the server behaves, then the file's bytes.
+#: An input without it is the file itself, served honestly.
+REMOTE_MAGIC = b"FFHTTP1\n"
+REMOTE_CONTROL = 16
+#: What the server does to the requests it misbehaves on (control byte 0).
+REMOTE_KINDS = (
+    "honest",
+    "ignore-range",  # 200 with the whole body
+    "short",  # 206 with a shorter body and a Content-Length that says so
+    "short-close",  # 206 whose Content-Length is the range's, the body cut and the connection closed
+    "long",  # 206 with more bytes than asked, and a Content-Length that says so
+    "long-hidden",  # 206 with more bytes than its Content-Length (the rest trails on the connection)
+    "wrong-content-range",  # 206 with the asked bytes, its Content-Range naming another range
+    "other-range",  # 206 with the bytes of another range of the same length, named so by its Content-Range
+    "wrong-total",  # 206 whose Content-Range gives the file another size
+    "stall",  # waits, then answers (control byte 15 odd: trickles the body a byte at a time)
+    "5xx",  # a server error (the read is retried)
+    "redirect",  # 302 to another loopback path (a chain, or a loop)
+    "change",  # the file changes from this request on (another size, or the same size and another validator)
+    "no-length",  # 206 without Content-Length: the body ends when the connection closes
+)
+#: What the server answers to the HEAD request that tells fsspec the file's size (control byte 3, most of the time honest).
+REMOTE_HEAD_KINDS = ("honest",) * 8 + ("wrong-length", "no-length", "5xx", "redirect", "no-ranges")
+#: Block sizes the remote reader is opened with (control byte 8): several range requests even for the small seeds.
+REMOTE_BLOCK_SIZES = (64, 256, 1024, 4096, 1 << 16)
+#: At most this many range requests per input: the block size grows for bigger files.
+REMOTE_MAX_REQUESTS = 48
+#: ``finalfusion._remote.TIMEOUT`` in the worker: a stall longer than this is a read that failed.
+REMOTE_TIMEOUT = 0.5
+#: Longest stall (seconds); a stalled request is one of at most four.
+REMOTE_STALL_MAX = 0.9
+#: ``finalfusion._remote.MIN_RATE`` in the worker (loopback answers are far faster): a trickled answer fails within about 0.6 s.
+REMOTE_MIN_RATE = 1 << 20
+#: A trickled answer (a ``stall`` whose control byte 15 is odd) sends a byte every REMOTE_TRICKLE_GAP seconds (under the read
+#: timeout), for up to REMOTE_TRICKLE_SECONDS, then the rest: a client without a bound on a whole answer waits that long.
+REMOTE_TRICKLE_GAP = 0.1
+REMOTE_TRICKLE_SECONDS = 20.0
+
+
+def remote_input(control: bytes, data: bytes) -> bytes:
+    """A ``remote-http`` input: ``data`` served as ``control`` says (see :data:`REMOTE_KINDS`)."""
+    return REMOTE_MAGIC + control[:REMOTE_CONTROL].ljust(REMOTE_CONTROL, b"\0") + data
+
+
+def remote_parts(data: bytes) -> tuple[bytes, bytes]:
+    """The control bytes and the file of a ``remote-http`` input (honest control for an input without :data:`REMOTE_MAGIC`)."""
+    if data.startswith(REMOTE_MAGIC):
+        rest = data[len(REMOTE_MAGIC) :]
+        return rest[:REMOTE_CONTROL].ljust(REMOTE_CONTROL, b"\0"), rest[REMOTE_CONTROL:]
+    return bytes(REMOTE_CONTROL), data
+
+
+def remote_versions(control: bytes, data: bytes) -> list[bytes]:
+    """The file the server serves, and for the ``change`` kind the file it serves later: another size, unless the
+    server sends a validator (ETag or Last-Modified) that changes with it (control byte 6), which a client can check."""
+    if REMOTE_KINDS[control[0] % len(REMOTE_KINDS)] != "change":
+        return [data]
+    rng = random.Random(control[7])
+    if control[6] % 4 >= 2 and data:  # validators per version: the same size, other bytes
+        changed = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(changed))
+            changed[i] ^= 1 << rng.randrange(8)
+        return [data, bytes(changed)]
+    cut = rng.randint(1, 64)
+    return [data, data[:-cut] if rng.random() < 0.5 and len(data) > cut else data + rng.randbytes(cut)]
+
+
+def remote_head_size(control: bytes, data: bytes) -> int:
+    """The size a ``wrong-length`` HEAD answer gives the file: off by the signed control byte 4 (at least 1)."""
+    return max(0, len(data) + (struct.unpack("b", control[4:5])[0] or 1))
+
+
+def remote_consistent_lie(control: bytes, versions: list[bytes]) -> bytes | None:
+    """The file cut where a ``wrong-length`` HEAD says it ends, when every range answer the client got agreed with that
+    size (``wrong-total`` answers off by the same count): what the client saw is that shorter file, and nothing told it
+    otherwise. ``None`` when the HEAD was honest or gave more bytes, or an answer gave another size (then it must refuse)."""
+    if REMOTE_HEAD_KINDS[control[3] % len(REMOTE_HEAD_KINDS)] != "wrong-length":
+        return None
+    claimed = remote_head_size(control, versions[0])
+    if claimed >= len(versions[0]) or not _REMOTE_STATE.get("totals", set()) <= {claimed}:
+        return None
+    return versions[0][:claimed]
+
+
+class _RemoteServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hung up on a misbehaving answer (BrokenPipeError): expected, and not the worker's output
+
+
+class _RemoteHandler(http.server.BaseHTTPRequestHandler):
+    """Serves :data:`_REMOTE_STATE`'s file at ``/f`` (and through redirects ``/r/<n>/f``, ``/loop``) as its control bytes say."""
+
+    protocol_version = "HTTP/1.0"  # one request per connection: a misbehaving answer never poisons the next
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _file(self) -> tuple[bytes, int]:
+        """The version served now and its number (the ``change`` kind switches after its request)."""
+        state = _REMOTE_STATE
+        versions, changed_at = state["versions"], state["changed_at"]
+        v = 1 if len(versions) > 1 and state["gets"] > changed_at else 0
+        return versions[v], v
+
+    def _validators(self, version: int) -> None:
+        mode = _REMOTE_STATE["control"][6] % 4
+        if mode == 1:
+            self.send_header("ETag", '"fixed"')
+        elif mode == 2:
+            self.send_header("ETag", f'"v{version}"')
+        elif mode == 3:
+            self.send_header("Last-Modified", ("Mon, 02 Jan 2006 15:04:05 GMT", "Tue, 03 Jan 2006 15:04:05 GMT")[version])
+
+    def _redirect(self, depth: int) -> bool:
+        """Answer a redirect for ``/r/<n>/f`` (to ``/r/<n-1>/f``, at 0 to ``/f``) and ``/loop``; False for ``/f``."""
+        m = re.fullmatch(r"/r/(\d+)/f", self.path)
+        if self.path == "/loop":
+            target = "/loop"
+        elif m:
+            n = int(m[1])
+            target = f"/r/{n - 1}/f" if n > 0 else "/f"
+        elif depth:
+            target = "/loop" if depth >= 13 else f"/r/{depth - 1}/f"
+        else:
+            return False
+        self.send_response(302)
+        self.send_header("Location", target)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+        return True
+
+    def do_HEAD(self) -> None:
+        c = _REMOTE_STATE["control"]
+        kind = REMOTE_HEAD_KINDS[c[3] % len(REMOTE_HEAD_KINDS)]
+        data, v = self._file()
+        if self.path != "/f" and self._redirect(0):
+            return
+        if kind == "redirect" and self.path == "/f" and not _REMOTE_STATE["head_redirected"]:
+            _REMOTE_STATE["head_redirected"] = True
+            self._redirect(c[12] % 14 + 1)
+            return
+        if kind == "5xx" and _REMOTE_STATE["heads"] < 1 + c[13] % 3:
+            _REMOTE_STATE["heads"] += 1
+            self.send_response(500 + c[14] % 5)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        if kind == "wrong-length":
+            self.send_header("Content-Length", str(remote_head_size(c, data)))
+        elif kind != "no-length":
+            self.send_header("Content-Length", str(len(data)))
+        self.send_header("Accept-Ranges", "none" if kind == "no-ranges" else "bytes")
+        self._validators(v)
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        state = _REMOTE_STATE
+        c = state["control"]
+        i = state["gets"]
+        state["gets"] += 1
+        kind = REMOTE_KINDS[c[0] % len(REMOTE_KINDS)]
+        first, count = c[1] % 8, (c[2] % 4 + 1 if c[2] < 0xF0 else 1 << 30)
+        if kind in ("stall", "5xx"):
+            count = min(count, 4)
+        hit = first <= i < first + count
+        if (self.path != "/f" or (hit and kind == "redirect")) and self._redirect(c[12] % 14 + 1 if self.path == "/f" else 0):
+            return
+        data, v = self._file()
+        trickle = hit and kind == "stall" and c[15] % 2 == 1
+        if hit and kind == "stall" and not trickle:
+            time.sleep((c[5] % 9 + 1) * REMOTE_STALL_MAX / 9)
+        if hit and kind == "5xx":
+            self.send_response(500 + c[14] % 5)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        if m is None or (hit and kind == "ignore-range"):
+            state["totals"].add(len(data))
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self._validators(v)
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        start = int(m[1])
+        if start >= len(data):
+            state["totals"].add(len(data))
+            self.send_response(416)
+            self.send_header("Content-Range", f"bytes */{len(data)}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        stop = min(int(m[2]) + 1 if m[2] else len(data), len(data))
+        delta = struct.unpack("b", c[4:5])[0] or 1
+        body, named, total, length = data[start:stop], (start, stop), len(data), None
+        if hit and kind == "short":
+            body = body[: len(body) // 2]
+            named = (start, start + len(body))
+        elif hit and kind == "short-close":
+            length = len(body)
+            body = body[: len(body) // 2]
+        elif hit and kind == "long":
+            body += data[stop : stop + abs(delta)] or b"\0" * abs(delta)
+        elif hit and kind == "long-hidden":
+            length = len(body)
+            body += b"\0" * abs(delta)
+        elif hit and kind == "wrong-content-range":
+            named = (max(0, start + delta), max(0, start + delta) + len(body))
+        elif hit and kind == "other-range":
+            s = min(max(0, start + delta), len(data) - len(body))
+            body, named = data[s : s + len(body)], (s, s + len(body))
+        elif hit and kind == "wrong-total":
+            total = max(stop, len(data) + delta)
+        state["totals"].add(total)
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {named[0]}-{named[1] - 1}/{total}")
+        if not (hit and kind == "no-length"):
+            self.send_header("Content-Length", str(len(body) if length is None else length))
+        self._validators(v)
+        self.end_headers()
+        end = time.monotonic() + REMOTE_TRICKLE_SECONDS if trickle else 0.0
+        while body and time.monotonic() < end:  # a byte at a time
+            self.wfile.write(body[:1])
+            body = body[1:]
+            time.sleep(REMOTE_TRICKLE_GAP)
+        self.wfile.write(body)
+
+
+#: The input being served: its control bytes, the file's versions, when it changes, the requests seen so far and the file
+#: sizes its range answers gave.
+_REMOTE_STATE: dict[str, Any] = {}
+_REMOTE_SERVER: list[Any] = []
+
+
+def _remote_server() -> int:
+    """The port of this process's hostile server (started once, on the loopback interface)."""
+    if not _REMOTE_SERVER:
+        server = _RemoteServer(("127.0.0.1", 0), _RemoteHandler)
+        server.daemon_threads = True  # a stalled answer never keeps the worker alive
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        _REMOTE_SERVER.append(server)
+    return int(_REMOTE_SERVER[0].server_address[1])
+
+
+def _remote_loader(control: bytes, data: bytes) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The loader and its keyword arguments for the served file: ``finalfusion.load`` or the format's own loader (control byte 10)."""
+    import finalfusion
+
+    pick = control[10] % 4
+    if data.startswith(b"FiFu"):
+        if pick == 0:
+            return finalfusion.load, {}
+        return finalfusion.load_finalfusion, {"mmap": pick == 1}
+    if data.startswith((b"GGUF", b"FUGG")):
+        return (finalfusion.load if pick < 2 else finalfusion.load_gguf), {}
+    from finalfusion.compat.safetensors import load_safetensors
+
+    return load_safetensors, {"tokenizer": [f"t{i}" for i in range(_safetensors_rows(io.BytesIO(data)))]}
+
+
+def _canonical(emb: Any) -> bytes:
+    """What a load gave, as bytes to compare: the finalfusion file of its vocabulary, rows and norms (the metadata names the
+    file it came from, ``<bytes>`` or the URL's name, and is left out)."""
+    from finalfusion import Embeddings
+
+    out = io.BytesIO()
+    Embeddings(emb.storage, emb.vocab, norms=emb.norms).write(out)
+    return out.getvalue()
+
+
+def _local_load(load: Callable[..., Any], data: bytes, kwargs: dict[str, Any]) -> bytes | None:
+    """:func:`_canonical` of the local load of ``data``, or ``None`` when it fails."""
+    from finalfusion import FinalfusionError
+
+    try:
+        return _canonical(load(data, **kwargs))
+    except (FinalfusionError, OSError):
+        return None
+
+
+def _load_remote_http(data: bytes) -> object:
+    """Load the input's file from the hostile server (see :data:`REMOTE_KINDS`) and compare with the local load of what it served.
+
+    The result must be what a local load of a served version gives (the same file bytes when written), or an ``OSError``;
+    a ``FormatError`` only when a served version fails locally too (or the file changed, so a mix of versions was read).
+    """
+    from finalfusion import FinalfusionError, _remote
+
+    control, body = remote_parts(data)
+    versions = remote_versions(control, body)
+    load, kwargs = _remote_loader(control, body)
+    local = [_local_load(load, v, kwargs) for v in versions]
+    block = max(REMOTE_BLOCK_SIZES[control[8] % len(REMOTE_BLOCK_SIZES)], -(-len(body) // REMOTE_MAX_REQUESTS))
+    saved = {name: getattr(_remote, name) for name in ("TIMEOUT", "MIN_RATE", "BLOCK_SIZE", "CACHE_BLOCKS")}
+    _REMOTE_STATE.clear()
+    _REMOTE_STATE.update(control=control, versions=versions, changed_at=control[11] % 8, gets=0, heads=0, head_redirected=False, totals=set())
+    url = f"http://127.0.0.1:{_remote_server()}/f"
+    try:
+        _remote.TIMEOUT, _remote.MIN_RATE, _remote.BLOCK_SIZE, _remote.CACHE_BLOCKS = REMOTE_TIMEOUT, REMOTE_MIN_RATE, block, control[9] % 4 + 1
+        try:
+            remote = load(url, **kwargs)
+        except OSError:
+            raise  # the transport failed, and said so
+        except FinalfusionError as exc:
+            lie = remote_consistent_lie(control, versions)
+            if len(local) > 1 or None in local or (lie is not None and _local_load(load, lie, kwargs) is None):
+                raise
+            raise Violation("remote-format-error", f"the served file loads locally, the URL gave {type(exc).__name__}: {exc}") from exc
+    finally:
+        for name, value in saved.items():
+            setattr(_remote, name, value)
+    got = _canonical(remote)
+    lie = remote_consistent_lie(control, versions)
+    if got not in local and (lie is None or got != _local_load(load, lie, kwargs)):
+        raise Violation("remote-wrong-vectors", f"the URL loaded embeddings that no served version gives locally ({len(local)} version(s))")
+    return remote
+
+
+if _importable("fsspec", "aiohttp"):
+    READERS["remote-http"] = _load_remote_http
+else:
+    UNAVAILABLE["remote-http"] = "needs fsspec and aiohttp (pip install 'finalfusion-py[remote]')"
+
+
+def remote_http_structured(rng: random.Random, reader: str = "remote-http") -> bytes:
+    """A seed file (``.fifu``, GGUF, safetensors; mutated one time in five) behind a server whose behaviour is drawn: one
+    misbehaviour of :data:`REMOTE_KINDS` on some of the range requests, the HEAD request mostly honest."""
+    files = [p for r in ("finalfusion", "gguf", "safetensors") for p in seed_files(r)]
+    data = rng.choice(files).read_bytes()
+    if rng.random() < 0.2:
+        data = mutate(data, rng, [])
+    control = bytearray(rng.randbytes(REMOTE_CONTROL))
+    if rng.random() < 0.5:
+        control[3] = 0  # an honest HEAD: the misbehaviour is in the range answers
+    if rng.random() < 0.2:
+        control[0] = 0  # an honest server
+    return remote_input(bytes(control), data)
 
 
 # -- the command line: inputs and outputs ---------------------------------------------------------
@@ -2896,6 +3254,7 @@ GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[random.Random, str], byte
     "ann_index_structured": (("ann-index",), ann_index_structured),
     "model_dir_structured": (("model-dir",), model_dir_structured),
     "cli_structured": (("cli",), cli_structured),
+    "remote_http_structured": (("remote-http",), remote_http_structured),
 }
 for _name, (_readers, _) in list(GENERATORS.items()):  # the generators of readers left out (UNAVAILABLE) need the same packages
     if set(_readers) <= set(UNAVAILABLE):
@@ -2905,6 +3264,8 @@ GENERATED_RATE = 0.05
 #: The same for the readers of bundles (:data:`BUNDLE_READERS`): their generator draws the hostile directory entries and command
 #: lines; a mutation of a bundle mostly changes one file's bytes.
 BUNDLE_GENERATED_RATE = 0.5
+#: Readers whose generator draws what matters most (the hostile server's behaviour): half of their inputs are generated too.
+HALF_GENERATED = ("remote-http",)
 
 
 def generators_for(reader: str) -> list[str]:
@@ -3315,7 +3676,7 @@ def campaign(
             corpus = corpora[reader]
             # Endless streams and generated inputs are not cut to max_size: they are built to pass the readers' caps.
             gens = generators_for(reader)
-            rate = BUNDLE_GENERATED_RATE if reader in BUNDLE_READERS else GENERATED_RATE
+            rate = BUNDLE_GENERATED_RATE if reader in BUNDLE_READERS or reader in HALF_GENERATED else GENERATED_RATE
             gen = rng.choice(gens) if gens and rng.random() < rate else None
             if gen is not None:
                 data = GENERATORS[gen][1](rng, reader)

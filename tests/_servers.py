@@ -251,6 +251,8 @@ def moto_s3() -> Iterator[S3]:
         yield S3(f"http://{host}:{port}", counted)
     finally:
         server.stop()
+
+
 # -- for tests/test_remote_fifu.py: nginx or a skip, and a server whose answers change when a test says so ---------------
 
 
@@ -347,5 +349,80 @@ def later(first: bytes, then: bytes | str, etag: bool = True, if_match: bool = T
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
             yield Later(f"http://127.0.0.1:{server.server_address[1]}/file.fifu", state)
+        finally:
+            server.shutdown()
+
+
+# -- a server that answers ranges consistently but lies (fuzz/fuzz.py's remote-http reader found these) -----------------
+
+
+class _Lying(http.server.BaseHTTPRequestHandler):
+    """Serves ``data`` (``later`` from the second range request on) with well-formed answers that a client must check:
+    ``other-range`` (the asked number of bytes from 4 bytes further on, or back, its Content-Range saying so), ``head-size`` (HEAD
+    gives the file 4 bytes fewer), ``head-size-agreed`` (so does HEAD, and every range answer after the first, which
+    gives the true size), ``changed`` (the file is ``later`` from the second range request on; with ``etag``, an
+    ``ETag`` per version), ``trickle`` (every body a byte every 50 ms, for up to ``trickle_seconds``, then the rest: each
+    wait is short of any read timeout). Any other mode (``honest``) answers honestly."""
+
+    data = b""
+    later = b""
+    mode = "other-range"
+    etag = False
+    gets = 0
+    trickle_seconds = 20.0
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _now(self) -> tuple[bytes, int]:
+        changed = self.mode == "changed" and type(self).gets > 1
+        return (self.later, 1) if changed else (self.data, 0)
+
+    def do_HEAD(self) -> None:
+        data, version = self._now()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data) - 4 if self.mode.startswith("head-size") else len(data)))
+        self.send_header("Accept-Ranges", "bytes")
+        if self.etag:
+            self.send_header("ETag", f'"v{version}"')
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        type(self).gets += 1
+        data, version = self._now()
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        start = int(m[1]) if m else 0
+        stop = min(int(m[2]) + 1 if m and m[2] else len(data), len(data))
+        total = len(data)
+        if self.mode == "other-range" and type(self).gets > 1:
+            shift = 4 if stop + 4 <= len(data) else -min(4, start)  # 4 bytes on, or back where the range ends the file
+            start, stop = start + shift, stop + shift
+        if self.mode == "head-size-agreed" and type(self).gets > 1:
+            total = len(data) - 4
+            stop = min(stop, total)
+        self.send_response(206)
+        self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{total}")
+        self.send_header("Content-Length", str(stop - start))
+        if self.etag:
+            self.send_header("ETag", f'"v{version}"')
+        self.end_headers()
+        body = data[start:stop]
+        end = time.monotonic() + self.trickle_seconds if self.mode == "trickle" else 0.0
+        while body and time.monotonic() < end:
+            self.wfile.write(body[:1])
+            body = body[1:]
+            time.sleep(0.05)
+        self.wfile.write(body)
+
+
+@contextmanager
+def lying(data: bytes, mode: str, later: bytes = b"", etag: bool = False) -> Iterator[str]:
+    """A server of one file (``data``) whose answers are well formed but lie as ``mode`` says (see :class:`_Lying`); its URL."""
+    handler = type("Handler", (_Lying,), {"data": data, "mode": mode, "later": later, "etag": etag, "gets": 0})
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}/file.bin"
         finally:
             server.shutdown()

@@ -275,3 +275,61 @@ def test_answers_of_a_max_dims_file_are_allowed_for() -> None:
     answer = load_finalfusion(data).embedding_batch(["fuzzing", "", "üüü"] * 6)[0]  # exercise()'s batch of unknown words
     assert answer.nbytes == 18 * 4 * limits.MAX_DIMS > 64 * 2**20
     assert fuzz.rss_allowance(len(data), 1000) >= 2 * answer.nbytes
+
+
+# --- remote files through a hostile server (reader remote-http) ---------------------------------------------------
+
+needs_remote = pytest.mark.skipif("remote-http" in fuzz.UNAVAILABLE, reason=f"fuzz reader remote-http: {fuzz.UNAVAILABLE.get('remote-http')}")
+
+
+@needs_remote
+def test_every_server_behaviour_has_a_seed() -> None:
+    # one hand-made seed per misbehaviour of the range answers and of the HEAD request (fuzz/seeds/remote-*.http)
+    kinds = {fuzz.REMOTE_KINDS[fuzz.remote_parts(p.read_bytes())[0][0] % len(fuzz.REMOTE_KINDS)] for p in fuzz.seed_files("remote-http")}
+    assert kinds == set(fuzz.REMOTE_KINDS)
+    heads = {fuzz.REMOTE_HEAD_KINDS[fuzz.remote_parts(p.read_bytes())[0][3] % len(fuzz.REMOTE_HEAD_KINDS)] for p in fuzz.seed_files("remote-http")}
+    assert heads == set(fuzz.REMOTE_HEAD_KINDS)
+
+
+@needs_remote
+def test_the_remote_generator_is_deterministic_and_draws_every_behaviour() -> None:
+    gen = fuzz.GENERATORS["remote_http_structured"][1]
+    assert fuzz.generators_for("remote-http") == ["remote_http_structured"]
+    for seed in (0, 1, 7):
+        assert gen(random.Random(seed), "remote-http") == gen(random.Random(seed), "remote-http")
+    drawn = [fuzz.remote_parts(gen(random.Random(seed), "remote-http")) for seed in range(300)]
+    assert {fuzz.REMOTE_KINDS[c[0] % len(fuzz.REMOTE_KINDS)] for c, _ in drawn} == set(fuzz.REMOTE_KINDS)
+    assert {body[:4] for _, body in drawn} >= {b"FiFu", b"GGUF"}
+
+
+@needs_remote
+def test_the_oracle_flags_a_wrong_vector() -> None:
+    # the reader's oracle itself: a load that gives other vectors than the served bytes give locally is a finding
+    seed = next(p for p in fuzz.seed_files("remote-http") if p.name == "remote-honest.http").read_bytes()
+    body = fuzz.remote_parts(seed)[1]
+    other = bytearray(body)
+    other[-8:] = bytes(8)  # the file's last two floats (of its norms chunk) zeroed: it loads, with other norms
+    real_load = fuzz._remote_loader
+
+    def swapped(control: bytes, data: bytes) -> tuple[object, dict[str, object]]:
+        load, kwargs = real_load(control, data)
+        return (lambda source, **kw: load(bytes(other) if isinstance(source, str) else source, **kw)), kwargs
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(fuzz, "_remote_loader", swapped):
+        out = fuzz.run_one(fuzz.READERS["remote-http"], seed)
+    assert out["status"] == "crash", out
+    assert out["where"] == "remote-wrong-vectors", out
+
+
+@needs_remote
+def test_remote_campaign_finds_nothing(tmp_path: Path) -> None:
+    # a short campaign of the reader in the worker subprocess: the hostile server's answers end in the served file's
+    # vectors or an OSError / FormatError, never a finding
+    stats = fuzz.campaign(["remote-http"], 600.0, 37, 10.0, 1024, 1000, tmp_path, 1 << 20, executions=60)
+    counts = stats["readers"]["remote-http"]
+    assert stats["executions"] == 60
+    assert counts.get("ok", 0) > 0, counts
+    assert counts.get("error", 0) > 0, counts
+    assert stats["findings"] == [], stats["findings"]

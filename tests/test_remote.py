@@ -8,6 +8,7 @@ overlong, stalled or range-ignoring answers) gives an error in bounded time, nev
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import struct
 import sys
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 import finalfusion
-from _servers import Nginx, hostile, nginx_or_skip
+from _servers import Nginx, hostile, lying, nginx_or_skip
 from finalfusion import FormatError, MissingExtraError
 from finalfusion._remote import BLOCK_SIZE, is_url
 
@@ -219,3 +220,78 @@ def test_a_large_read_is_one_range_request_of_its_own_bytes(served: Nginx) -> No
     assert [(r.range, r.sent) for r in gets[:1]] == [(f"bytes=100-{99 + DIRECT_BLOCKS * 4096}", DIRECT_BLOCKS * 4096)]
     assert len(gets) == 2
     assert gets[1].sent == 4096
+
+
+# -- answers that are well formed but lie (found by fuzz/fuzz.py's remote-http reader; crashers remote-http-crash-*) -----
+
+
+def _matrix_file() -> tuple[bytes, np.ndarray]:
+    """A plain .fifu of 200 x 64 rows (51 KB): a range answered from 4 bytes further on is a valid file of other vectors."""
+    rows = np.random.default_rng(1).standard_normal((200, 64)).astype(np.float32)
+    buf = io.BytesIO()
+    finalfusion.Embeddings(finalfusion.NdArray(rows), finalfusion.SimpleVocab([f"w{i}" for i in range(200)])).write(buf)
+    return buf.getvalue(), rows
+
+
+@pytest.fixture
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("finalfusion._remote.BLOCK_SIZE", 4096)
+    monkeypatch.setattr("finalfusion._remote.TIMEOUT", 5.0)
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        # fsspec took any 206 for the range it asked: the load gave vectors shifted by one float, without an error.
+        ("other-range", r"asked for bytes (\d+)-\d+ of a file of {size} bytes, the server answered Content-Range 'bytes (?!\1-)\d+-\d+/{size}'"),
+        # fsspec believed the HEAD's Content-Length: a file 4 bytes short, read as truncated (a FormatError for a good file).
+        ("head-size", r"asked for bytes 0-4095 of a file of {short} bytes, the server answered Content-Range 'bytes 0-4095/{size}'"),
+    ],
+)
+def test_an_answer_for_another_range_or_size_is_refused_not_read(small_blocks: None, mode: str, message: str) -> None:
+    data, _ = _matrix_file()
+    with lying(data, mode) as url, pytest.raises(OSError, match=message.format(size=len(data), short=len(data) - 4)):
+        finalfusion.load_finalfusion(url)
+
+
+def test_a_server_that_contradicted_itself_is_not_asked_again(small_blocks: None) -> None:
+    # found by the fuzzer (fuzz/crashers/remote-http-crash-2261920d35db.bin): the first range answer gave the true size
+    # against the HEAD's and was refused, but the format sniffer took that OSError for "not seekable" and read again
+    # (_source.peek); the second answer agreed with the HEAD's lie, and a good file was read as truncated (a FormatError)
+    data, _ = _matrix_file()
+    with (
+        lying(data, "head-size-agreed") as url,
+        pytest.raises(OSError, match=rf"a file of {len(data) - 4} bytes, the server answered Content-Range 'bytes 0-4095/{len(data)}'"),
+    ):
+        finalfusion.load(url)
+
+
+def test_a_server_that_trickles_fails_the_read(small_blocks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a byte every 50 ms never trips the read timeout (the wait between two reads): each range answer must also end
+    # within TIMEOUT + bytes / MIN_RATE; here 1 s + 4096 / 65536 s, tried three times, where the server would take 20 s
+    monkeypatch.setattr("finalfusion._remote.TIMEOUT", 1.0)
+    monkeypatch.setattr("finalfusion._remote.MIN_RATE", 64 << 10)
+    data = _matrix_file()[0]
+    with lying(data, "trickle") as url, pytest.raises(OSError, match=r"reading \d+ bytes at 0 failed 3 times"):
+        finalfusion.load_finalfusion(url)
+
+
+@pytest.mark.parametrize("etag", [True, False])
+def test_a_file_that_changes_while_it_is_read_is_refused(small_blocks: None, etag: bool) -> None:
+    data = _matrix_file()[0]
+    later = bytearray(data)
+    later[-1000:] = bytes(1000)  # other rows, the same size: only a validator tells
+    if not etag:
+        later += b"\0" * 8  # another size: the Content-Range tells
+    with (
+        lying(data, "changed", later=bytes(later), etag=etag) as url,
+        pytest.raises(OSError, match="changed at the server" if etag else "the server answered Content-Range"),
+    ):
+        finalfusion.load_finalfusion(url)
+
+
+def test_an_honest_server_of_the_same_kind_reads(small_blocks: None) -> None:
+    # the checks refuse lies only: the same server answering honestly, with an ETag on every answer, gives the file
+    data, rows = _matrix_file()
+    with lying(data, "honest", etag=True) as url:
+        np.testing.assert_array_equal(finalfusion.load_finalfusion(url).storage.matrix, rows)

@@ -9,7 +9,8 @@ Every library function that does long work takes ``progress=``:
   a terminal) when tqdm is installed (the ``cli`` extra), silently nothing
   otherwise.
 
-Stages: ``"read"`` (bytes of the input), ``"train"`` and ``"encode"``
+Stages: ``"read"`` (bytes of the input), ``"fetch"`` (bytes of a remote file
+brought by range requests, :func:`finalfusion._remote.reporting_fetches`), ``"train"`` and ``"encode"``
 (quantization), ``"evaluate"`` (analogy questions), ``"select"`` (words),
 ``"sentences"`` (:meth:`~finalfusion.Embeddings.encode`),
 ``"index"`` (word rows added to an approximate-neighbour index).
@@ -43,9 +44,10 @@ Progress = Callable[[str, int, Any], None]
 ProgressArg = Progress | bool | None
 
 #: Units of the stages whose bars are not plain counts.
-_UNITS = {"read": "B"}
+_UNITS = {"read": "B", "fetch": "B"}
 _DESCRIPTIONS = {
     "read": "reading",
+    "fetch": "fetching",
     "train": "training",
     "encode": "encoding",
     "evaluate": "questions",

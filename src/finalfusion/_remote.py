@@ -13,17 +13,23 @@ the bytes they use, and skip the rest by seeking (:func:`~finalfusion._source.sk
 so a GGUF's token table or a safetensors tensor costs its own bytes and the
 headers, not the file. Transient failures of a read are retried
 (:data:`RETRIES` times, from the same position); a file that is not there is
-:class:`FileNotFoundError` at once. Credentials and endpoints are fsspec's
-own configuration (environment variables, config files, ``fsspec.config``).
+:class:`FileNotFoundError` at once. Over HTTP(S) each answer is checked
+against its request (:func:`_http_fetcher`): another range, another size or
+another version of the file is :class:`ServerRefused`, never bytes for a
+reader, and every later read of that file is refused too. Credentials and
+endpoints are fsspec's own configuration (environment variables, config
+files, ``fsspec.config``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import io
 import os
 import re
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from finalfusion.errors import MissingExtraError, import_extra
@@ -33,6 +39,7 @@ __all__ = [
     "CACHE_BLOCKS",
     "CONCURRENT",
     "DIRECT_BLOCKS",
+    "MIN_RATE",
     "RETRIES",
     "STREAM_BYTES",
     "TIMEOUT",
@@ -40,6 +47,7 @@ __all__ = [
     "RemoteFile",
     "is_url",
     "open_url",
+    "reporting_fetches",
 ]
 
 #: Bytes of one range request (fsspec's block): a read fetches the blocks it touches.
@@ -51,11 +59,15 @@ DIRECT_BLOCKS: int = 1
 #: Further attempts of a read that failed for a reason other than a missing file or a refused permission.
 RETRIES: int = 2
 #: Seconds an HTTP(S) server may take to connect or between two reads of an answer (fsspec's http, through aiohttp).
+#: Read when a file is opened: the fuzzer's hostile server (fuzz/fuzz.py, ``remote-http``) sets it to half a second.
 TIMEOUT: float = 60.0
 #: Largest range one request of :meth:`RangeSource.fetch` asks for (longer ranges are split).
 STREAM_BYTES: int = 8 << 20
 #: Requests of :meth:`RangeSource.fetch` under way at once.
 CONCURRENT: int = 16
+#: Bytes per second an HTTP(S) range answer must average beyond :data:`TIMEOUT`: a request of ``n`` bytes that takes longer
+#: than ``TIMEOUT + n / MIN_RATE`` seconds in all (a server that trickles a byte at a time) is a failed read, retried.
+MIN_RATE: int = 16 << 10
 
 _URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
 
@@ -91,6 +103,14 @@ class RemoteFile(io.RawIOBase):
             raise OSError(f"{url}: the server does not tell the file's size, which range requests need")
         self.size = size
         self._pos = 0
+        #: Bytes the range requests of this file brought so far (reported to :func:`reporting_fetches`' callable).
+        self.fetched = 0
+        self._report = _FETCH_REPORT.get()
+        self._validators: dict[str, str] = {}
+        self._refused: ServerRefused | None = None
+        #: Fetches bytes ``[start, end)`` with one range request, checked and counted: fsspec's block cache calls it per block.
+        self._fetch: Callable[[int, int], bytes] | None = None
+        self._instrument()
 
     def readable(self) -> bool:
         return True
@@ -131,14 +151,19 @@ class RemoteFile(io.RawIOBase):
         return self.read(-1)
 
     def _read_at(self, pos: int, n: int) -> bytes:
+        if self._refused is not None:  # a server that contradicted itself once is not asked again (a caller may read on after an OSError)
+            raise ServerRefused(*self._refused.args)
         for attempt in range(RETRIES + 1):
             try:
                 if n >= DIRECT_BLOCKS * self._f.blocksize:
-                    # One request for the whole range (fsspec's own fetch of a range, which its caches call per block).
-                    data = bytes(self._f._fetch_range(pos, pos + n))
+                    # One request for the whole range, past the cache: checked and counted as the cache's blocks are (self._fetch).
+                    data = bytes(self._fetch(pos, pos + n) if self._fetch is not None else self._f._fetch_range(pos, pos + n))
                 else:
                     self._f.seek(pos)
                     data = bytes(self._f.read(n))
+            except ServerRefused as exc:
+                self._refused = exc
+                raise
             except (FileNotFoundError, PermissionError):
                 raise
             except Exception as exc:  # the protocol library's own errors (aiohttp, botocore, ...): a transient failure
@@ -157,6 +182,24 @@ class RemoteFile(io.RawIOBase):
         with contextlib.suppress(Exception):  # a broken connection may fail to close; a new one is opened
             self._f.close()
         self._f = self._open()
+        self._instrument()
+
+    def _instrument(self) -> None:
+        """Put the checks (:func:`_http_fetcher`) and the count of each range request between fsspec's block cache and the network."""
+        cache: Any = getattr(self._f, "cache", None)
+        fetch = getattr(cache, "fetcher", None)
+        if fetch is None:
+            return
+        fetch = _http_fetcher(self._f, self.name, self.size, self._validators) or fetch
+
+        def counted(start: int, end: int) -> bytes:
+            data: bytes = fetch(start, end)
+            self.fetched += len(data)
+            if self._report is not None:
+                self._report("fetch", self.fetched, self.size)
+            return data
+
+        self._fetch = cache.fetcher = counted
 
     def close(self) -> None:
         if not self.closed:
@@ -212,6 +255,8 @@ class RangeSource:
         self.size = size
         #: The server's ``ETag`` of the opened version (``None``: not told).
         self.etag = etag
+        # What every answer must keep (the version's ETag; Last-Modified as the first answer gives it).
+        self._validators: dict[str, str] = {"ETag": etag} if etag else {}
 
     @classmethod
     def open(cls, url: str) -> RangeSource:
@@ -294,14 +339,12 @@ class RangeSource:
             try:
                 fs = self._filesystem()
                 if http:
-                    data = _http_ranges(fs, self._path, parts)
+                    data = _http_ranges(fs, self._path, self.url, self.size, self._validators, parts)
                 else:  # the protocol's own ranged reads (s3, gcs: exactly the range asked)
                     got = fs.cat_ranges([self._path] * len(parts), [a for a, _ in parts], [b for _, b in parts], batch_size=CONCURRENT, on_error="raise")
                     data = [bytes(g) for g in got]
-            except (FileNotFoundError, PermissionError):
+            except (FileNotFoundError, PermissionError, ServerRefused):  # not transient
                 raise
-            except _NotARange as exc:  # not transient: the server does not do ranges
-                raise OSError(str(exc)) from None
             except Exception as exc:
                 if _changed(exc):
                     raise _changed_error(self.url) from exc
@@ -315,48 +358,23 @@ class RangeSource:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _NotARange(Exception):
-    """A server answered a range request with something else than 206 (the whole file, a redirect page ...)."""
-
-
-class _OtherVersion(Exception):
-    """A server answered with the ``ETag`` of another version than the one pinned (it ignored ``If-Match``)."""
-
-    status = 412  # what a server that honours If-Match answers: the same failure (see _changed)
-
-
-def _http_ranges(fs: Any, url: str, parts: list[tuple[int, int]]) -> list[bytes]:
-    """``parts`` of ``url`` over fsspec's http session, :data:`CONCURRENT` at a time, each answer read to at most one byte
-    more than asked: a server that ignores the range (status 200) or sends more cannot make this hold more than the
-    ranges asked for, whatever the size of its answer (fsspec's ``cat_ranges`` reads whole answers)."""
+def _http_ranges(fs: Any, path: str, url: str, size: int, validators: dict[str, str], parts: list[tuple[int, int]]) -> list[bytes]:
+    """``parts`` of ``url`` over fsspec's http session, :data:`CONCURRENT` at a time, each answer checked and read to no
+    more than its range (:func:`_checked_range`): a server that ignores the range or sends more cannot make this hold
+    more than the ranges asked for (fsspec's ``cat_ranges`` reads whole answers)."""
     import asyncio
 
     from fsspec.asyn import sync  # type: ignore[import-untyped,unused-ignore]
 
-    async def one(session: Any, gate: asyncio.Semaphore, start: int, stop: int) -> bytes:
-        kwargs = dict(fs.kwargs)
-        headers = {**kwargs.pop("headers", {}), "Range": f"bytes={start}-{stop - 1}"}
-        async with gate, session.get(fs.encode_url(url), headers=headers, **kwargs) as r:
-            if r.status == 404:
-                raise FileNotFoundError(errno.ENOENT, "no file at this URL", url)
-            r.raise_for_status()
-            if r.status != 206:
-                raise _NotARange(f"{url}: the server answered a range request with status {r.status}, not 206 (it ignores ranges)")
-            pinned, tag = headers.get("If-Match"), r.headers.get("ETag")
-            if pinned is not None and tag is not None and tag != pinned:
-                raise _OtherVersion(f"{url}: ETag {tag} instead of {pinned}")
-            out = bytearray()
-            while len(out) <= stop - start:
-                chunk = await r.content.read(stop - start + 1 - len(out))
-                if not chunk:
-                    break
-                out += chunk
-            return bytes(out)
-
     async def run() -> list[bytes]:
         session = await fs.set_session()
         gate = asyncio.Semaphore(CONCURRENT)
-        return list(await asyncio.gather(*(one(session, gate, a, b) for a, b in parts)))
+
+        async def one(start: int, stop: int) -> bytes:
+            async with gate:
+                return await _checked_range(session, fs.kwargs, fs.encode_url(path), url, start, stop, size, validators)
+
+        return list(await asyncio.gather(*(one(a, b) for a, b in parts)))
 
     result: list[bytes] = sync(fs.loop, run)
     return result
@@ -434,3 +452,108 @@ def open_url(url: str, *, block_size: int | None = None, cache_blocks: int | Non
     except Exception as exc:
         raise OSError(f"{url}: cannot be opened: {type(exc).__name__}: {exc}") from exc
     return f
+
+
+class ServerRefused(OSError):
+    """A server's answer that contradicts the request or an earlier answer (another range, size or version): not retried."""
+
+
+#: The callable :class:`RemoteFile` reports its fetched bytes to (set by :func:`reporting_fetches`).
+_FETCH_REPORT: contextvars.ContextVar[Callable[[str, int, Any], None] | None] = contextvars.ContextVar("finalfusion_fetch_report", default=None)
+
+
+@contextlib.contextmanager
+def reporting_fetches(report: Callable[[str, int, Any], None] | None) -> Iterator[None]:
+    """Within the block, every remote file opened reports ``report("fetch", bytes fetched, file size)`` after each range request.
+
+    The command line draws its progress bars of long fetches with it
+    (:mod:`finalfusion.cli.progress`). Files opened before the block, or in
+    another thread or context, are not affected.
+
+    Parameters
+    ----------
+    report
+        ``report(stage, done, total)`` as for ``progress=`` arguments
+        (:mod:`finalfusion._progress`): ``"fetch"``, the bytes this file's
+        range requests brought so far, its size. ``None`` reports nothing.
+
+    Examples
+    --------
+    >>> seen = []
+    >>> with reporting_fetches(lambda stage, done, total: seen.append(done)):
+    ...     pass  # finalfusion.load("https://...") here: seen gets the bytes fetched so far after each request
+    """
+    token = _FETCH_REPORT.set(report)
+    try:
+        yield
+    finally:
+        _FETCH_REPORT.reset(token)
+
+
+_CONTENT_RANGE: Final = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+
+
+def _http_fetcher(f: Any, url: str, size: int, validators: dict[str, str]) -> Callable[[int, int], bytes] | None:
+    """For fsspec's HTTP file ``f``: a range fetcher that checks each answer (else ``None``).
+
+    fsspec takes a 206 answer as the range it asked for; a server that answers another range, gives the file another
+    size than its first answer (``HEAD``), or changes the file between two requests (its ``ETag`` or ``Last-Modified``)
+    would give a reader the wrong bytes. Here the ``Content-Range`` must name the range asked for and the file's size,
+    the body must hold exactly that many bytes, and the validators must stay those of the first answer; else
+    :class:`ServerRefused`. A ``200`` (a server that ignores ranges) is taken for a range from the start only, reading
+    no more of its body than the range. Each request must end within ``TIMEOUT + bytes / MIN_RATE`` seconds.
+    """
+    try:
+        from fsspec.asyn import sync  # type: ignore[import-untyped,unused-ignore]
+        from fsspec.implementations.http import HTTPFile  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:  # pragma: no cover - an http:// file needs both
+        return None
+    if not isinstance(f, HTTPFile):
+        return None
+
+    async def fetch(start: int, end: int) -> bytes:
+        return await _checked_range(f.session, f.kwargs, f.fs.encode_url(f.url), url, start, min(end, size), size, validators)
+
+    def fetcher(start: int, end: int) -> bytes:
+        data: bytes = sync(f.loop, fetch, start, end)
+        return data
+
+    return fetcher
+
+
+async def _checked_range(session: Any, options: dict[str, Any], encoded: str, url: str, start: int, end: int, size: int, validators: dict[str, str]) -> bytes:
+    """Bytes ``[start, end)`` of ``url`` (a file of ``size`` bytes) by one range request on fsspec's aiohttp ``session``,
+    the answer checked (see :func:`_http_fetcher`); ``options`` are the filesystem's request options (headers such as a
+    version's ``If-Match``), ``validators`` the ``ETag`` and ``Last-Modified`` every answer must keep."""
+    import aiohttp
+
+    kwargs = dict(options)
+    headers = dict(kwargs.pop("headers", None) or {})
+    headers["Range"] = f"bytes={start}-{end - 1}"
+    kwargs["timeout"] = aiohttp.ClientTimeout(total=TIMEOUT + (end - start) / MIN_RATE, sock_connect=TIMEOUT, sock_read=TIMEOUT)
+    async with session.get(encoded, headers=headers, **kwargs) as r:
+        if r.status in (404, 410):
+            raise FileNotFoundError(errno.ENOENT, "the file is gone from the server", url)
+        r.raise_for_status()  # other failures (5xx, 429, 412 for If-Match ...): see the callers
+        for key in ("ETag", "Last-Modified"):
+            value = r.headers.get(key, "")
+            if validators.setdefault(key, value) != value:
+                raise ServerRefused(f"{url}: the file changed at the server while it was read ({key} {validators[key]!r}, now {value!r})")
+        if r.status == 206:
+            header = r.headers.get("Content-Range", "")
+            m = _CONTENT_RANGE.fullmatch(header.strip())
+            if m is None or (int(m[1]), int(m[2]), int(m[3])) != (start, end - 1, size):
+                raise ServerRefused(f"{url}: asked for bytes {start}-{end - 1} of a file of {size} bytes, the server answered Content-Range {header!r}")
+        elif r.status != 200 or start > 0:
+            raise ServerRefused(f"{url}: the server answered a range request (bytes {start}-{end - 1}) with status {r.status} and the whole file")
+        elif r.headers.get("Content-Length", str(size)) != str(size):
+            raise ServerRefused(f"{url}: the file's size was {size} bytes, now the server sends {r.headers['Content-Length']}")
+        body: bytes = await r.content.read(end - start)
+        while len(body) < end - start:
+            more = await r.content.read(end - start - len(body))
+            if not more:
+                raise OSError(f"{url}: the server sent {len(body)} bytes for a range of {end - start} at {start}")
+            body += more
+        if r.status == 206 and await r.content.read(1):
+            raise ServerRefused(f"{url}: the server sent more than the {end - start} bytes of the range at {start}")
+        return body
