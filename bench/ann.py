@@ -41,7 +41,7 @@ Usage::
     .venv/bin/python bench/ann.py --backends --sizes 1000000,2000000
     .venv/bin/python bench/ann.py --finalfusion --sizes 1000000,2000000
     .venv/bin/python bench/ann.py                         # both parts, 1M and 2M
-    .venv/bin/python bench/ann.py --first-query --sizes 300000 --dims 100   # first query; one query beside raw faiss
+    .venv/bin/python bench/ann.py --first-query --sizes 300000 --dims 100 --reps 3 --first-processes 3   # first query; one query beside raw faiss
 """
 
 from __future__ import annotations
