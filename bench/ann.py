@@ -9,10 +9,12 @@ worker's own):
   faiss ``IndexIVFPQ`` (candidates re-scored exactly against the matrix),
   hnswlib, usearch (f32, f16, i8) and voyager, beside the exact numpy scan.
 * ``--first-query``: the first ``word_similarity(w, 10, index=ix)`` right
-  after ``build_index`` (in-memory rows) and, in a fresh process, after
-  ``load_index`` (memory-mapped embeddings), against the queries that follow;
-  then one query at a time beside raw faiss on the very ``IndexIVFFlat``
-  finalfusion's default backend built, interleaved, ``--reps`` rounds.
+  after ``build_index`` (in-memory rows) and after ``load_index``
+  (memory-mapped embeddings), each in ``--first-processes`` fresh processes
+  (median and range), against the queries that follow; then one query at a
+  time beside raw faiss on the very ``IndexIVFFlat`` finalfusion's default
+  backend built, interleaved query by query (the contender that goes first
+  on a query rotates), ``--reps`` rounds.
 * ``--finalfusion`` (the default when ``finalfusion.ann`` is importable): the
   exact scan through ``Embeddings.embedding_similarity`` /
   ``embedding_similarity_batch`` against ``finalfusion.ann.build_index`` and the
@@ -39,7 +41,7 @@ Usage::
     .venv/bin/python bench/ann.py --backends --sizes 1000000,2000000
     .venv/bin/python bench/ann.py --finalfusion --sizes 1000000,2000000
     .venv/bin/python bench/ann.py                         # both parts, 1M and 2M
-    .venv/bin/python bench/ann.py --first-query --sizes 300000 --dims 100   # first query; one query beside raw faiss
+    .venv/bin/python bench/ann.py --first-query --sizes 300000 --dims 100 --reps 3 --first-processes 3   # first query; one query beside raw faiss
 """
 
 from __future__ import annotations
@@ -456,10 +458,13 @@ def _side_by_side(emb, ix, m, queries, rounds: int) -> dict:  # type: ignore[no-
         for f in contenders.values():
             f(qid)
     per_round: dict[str, list[float]] = {name: [] for name in contenders}
+    names = list(contenders)
     for _ in range(rounds):
         lat: dict[str, list[float]] = {name: [] for name in contenders}
-        for qid in queries:
-            for name, f in contenders.items():
+        for j, qid in enumerate(queries):
+            # the contender that runs first on a query meets its cells cold in the cache: each takes that turn in rotation
+            for name in names[j % len(names) :] + names[: j % len(names)]:
+                f = contenders[name]
                 t = time.perf_counter()
                 f(qid)
                 lat[name].append(time.perf_counter() - t)
@@ -501,6 +506,8 @@ def worker_first(a: argparse.Namespace) -> dict:
     finalfusion.set_threads(1)  # single queries on one thread
     res["index"] = repr(ix)
     res["first_s"], res["later_s"] = _first_and_later(emb, ix, [word(int(i)) for i in queries])
+    if a.first_only:  # a repetition of the first query: a fresh process, nothing else timed
+        return res
     m = np.asarray(emb.storage.matrix)
     res["side_by_side"] = _side_by_side(emb, ix, m, queries[: a.n_queries], a.reps)
     if a.params != "load":
@@ -509,19 +516,20 @@ def worker_first(a: argparse.Namespace) -> dict:
     return res
 
 
-def print_first(n: int, dims: int, built: dict, loaded: dict) -> None:
-    """The first-query table and the side-by-side table of one size."""
-    print(f"\n{n:,} rows x {dims}: the first word_similarity(w, 10, index=ix), then {FIRST_LATER} more (1 thread)")
-    print(f"| {'after':40s} | {'setup':>10s} | {'first query':>11s} | {'later median (p10-p90)':>28s} | {'first / later':>13s} |")
-    print(f"|{'-' * 42}|{'-' * 12}|{'-' * 13}|{'-' * 30}|{'-' * 15}|")
-    for label, r, setup in (
-        ("build_index(emb), in memory", built, built["build_s"]),
-        ("load_index(path, emb), mmap, new process", loaded, loaded["load_index_s"]),
-    ):
-        later = r["later_s"]
-        lat = f"{ms(later['median'])} ({ms(later['p10'])}-{ms(later['p90'])})"
-        print(f"| {label:40s} | {ms(setup):>10s} | {ms(r['first_s']):>11s} | {lat:>28s} | {r['first_s'] / later['median']:12.1f}x |")
-    for label, r in (("in memory, after build_index", built), ("memory-mapped, after load_index", loaded)):
+def print_first(n: int, dims: int, built: list[dict], loaded: list[dict]) -> None:
+    """The first-query table (median and range over the fresh processes) and the side-by-side table of one size."""
+    print(f"\n{n:,} rows x {dims}: the first word_similarity(w, 10, index=ix) in a fresh process, then {FIRST_LATER} more (1 thread)")
+    head = f"| {'after':40s} | {'processes':>9s} | {'setup, median':>13s} | {'first query, median (min-max)':>30s} |"
+    print(f"{head} {'later, median (min-max)':>26s} | {'first / later':>13s} |")
+    print(f"|{'-' * 42}|{'-' * 11}|{'-' * 15}|{'-' * 32}|{'-' * 28}|{'-' * 15}|")
+    for label, runs, setup in (("build_index(emb), in memory", built, "build_s"), ("load_index(path, emb), mmap", loaded, "load_index_s")):
+        first = [r["first_s"] for r in runs]
+        later = [r["later_s"]["median"] for r in runs]
+        first_col = f"{ms(med(first))} ({ms(min(first))}-{ms(max(first))})"
+        later_col = f"{ms(med(later))} ({ms(min(later))}-{ms(max(later))})"
+        setup_col = ms(med([r[setup] for r in runs]))
+        print(f"| {label:40s} | {len(runs):9d} | {setup_col:>13s} | {first_col:>30s} | {later_col:>26s} | {med(first) / med(later):12.1f}x |")
+    for label, r in (("in memory, after build_index", built[0]), ("memory-mapped, after load_index", loaded[0])):
         sbs = r["side_by_side"]
         print(f"\none query at a time, {label} ({r['index']}); median per round, rounds: {len(next(iter(sbs.values()))['median_s'])}")
         print(f"| {'call':28s} | {'median of rounds':>16s} | {'rounds min-max':>19s} | {'x raw faiss, median (min-max)':>30s} |")
@@ -588,6 +596,8 @@ def main() -> int:
         action="store_true",
         help="first-query latency after build_index and after load_index (default index), and one query beside raw faiss (--sizes 300000 --dims 100)",
     )
+    ap.add_argument("--first-processes", type=int, default=None, help="fresh processes timing the first query, each kind (default 5; --quick 2)")
+    ap.add_argument("--first-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--sizes", default="1000000,2000000", help="row counts, comma-separated (default 1000000,2000000)")
     ap.add_argument("--only", help="backends for --backends, comma-separated (default all: " + ",".join(BACKENDS) + ")")
     ap.add_argument("--ff-backends", default="default", help="finalfusion.ann backends for --finalfusion, comma-separated ('default': backend=None)")
@@ -696,7 +706,7 @@ def finish(results: dict, out: str | None) -> int:
 
 
 def first_query(a: argparse.Namespace) -> int:
-    """The ``--first-query`` mode: per size, generate, build and time in one process, then load and time in another."""
+    """The ``--first-query`` mode: per size, generate, then build and time, load and time, each in fresh processes."""
     results: dict = {
         "config": {k: v for k, v in vars(a).items() if k not in ("worker", "backend", "params", "dir", "n")},
         "load_before": os.getloadavg(),
@@ -704,14 +714,18 @@ def first_query(a: argparse.Namespace) -> int:
     }
     print(f"{cpu_name()}, {os.cpu_count()} cores, load {results['load_before']}", flush=True)
     rounds, nq = a.reps or (1 if a.quick else 5), min(a.n_queries, 200)
+    processes = a.first_processes or (2 if a.quick else 5)
     for n in [50_000] if a.quick else [int(s) for s in a.sizes.split(",")]:
         tmp = tempfile.mkdtemp(prefix="ffannbench-")
         try:
             gen = ["--dir", tmp, "--n", str(n), "--dims", str(a.dims), "--clusters", str(a.clusters or max(20, 2 * n // 1000))]
             run_worker("gen", [*gen, "--spread", str(a.spread), "--noise", str(a.noise)])
             common = ["--dir", tmp, "--n", str(n), "--reps", str(rounds), "--n-queries", str(nq), "--build-threads", str(a.build_threads)]
-            built = run_worker("first", common)
-            loaded = run_worker("first", [*common, "--params", "load"])
+            built = [run_worker("first", common)]  # also saves the embeddings and the index, and runs the side-by-side rounds
+            loaded = [run_worker("first", [*common, "--params", "load"])]
+            for _ in range(processes - 1):  # more fresh processes: the first query only
+                built.append(run_worker("first", [*common, "--first-only"]))
+                loaded.append(run_worker("first", [*common, "--params", "load", "--first-only"]))
             results["sizes"][str(n)] = {"build": built, "load": loaded}
             print_first(n, a.dims, built, loaded)
         finally:

@@ -552,6 +552,27 @@ def test_the_first_query_after_build_does_not_hash_the_rows_again(monkeypatch: p
     assert len(calls) == 2
 
 
+def test_load_index_checks_once_and_its_queries_do_not_hash_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    built = small_emb()
+    ann.build_index(built, "faiss-ivf").save(tmp_path / "ix")
+    emb = small_emb()  # as in a new process: other objects over equal, writable rows
+    calls = counted_hashing(monkeypatch)
+    ix = ann.load_index(tmp_path / "ix", emb)
+    assert len(calls) == 1
+    for w in ("w1", "w2", "w3"):
+        assert [r.word for r in emb.word_similarity(w, 3, index=ix)] == [r.word for r in emb.word_similarity(w, 3, index=False)]
+    emb.embedding_similarity(emb["w4"], 3, index=ix)
+    emb.word_similarity_batch(["w5", "w6"], 3, index=ix)
+    ix.check(emb)
+    emb.set_index(ix)
+    emb.word_similarity("w7", 3)
+    assert len(calls) == 1  # once per pair of embeddings and index, not per query
+    other = small_emb()
+    other.word_similarity("w1", 3, index=ix)
+    other.word_similarity("w2", 3, index=ix)
+    assert len(calls) == 2  # another embeddings object: checked once too
+
+
 def test_writable_rows_changed_in_place_are_hashed_again_by_another_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     emb = small_emb()
     ann.build_index(emb, "hnswlib").save(tmp_path / "ix")

@@ -153,6 +153,21 @@ class AnnIndex:
             ids[missing] = -1
         return ids, scores
 
+    def _search_one(self, q: F32, k: int) -> I64:
+        """The row ids the backend proposes for one unit query: :meth:`search` without its argument checks.
+
+        For the queries of :mod:`finalfusion.similarity._approx`, whose query
+        is already a finite unit float32 vector of :attr:`dims` components
+        (C-contiguous) and ``k >= 1``: a ``(k,)`` int64 array (or shorter when the index holds
+        fewer rows) that may hold ``-1`` for rows not found (the caller drops
+        them; the scores are not read).
+        """
+        kk = min(k, self._impl.count)
+        if not kk:
+            return np.zeros(0, dtype=np.int64)
+        ids: I64 = self._impl.search(q[None, :], kk, 1)[0][0]
+        return ids
+
     def set_search(self, **params: int) -> None:
         """Change how widely later searches look, without rebuilding: ``ef`` (HNSW backends) or ``nprobe`` (faiss IVF).
 

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from finalfusion._threads import run_tasks, threads_for
 from finalfusion.similarity._base import QueryIndex
-from finalfusion.similarity._topk import F32, I64, NEG_INF, top_k, top_k_rows
+from finalfusion.similarity._topk import F32, FEW_SCORES, I64, NEG_INF, top_few, top_k, top_k_rows
 
 __all__ = ["FEW_CANDIDATES", "RESCORE_CHUNK", "AnnSearch", "approx_search", "approx_search_batch", "as_ann", "is_ann"]
 
@@ -40,7 +40,12 @@ FEW_CANDIDATES = 256
 
 @runtime_checkable
 class AnnSearch(Protocol):
-    """What a query needs of an index (:class:`finalfusion.ann.AnnIndex` has it)."""
+    """What a query needs of an index (:class:`finalfusion.ann.AnnIndex` has it).
+
+    An index may also have ``_search_one(q, k)``: the ``(k,)`` row ids
+    (``-1`` for none) of one finite unit float32 query, without the
+    argument checks of ``search``; a single query then uses it.
+    """
 
     def search(self, queries: Any, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         """Row ids ``(Q, k)`` (padded with ``-1``) and scores of the approximate neighbours of unit query rows."""
@@ -81,15 +86,7 @@ def _candidates(index: QueryIndex, found: npt.NDArray[np.int64], exclude: I64) -
     """The proposed row ids that the query may return (valid, not excluded, not a bad row), each once."""
     bad = index.bad
     if len(found) + len(exclude) + len(bad) <= FEW_CANDIDATES:  # one query's few: Python sets beat numpy's per-call set-up
-        n = index.n
-        seen = set(exclude.tolist())
-        seen.update(bad.tolist())
-        kept_few: list[int] = []
-        for i in found.tolist():
-            if 0 <= i < n and i not in seen:
-                seen.add(i)
-                kept_few.append(i)
-        return np.array(kept_few, dtype=np.int64)
+        return np.array(_few_candidates(index.n, found.tolist(), exclude, bad), dtype=np.int64)
     ids = found[(found >= 0) & (found < index.n)].astype(np.int64, copy=False)
     if len(ids) > 1 and len(np.unique(ids)) < len(ids):  # a backend may repeat a row
         ids = np.unique(ids)
@@ -100,6 +97,25 @@ def _candidates(index: QueryIndex, found: npt.NDArray[np.int64], exclude: I64) -
         kept: I64 = ids[~(ids[:, None] == drop[None, :]).any(axis=1)]
     else:
         kept = ids[~np.isin(ids, drop)]
+    return kept
+
+
+def _few_candidates(n: int, found: list[int], exclude: I64, bad: I64) -> list[int]:
+    """:func:`_candidates` of a few proposed ids, with Python ints and a set.
+
+    Examples
+    --------
+    >>> _few_candidates(5, [3, -1, 4, 3, 7, 0], np.array([4]), np.zeros(0, np.int64))
+    [3, 0]
+    """
+    seen = set(exclude.tolist())
+    if len(bad):
+        seen.update(bad.tolist())
+    kept: list[int] = []
+    for i in found:
+        if 0 <= i < n and i not in seen:
+            seen.add(i)
+            kept.append(i)
     return kept
 
 
@@ -119,14 +135,30 @@ def _pool(index: QueryIndex, k: int, rerank: int | None, skipped: int) -> int:
     return min(index.n, want + skipped + len(index.bad))
 
 
-def approx_search(index: QueryIndex, ann: AnnSearch, q: F32, k: int, exclude: I64, rerank: int | None = None) -> tuple[F32, I64] | None:
-    """Top ``k`` rows for one unit query from the candidates of ``ann``; ``None`` when the exact scan must answer (zero query)."""
+def approx_search(
+    index: QueryIndex, ann: AnnSearch, q: F32, k: int, exclude: I64, rerank: int | None = None
+) -> tuple[F32, I64] | tuple[list[float], list[int]] | None:
+    """Top ``k`` rows for one unit query from the candidates of ``ann``; ``None`` when the exact scan must answer (zero query).
+
+    The scores and ids are arrays, or lists (the same values) for one query's few candidates.
+    """
     if k == 0 or index.n == 0:
         return np.zeros(0, np.float32), np.zeros(0, np.int64)
     if not q.any():
         return None
-    found, _ = ann.search(q[None, :], _pool(index, k, rerank, len(exclude)))
-    return _select(index, q, _candidates(index, np.asarray(found)[0], exclude), k, rerank)
+    want = _pool(index, k, rerank, len(exclude))
+    one = getattr(ann, "_search_one", None)  # an AnnIndex: the backend's ids without the public checks (q is unit and finite)
+    found = np.asarray(one(q, want) if one is not None else ann.search(q[None, :], want)[0][0])
+    bad = index.bad
+    if (rerank is None or not index.approximate) and len(found) + len(exclude) + len(bad) <= FEW_CANDIDATES:
+        # one query's few candidates as Python lists from the backend's ids to the results: the fewest numpy calls
+        ids = _few_candidates(index.n, found.tolist(), exclude, bad)
+        if len(ids) <= FEW_SCORES:
+            top = top_few(index.scores_at_few(q, ids), ids, k, index) if ids else ([], [])
+            if top is not None:
+                return top
+        return _select(index, q, np.array(ids, dtype=np.int64), k, rerank)
+    return _select(index, q, _candidates(index, found, exclude), k, rerank)
 
 
 def approx_search_batch(

@@ -88,6 +88,10 @@ class QueryIndex(ABC):
     def dots_at(self, q: F32, ids: I64) -> F32:
         """Dot products of ``q`` with the scored rows ``ids``, bit for bit as :meth:`dots` of the single-query scan computes them."""
 
+    def dots_at_few(self, q: F32, ids: list[int]) -> F32:
+        """:meth:`dots_at` of a few row ids given as Python ints (one query's candidates)."""
+        return self.dots_at(q, np.array(ids, dtype=np.int64))
+
     def dots_at_rows(self, qm: F32, ids: I64) -> F32:
         """``(Q, P)`` dot products of query row ``j`` with the scored rows ``ids[j]``: :meth:`dots_at` row by row."""
         out: F32 = np.empty(ids.shape, dtype=np.float32)
@@ -196,7 +200,18 @@ class QueryIndex(ABC):
 
     def scores_at(self, q: F32, ids: I64) -> F32:
         """Cosines of unit ``q`` with the rows ``ids``: the values :meth:`scores` gives those rows in the single-query scan."""
-        s = self.dots_at(q, ids)
+        return self._scaled(q, self.dots_at(q, ids), ids)
+
+    def scores_at_few(self, q: F32, ids: list[int]) -> list[float]:
+        """:meth:`scores_at` of a few row ids given as Python ints, as Python floats (one query's candidates: fewer numpy calls)."""
+        s = self.dots_at_few(q, ids)
+        if self.scale is not None:
+            s = self._scaled(q, s, np.array(ids, dtype=np.int64))
+        scores: list[float] = s.tolist()
+        return scores
+
+    def _scaled(self, q: F32, s: F32, ids: I64) -> F32:
+        """The dot products ``s`` of ``q`` with the rows ``ids`` as cosines (in place): times the row scale, float64 rows scored again."""
         scale = self.scale
         if scale is not None and len(ids):
             with np.errstate(invalid="ignore", over="ignore"):

@@ -41,15 +41,15 @@ def _groups_of_few(ids: list[int], step: int, n: int) -> tuple[list[int], list[i
     start: list[int] = []
     cut: list[int] = []
     at: list[int] = []
+    g = ROW_GROUP
     for j, i in enumerate(ids):
-        block = i // step * step
-        first = block + (i - block) // ROW_GROUP * ROW_GROUP
-        stop = min(block + step, n)
-        if first + ROW_GROUP > stop:
+        offset = i % step  # in its scan block
+        first = i - offset % g
+        if first + g > n or offset - offset % g + g > step:  # the group runs past the end of the rows or of the block
             cut.append(j)
-            first = max(0, stop - ROW_GROUP)  # any in-range rows will do: patched by the caller
+            first = max(0, min(i - offset + step, n) - g)  # any in-range rows will do: patched by the caller
         start.append(first)
-        at.append(ROW_GROUP * j + i - first)
+        at.append(g * j + i - first)
     return start, cut, at
 
 
@@ -59,6 +59,14 @@ class DenseIndex(QueryIndex):
     def __init__(self, storage: NdArray, words: Sequence[str]) -> None:
         super().__init__(storage, words)
         self.matrix: F32 = storage.matrix[: self.n]
+        #: Every run of :data:`ROW_GROUP` consecutive rows, as a read-only ``(n - ROW_GROUP + 1, ROW_GROUP, dims)`` view:
+        #: one fancy index gathers the groups of a few candidates.
+        self._groups: F32 | None = None
+        if self.n >= ROW_GROUP:
+            rows, cols = self.matrix.strides
+            self._groups = np.lib.stride_tricks.as_strided(
+                self.matrix, shape=(self.n - ROW_GROUP + 1, ROW_GROUP, self.dims), strides=(rows, rows, cols), writeable=False
+            )
 
     def scored_rows(self, lo: int, hi: int) -> F32:
         return self.matrix[lo:hi]
@@ -98,24 +106,37 @@ class DenseIndex(QueryIndex):
                 whole[sel] = self.dots(q, lo, min(self.n, lo + step))[ids[sel] - lo]
             return whole
         if len(ids) <= FEW_IDS:  # one query's candidates: the same groups, found with Python ints (fewer numpy calls)
-            first, cut, at = _groups_of_few(ids.tolist(), step, self.n)
-            rows = (np.array(first, dtype=np.int64)[:, None] + _GROUP).reshape(-1)
-            out: F32 = (self.matrix[rows] @ q)[at]
-        else:
-            block = ids // step * step
-            start = block + (ids - block) // ROW_GROUP * ROW_GROUP
-            stop = np.minimum(block + step, self.n)
-            cut = np.flatnonzero(start + ROW_GROUP > stop).tolist()
-            if len(cut):
-                start[cut] = np.maximum(0, stop[cut] - ROW_GROUP)  # any in-range rows will do: these are patched below
-            rows = (start[:, None] + _GROUP).reshape(-1)
-            out = (self.matrix[rows] @ q)[np.arange(0, ROW_GROUP * len(ids), ROW_GROUP) + (ids - start)]
-        for i in cut:  # the end of a block: a product of a few whole groups and the cut one, ending where the scan's ends
-            row = int(ids[i])
-            b = row // step * step
-            lo = max(b, b + (row - b) // ROW_GROUP * ROW_GROUP - 4 * ROW_GROUP)
-            out[i] = (self.matrix[lo : min(b + step, self.n)] @ q)[row - lo]
+            return self.dots_at_few(q, ids.tolist())
+        block = ids // step * step
+        start = block + (ids - block) // ROW_GROUP * ROW_GROUP
+        stop = np.minimum(block + step, self.n)
+        cut = np.flatnonzero(start + ROW_GROUP > stop).tolist()
+        if len(cut):
+            start[cut] = np.maximum(0, stop[cut] - ROW_GROUP)  # any in-range rows will do: these are patched below
+        rows = (start[:, None] + _GROUP).reshape(-1)
+        out: F32 = (self.matrix[rows] @ q)[np.arange(0, ROW_GROUP * len(ids), ROW_GROUP) + (ids - start)]
+        for i in cut:
+            out[i] = self._cut_dot(q, int(ids[i]), step)
         return out
+
+    def dots_at_few(self, q: F32, ids: list[int]) -> F32:
+        """:meth:`dots_at` of at most :data:`FEW_IDS` rows given as Python ints: their groups found with Python ints, one product."""
+        groups = self._groups
+        if groups is None or not ids or len(ids) > FEW_IDS or len(ids) * ROW_GROUP >= self.n:
+            return super().dots_at_few(q, ids)
+        step = self.block_rows(1)
+        first, cut, at = _groups_of_few(ids, step, self.n)
+        out: F32 = (groups[first].reshape(-1, self.dims) @ q)[at]  # the rows matrix[first[j] + 0 .. 7], j = 0, 1, ...
+        for i in cut:
+            out[i] = self._cut_dot(q, ids[i], step)
+        return out
+
+    def _cut_dot(self, q: F32, row: int, step: int) -> np.float32:
+        """The score of ``row`` whose group the end of its block cuts: a product of a few whole groups and the cut one, ending where the scan's ends."""
+        b = row // step * step
+        lo = max(b, b + (row - b) // ROW_GROUP * ROW_GROUP - 4 * ROW_GROUP)
+        dot: np.float32 = (self.matrix[lo : min(b + step, self.n)] @ q)[row - lo]
+        return dot
 
     def batch_dots(self, qm: F32, lo: int, hi: int) -> F32:
         s: F32 = qm @ self.matrix[lo:hi].T

@@ -45,8 +45,8 @@ def check_k(k: Any) -> int:
     return int(k)
 
 
-def search_one(index: QueryIndex, ann: AnnSearch | None, q: F32, k: int, exclude: I64, rerank: int | None) -> tuple[F32, I64]:
-    """Top ``k`` of one unit query: through ``ann`` when given (see :mod:`finalfusion.similarity._approx`), else the exact scan."""
+def search_one(index: QueryIndex, ann: AnnSearch | None, q: F32, k: int, exclude: I64, rerank: int | None) -> tuple[F32, I64] | tuple[list[float], list[int]]:
+    """Top ``k`` of one unit query (scores, ids): through ``ann`` when given (see :mod:`finalfusion.similarity._approx`), else the exact scan."""
     found = None if ann is None else approx_search(index, ann, q, k, exclude, rerank)
     return search(index, q, k, exclude, rerank=rerank) if found is None else found
 

@@ -95,10 +95,13 @@ def scan_blocks(index: QueryIndex, qm: F32, width: int, exclude: tuple[I64, I64]
     return best_s, best_i
 
 
-def results(index: QueryIndex, scores: F32, ids: I64) -> SimilarityResults:
-    """:class:`SimilarityResult` list for one query (cosines clipped to [-1, 1]: see :func:`clip_cosines`)."""
+def results(index: QueryIndex, scores: F32 | list[float], ids: I64 | list[int]) -> SimilarityResults:
+    """:class:`SimilarityResult` list for one query (cosines clipped to [-1, 1]: see :func:`clip_cosines`); arrays or lists of their values."""
     words = index.words
-    return SimilarityResults(SimilarityResult(words[i], float(s)) for s, i in zip(clip_cosines(scores).tolist(), ids.tolist(), strict=True))
+    values = scores.tolist() if isinstance(scores, np.ndarray) else scores
+    rows = ids.tolist() if isinstance(ids, np.ndarray) else ids
+    # clipped as Python floats (float32 values; -1 and 1 are float32 values too): clip_cosines without its numpy call
+    return SimilarityResults([SimilarityResult(words[i], -1.0 if s < -1.0 else 1.0 if s > 1.0 else s) for s, i in zip(values, rows, strict=True)])
 
 
 def clip_cosines(scores: F32) -> F32:

@@ -12,7 +12,7 @@ from typing import Any, Final, Protocol
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["F32", "FEW_SCORES", "I64", "NEG_INF", "TOP_K_BLOCK", "Ranked", "order_by_score", "prune", "top_k", "top_k_rows"]
+__all__ = ["F32", "FEW_SCORES", "I64", "NEG_INF", "TOP_K_BLOCK", "Ranked", "order_by_score", "prune", "top_few", "top_k", "top_k_rows"]
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -21,6 +21,7 @@ I64 = npt.NDArray[np.int64]
 TOP_K_BLOCK: Final = 1024
 #: The score of an excluded row.
 NEG_INF: Final = np.float32(-np.inf)
+_MINUS_INF: Final = float("-inf")
 #: At most this many scores are ranked with Python's sort (one query's candidates), more with numpy.
 FEW_SCORES: Final = 64
 
@@ -89,10 +90,7 @@ def top_k(scores: F32, ids: I64 | int, k: int, rank: Ranked, *, preselect: bool 
 
 
 def _top_few(scores: F32, ids: I64 | int, k: int, rank: Ranked) -> tuple[F32, I64] | None:
-    """:func:`top_k` of a few scores with Python's sort (``None`` when a score is NaN: numpy's order decides those).
-
-    Sorted by descending score; only when equal scores meet within the first
-    ``k`` + 1 are the word ranks read and everything sorted by (-score, word).
+    """:func:`top_k` of a few scores with Python's sort: :func:`top_few` as arrays.
 
     Examples
     --------
@@ -103,15 +101,34 @@ def _top_few(scores: F32, ids: I64 | int, k: int, rank: Ranked) -> tuple[F32, I6
     ([0.8999999761581421, 0.5], [1, 2])
     """
     values = scores.tolist()
-    if any(v != v for v in values):
+    top = top_few(values, list(range(ids, ids + len(values))) if isinstance(ids, int) else ids.tolist(), k, rank)
+    if top is None:
         return None
-    gids = list(range(ids, ids + len(values))) if isinstance(ids, int) else ids.tolist()
-    kept = sorted(((-v, g) for v, g in zip(values, gids, strict=True) if v > -np.inf), key=_first)
+    return np.array(top[0], dtype=np.float32), np.array(top[1], dtype=np.int64)
+
+
+def top_few(values: list[float], gids: list[int], k: int, rank: Ranked) -> tuple[list[float], list[int]] | None:
+    """:func:`top_k` of a few float32 scores and their row ids as Python lists (``None`` when a score is NaN: numpy's order decides those).
+
+    Sorted by descending score; only when equal scores meet within the first
+    ``k`` + 1 are the word ranks read and everything sorted by (-score, word).
+    One query's candidates take this path whole, without numpy calls.
+
+    Examples
+    --------
+    >>> class Words:
+    ...     rank = np.array([2, 1, 0], dtype=np.int64)  # word order: the last row first
+    >>> top_few([0.5, 0.9, 0.5], [0, 1, 2], 2, Words())
+    ([0.9, 0.5], [1, 2])
+    """
+    if not all(v == v for v in values):
+        return None
+    kept = sorted([(-v, g) for v, g in zip(values, gids, strict=True) if v > _MINUS_INF], key=_first)
     if any(kept[j][0] == kept[j + 1][0] for j in range(min(k, len(kept) - 1))):
         ranks = rank.rank[np.array([g for _, g in kept], dtype=np.int64)].tolist()
         kept = [p for p, _ in sorted(zip(kept, ranks, strict=True), key=lambda pr: (pr[0][0], pr[1]))]
     top = kept[:k]
-    return np.array([-v for v, _ in top], dtype=np.float32), np.array([g for _, g in top], dtype=np.int64)
+    return [-v for v, _ in top], [g for _, g in top]
 
 
 def _first(pair: tuple[float, int]) -> float:

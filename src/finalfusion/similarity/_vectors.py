@@ -89,7 +89,7 @@ def unit_query(vector: npt.ArrayLike, dims: int, what: str = "the query vector")
             return v.astype(np.float32)
         v = v / np.abs(v).max()  # the largest component becomes 1: the sum of squares is in [1, dims]
         square = float(v.dot(v))
-    out: F32 = (v / np.sqrt(square)).astype(np.float32)
+    out: F32 = (v / math.sqrt(square)).astype(np.float32)  # math.sqrt: the same correctly rounded root, without a numpy call
     return out
 
 
