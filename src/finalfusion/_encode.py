@@ -23,11 +23,12 @@ mean of the unit vectors of the whitespace-separated words that have a
 non-zero vector). Both are vectorised: the texts of a batch are grouped by
 their token count, each group's rows gathered as one ``(texts, tokens,
 dims)`` block and added along the tokens (model2vec's arithmetic), and the
-batches run on the library's threads. For tokenizers whose pipeline stops at
-every space (BERT-style WordPiece and the like, :mod:`finalfusion._pieces`)
-each distinct space-separated piece of the texts is tokenized once per call
-and the texts' ids are assembled from a table: the same ids, a fraction of
-the tokenizer's work.
+batches run on the library's threads. For tokenizers whose pipeline can be
+cut at spaces (BERT-style WordPiece, ``Metaspace``, byte-level BPE and the
+like, :mod:`finalfusion._pieces`) each distinct piece of the texts is
+tokenized once per call and the texts' ids are assembled from a table: the
+same ids, a fraction of the tokenizer's work (where pieces repeat; a batch
+of nearly all new pieces is tokenized whole).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._pieces import PieceIds, tokenizer_splits_at_spaces
+from finalfusion._pieces import PieceIds, tokenizer_piece_rule
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion._threads import run_tasks, threads_for
 from finalfusion.storage.ndarray import Storage
@@ -67,6 +68,8 @@ FASTTEXT_SPACE: Final = re.compile(r"[ \t\n\v\f\r]+")
 GATHER_BYTES: Final = 1 << 24
 #: Texts with more tokens than this are summed in float64, in blocks (:func:`_means`).
 LONG_TOKENS: Final = 4096
+#: A single text longer than this (characters) goes through the piece table too (its words repeat).
+LONG_TEXT: Final = 4096
 
 
 def model_settings(metadata: Metadata | None) -> tuple[bool, int | None]:
@@ -183,8 +186,9 @@ def _token_ids(
     ``pieces`` (for a tokenizer that splits at spaces, :mod:`finalfusion._pieces`)
     tokenizes each distinct space-separated piece once; the ids are the same.
     """
-    if pieces is not None:
-        flat, lens = pieces.ids(texts)
+    got = pieces.ids(texts) if pieces is not None else None
+    if got is not None:
+        flat, lens = got
     else:
         encoded = vocab.tokenizer.encode_batch(texts)
         lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
@@ -304,9 +308,10 @@ class EncodeMixin:
         ``max_length`` times the median token length in characters, as
         model2vec does), and the model's rows are averaged (vocabulary-quantized
         models: their ``weights`` and ``mapping`` were applied when loading).
-        Where the tokenizer's pipeline stops at every space (BERT-style
-        ``tokenizer.json`` files, as the potion models'), each distinct
-        space-separated piece is tokenized once per call: the same ids, less work.
+        Where the tokenizer's pipeline can be cut at spaces (``tokenizer.json``
+        files with BERT-style WordPiece, as the potion models', ``Metaspace``
+        or byte-level BPE), each distinct piece is tokenized once per call:
+        the same ids, less work where words repeat.
         Any other vocabulary gives fastText's ``get_sentence_vector``: the
         words are split at ASCII whitespace and the unit vectors of the words
         that have a non-zero vector are averaged (unknown words of subword
@@ -350,7 +355,8 @@ class EncodeMixin:
         out = np.zeros((len(items), self._storage.shape[1]), dtype=np.float32)
         chars = max_length * _median_token_chars(vocab) if model and max_length is not None else None
         allowed = _allowed_in_sentences(vocab, self.metadata) if model else None
-        pieces = PieceIds(vocab.tokenizer) if model and len(items) > 1 and tokenizer_splits_at_spaces(vocab.tokenizer) else None
+        rule = tokenizer_piece_rule(vocab.tokenizer) if model and (len(items) > 1 or len(items[0]) > LONG_TEXT) else None
+        pieces = PieceIds(vocab.tokenizer, rule) if rule is not None else None
 
         def task(lo: int) -> Callable[[], None]:
             def run() -> None:
