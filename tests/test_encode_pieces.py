@@ -363,6 +363,7 @@ def test_byte_level_cuts_only_where_the_regex_starts_a_pre_token() -> None:
         text = " ".join(chars[lo : lo + 20_000])
         starts = {start for _token, (start, _end) in pre.pre_tokenize_str(text)}
         cuts = [m.start() for m in _pieces.BYTE_LEVEL_CUT.finditer(text)]
+        assert all(text[c] == " " for c in cuts)
         assert len(cuts) == len(chars[lo : lo + 20_000]) - 1
         missed = [text[c - 1 : c + 2] for c in cuts if c not in starts]
         assert not missed, missed[:5]
@@ -421,3 +422,48 @@ def test_real_bert_vocabulary_of_llamacpp(tmp_path: Path, monkeypatch: pytest.Mo
         assert got is not None
         flat, counts = got
         assert [part.tolist() for part in np.split(flat, np.cumsum(counts)[:-1])] == tok.encode_batch(texts + texts), path.name
+
+
+@pytest.mark.parametrize("rule", [DROP, METASPACE, BYTE_LEVEL])
+def test_cut_gives_each_texts_pieces(rule: str) -> None:
+    """``_cut`` of a batch gives each text's pieces in order, by the rule's definition, whichever way it finds them."""
+    import re
+
+    rng = np.random.default_rng(11)
+    alphabet = ["ab", "c", ".", " ", " ", " ", "\t", "\n", "é", "\u00a0", "\x1c", "\x1f"]
+    generated = ["".join(rng.choice(alphabet, size=int(rng.integers(0, 12)))) for _ in range(300)]
+    ascii_only = ["the house is here", "a b", "x.y z", "one"] * 5
+    reference = {
+        DROP: lambda t: t.split(" "),
+        METASPACE: lambda t: re.split(r"(?= )", t),
+        BYTE_LEVEL: lambda t: re.split(r"(?<=\S)(?= \S)", t),
+    }[rule]
+    for texts in (CORPUS, ascii_only, TRICKY, generated, [*ascii_only, "a  b"], [*ascii_only, " a"], [*ascii_only, "a\tb c"]):
+        got = _cut(rule, list(texts))
+        if got is None:  # no two of the marks are free: the batch is tokenized whole
+            assert sum(any(c in t for t in texts) for c in _pieces.MARKS) > 2
+            continue
+        pieces, per_text = got
+        ends = np.cumsum(per_text)
+        mine = [pieces[lo:hi] for lo, hi in zip(ends - per_text, ends, strict=True)]
+        expected = [reference(t) for t in texts]
+        assert [[p for p in m if p or rule == DROP] for m in mine] == [[p for p in e if p or rule == DROP] for e in expected]
+        assert ["".join(m) for m in mine] == [t if rule != DROP else t.replace(" ", "") for t in texts]
+
+
+def test_rows_scaled_once_or_per_token_give_the_same_bits(kind: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit rows times their norms, once for the whole matrix (many texts) or per token (few): the same float32 products."""
+    _name, path = kind
+    emb = finalfusion.load(path, normalize=True)
+    assert emb.norms is not None
+    texts = TRICKY * 3
+    monkeypatch.setattr(_encode, "_scaling_pays", lambda *_args: False)
+    per_token = emb.encode(texts, normalize=False)
+    monkeypatch.setattr(_encode, "_scaling_pays", lambda *_args: True)
+    once = emb.encode(texts, normalize=False)
+    np.testing.assert_array_equal(once, per_token)
+    assert np.abs(once).sum() > 0
+    monkeypatch.undo()
+    many = ["the house is a happy house"] * (2 * len(emb.vocab.words))  # more tokens than twice the rows: scaled once
+    assert _encode._scaling_pays(emb._matrix, many, _encode._median_token_chars(emb.vocab))
+    np.testing.assert_array_equal(emb.encode(many[:3]), emb.encode(many)[:3])

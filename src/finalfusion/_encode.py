@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion import limits
 from finalfusion._pieces import PieceIds, tokenizer_piece_rule
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion._threads import run_tasks, threads_for
@@ -272,6 +273,17 @@ def _check_batch_size(value: object) -> None:
         raise ValueError(f"batch_size must be a positive int, got {value!r}")
 
 
+def _scaling_pays(matrix: F32, texts: list[str], token_chars: int) -> bool:
+    """Whether scaling every row of ``matrix`` once (a copy of at most :data:`finalfusion.limits.MAX_CACHE_BYTES`) costs less than scaling each token's row.
+
+    The texts' tokens are estimated from their characters (``token_chars`` a token); the rows are scaled once when the
+    texts have more than twice as many tokens as the matrix has rows.
+    """
+    if matrix.nbytes > limits.MAX_CACHE_BYTES:
+        return False
+    return sum(map(len, texts)) > 2 * len(matrix) * max(token_chars, 1)
+
+
 def _median_token_chars(vocab: TokenizerVocab) -> int:
     cached: int | None = getattr(vocab, "_median_chars", None)
     if cached is None:
@@ -357,13 +369,16 @@ class EncodeMixin:
         allowed = _allowed_in_sentences(vocab, self.metadata) if model else None
         rule = tokenizer_piece_rule(vocab.tokenizer) if model and (len(items) > 1 or len(items[0]) > LONG_TEXT) else None
         pieces = PieceIds(vocab.tokenizer, rule) if rule is not None else None
+        matrix, scale = (self._matrix, _scale(self._norms)) if model else (None, None)
+        if matrix is not None and scale is not None and _scaling_pays(matrix, items, _median_token_chars(vocab)):
+            matrix, scale = matrix * scale[:, None], None  # each row times its norm once: the same float32 products as per token
 
         def task(lo: int) -> Callable[[], None]:
             def run() -> None:
                 batch = items[lo : lo + batch_size]
                 if model:
                     flat, counts = _token_ids(vocab, batch if chars is None else [t[:chars] for t in batch], max_length, allowed, pieces)
-                    _means(self._storage, self._matrix, _scale(self._norms), flat, counts, out[lo : lo + len(batch)])
+                    _means(self._storage, matrix, scale, flat, counts, out[lo : lo + len(batch)])
                 else:
                     self._fasttext_batch(batch, out[lo : lo + len(batch)])
 

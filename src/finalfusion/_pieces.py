@@ -128,8 +128,11 @@ ENTRY_BYTES: Final = 120
 SAMPLE_CHARS: Final = 1 << 14
 #: Share of new distinct pieces in the sample above which the batch's texts are tokenized whole.
 NEW_SHARE: Final = 0.75
-#: Where :data:`BYTE_LEVEL` cuts: before a space between two characters that are not whitespace.
-BYTE_LEVEL_CUT: Final = re.compile(r"(?<=\S)(?= \S)")
+#: Where :data:`BYTE_LEVEL` cuts: at a space between two characters that are not whitespace (the match starts
+#: with the space itself, so that ``re`` looks for spaces and checks only them).
+BYTE_LEVEL_CUT: Final = re.compile(r" (?<=\S )(?=\S)")
+#: The ASCII characters Python calls whitespace.
+ASCII_SPACES: Final = "".join(chr(c) for c in range(128) if chr(c).isspace())
 #: Characters that join texts and mark cuts while splitting (two that no text of the batch holds are used).
 MARKS: Final = "\x1f\x1e\x1d\x1c"
 
@@ -256,9 +259,19 @@ def _cut(rule: str, texts: list[str]) -> tuple[list[str], I64] | None:
         return None
     sep, mark = free[0], free[1]
     joined = sep.join(texts)
-    marked = joined.replace(" ", mark + " ") if rule == METASPACE else BYTE_LEVEL_CUT.sub(mark, joined)
+    marked = joined.replace(" ", mark + " ") if rule == METASPACE or _single_spaces(joined, sep) else BYTE_LEVEL_CUT.sub(mark + " ", joined)
     per_text = np.fromiter(map(str.count, marked.split(sep), itertools.repeat(mark)), dtype=np.int64, count=len(texts)) + 1
     return marked.replace(sep, mark).split(mark), per_text
+
+
+def _single_spaces(joined: str, sep: str) -> bool:
+    """Whether every space of the ASCII text ``joined`` (texts joined by ``sep``) stands between two characters that are not whitespace.
+
+    Then :data:`BYTE_LEVEL` cuts at every space (a quick look with ``in`` instead of the regex, for the common case).
+    """
+    if not joined.isascii() or joined[:1] == " " or joined[-1:] == " " or "  " in joined or sep + " " in joined or " " + sep in joined:
+        return False
+    return not any(c in joined for c in ASCII_SPACES if c not in (" ", sep))
 
 
 def _ids_and_lengths(tok: Tokenizer, words: list[str]) -> tuple[I64, I64]:
