@@ -467,3 +467,16 @@ def test_rows_scaled_once_or_per_token_give_the_same_bits(kind: tuple[str, Path]
     many = ["the house is a happy house"] * (2 * len(emb.vocab.words))  # more tokens than twice the rows: scaled once
     assert _encode._scaling_pays(emb._matrix, many, _encode._median_token_chars(emb.vocab))
     np.testing.assert_array_equal(emb.encode(many[:3]), emb.encode(many)[:3])
+
+
+def test_no_texts_one_text_and_one_long_text(kind: tuple[str, Path]) -> None:
+    """No texts, one short text (the plain path) and one long text (through the table, its words repeat): model2vec's vectors."""
+    _name, path = kind
+    ref = model2vec.StaticModel.from_pretrained(path)
+    emb = finalfusion.load(path)
+    assert emb.encode([]).shape == (0, 10)
+    long_text = " ".join(TRICKY * 40)
+    assert len(long_text) > _encode.LONG_TEXT
+    for text in ("the house", long_text):
+        np.testing.assert_allclose(emb.encode(text), ref.encode(text), rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(emb.encode([text]), ref.encode([text]), rtol=2e-5, atol=2e-6)

@@ -367,7 +367,7 @@ class EncodeMixin:
         out = np.zeros((len(items), self._storage.shape[1]), dtype=np.float32)
         chars = max_length * _median_token_chars(vocab) if model and max_length is not None else None
         allowed = _allowed_in_sentences(vocab, self.metadata) if model else None
-        rule = tokenizer_piece_rule(vocab.tokenizer) if model and (len(items) > 1 or len(items[0]) > LONG_TEXT) else None
+        rule = tokenizer_piece_rule(vocab.tokenizer) if model and (len(items) > 1 or sum(map(len, items)) > LONG_TEXT) else None
         pieces = PieceIds(vocab.tokenizer, rule) if rule is not None else None
         matrix, scale = (self._matrix, _scale(self._norms)) if model else (None, None)
         if matrix is not None and scale is not None and _scaling_pays(matrix, items, _median_token_chars(vocab)):
