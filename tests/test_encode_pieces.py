@@ -166,6 +166,17 @@ def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     return name, path
 
 
+@pytest.fixture(scope="module", params=sorted(name for name, (_factory, rule) in KINDS.items() if rule is not None))
+def ruled(request: pytest.FixtureRequest) -> tuple[Any, str]:
+    """A tokenizer with a piece rule (as ``encode`` reads it) and that rule."""
+    from finalfusion.vocab import HuggingFaceTokenizer
+
+    tok = HuggingFaceTokenizer(KINDS[request.param][0]().to_str())
+    rule = tokenizer_piece_rule(tok)
+    assert rule == KINDS[request.param][1]
+    return tok, rule
+
+
 def _plain_and_pieces(emb: finalfusion.Embeddings, texts: list[str]) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """The ids of ``texts`` from one tokenizer call per text, and from the path ``encode`` takes (the cache where it applies)."""
     vocab = emb.vocab
@@ -215,12 +226,8 @@ def test_model_ids_are_model2vec_ids(kind: tuple[str, Path], share: str) -> None
     assert [part.tolist() for part in np.split(flat, np.cumsum(counts)[:-1])] == expected
 
 
-def test_encode_each_equals_encode_batch(kind: tuple[str, Path]) -> None:
-    _name, path = kind
-    tok = finalfusion.load(path).vocab.tokenizer
-    rule = tokenizer_piece_rule(tok)
-    if rule is None:
-        return
+def test_encode_each_equals_encode_batch(ruled: tuple[Any, str]) -> None:
+    tok, rule = ruled
     cut = _cut(rule, TRICKY)
     assert cut is not None
     pieces = cut[0]
@@ -369,13 +376,9 @@ def test_byte_level_cuts_only_where_the_regex_starts_a_pre_token() -> None:
         assert not missed, missed[:5]
 
 
-def test_the_table_is_skipped_when_pieces_do_not_repeat(kind: tuple[str, Path]) -> None:
+def test_the_table_is_skipped_when_pieces_do_not_repeat(ruled: tuple[Any, str]) -> None:
     """A batch whose pieces are nearly all new is tokenized whole (``None``); one whose pieces repeat goes through the table."""
-    _name, path = kind
-    tok = finalfusion.load(path).vocab.tokenizer
-    rule = tokenizer_piece_rule(tok)
-    if rule is None:
-        return
+    tok, rule = ruled
     rng = np.random.default_rng(3)
     distinct = [" ".join("".join(rng.choice(list("abcdefghij"), size=8)) for _ in range(12)) for _ in range(200)]
     table = PieceIds(tok, rule)
