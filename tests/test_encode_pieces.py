@@ -483,3 +483,18 @@ def test_no_texts_one_text_and_one_long_text(kind: tuple[str, Path]) -> None:
     for text in ("the house", long_text):
         np.testing.assert_allclose(emb.encode(text), ref.encode(text), rtol=2e-5, atol=2e-6)
         np.testing.assert_allclose(emb.encode([text]), ref.encode([text]), rtol=2e-5, atol=2e-6)
+
+
+def test_pieces_added_meanwhile_by_another_batch_are_kept_once(ruled: tuple[Any, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """New pieces are tokenized outside the lock: those another batch added meanwhile are skipped, the others appended."""
+    tok, rule = ruled
+    monkeypatch.setattr(_pieces, "NEW_SHARE", 1.0)
+    table = PieceIds(tok, rule)
+    first, second = ["house", " the", "happy"], [" the", "householder", "happy", " a"]
+    table._add(first, *_pieces._ids_and_lengths(tok, first))
+    table._add(second, *_pieces._ids_and_lengths(tok, second))
+    assert list(table._index) == ["house", " the", "happy", "householder", " a"]
+    texts = ["house the happy householder a", "happy a the house"]
+    got = table.ids(texts)
+    assert got is not None
+    assert [part.tolist() for part in np.split(got[0], np.cumsum(got[1])[:-1])] == tok.encode_batch(texts)

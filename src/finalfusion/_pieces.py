@@ -319,8 +319,8 @@ class PieceIds:
     def _add(self, pieces: list[str], flat: I64, lens: I64) -> None:
         """Append the ids ``flat`` of ``pieces`` (``lens`` each) to the table, but for pieces another batch has added meanwhile."""
         index = self._index
-        if any(p in index for p in pieces):
-            fresh = np.fromiter((p not in index for p in pieces), dtype=bool, count=len(pieces))
+        if not index.keys().isdisjoint(pieces):
+            fresh = ~np.fromiter(map(index.__contains__, pieces), dtype=bool, count=len(pieces))
             pieces = list(itertools.compress(pieces, fresh.tolist()))
             flat, lens = flat[np.repeat(fresh, lens)], lens[fresh]
         total = len(flat)
