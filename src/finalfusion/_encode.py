@@ -184,8 +184,9 @@ def _token_ids(
 ) -> tuple[I64, I64]:
     """The kept token ids of ``texts`` (flat, in order) and their count per text (``allowed``: the word rule's ids by default).
 
-    ``pieces`` (for a tokenizer that splits at spaces, :mod:`finalfusion._pieces`)
-    tokenizes each distinct space-separated piece once; the ids are the same.
+    ``pieces`` (for a tokenizer with a piece rule, :mod:`finalfusion._pieces`)
+    tokenizes each distinct piece once, or declines a batch of mostly new
+    pieces (then the texts are tokenized whole); the ids are the same.
     """
     got = pieces.ids(texts) if pieces is not None else None
     if got is not None:
