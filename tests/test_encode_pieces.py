@@ -498,3 +498,17 @@ def test_pieces_added_meanwhile_by_another_batch_are_kept_once(ruled: tuple[Any,
     got = table.ids(texts)
     assert got is not None
     assert [part.tolist() for part in np.split(got[0], np.cumsum(got[1])[:-1])] == tok.encode_batch(texts)
+
+
+def test_texts_holding_every_mark_are_tokenized_whole(ruled: tuple[Any, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Texts that hold three of the four marks leave no two to cut with: the batch is tokenized whole, with the plain ids."""
+    tok, rule = ruled
+    monkeypatch.setattr(_pieces, "NEW_SHARE", 1.0)
+    texts = ["the house\x1c", "a\x1d happy \x1ehouse", "the house"] * 3
+    assert (_cut(rule, texts) is None) is (rule != DROP)  # the drop rule joins with spaces and needs no marks
+    got = PieceIds(tok, rule).ids(texts)
+    if rule != DROP:
+        assert got is None
+    else:
+        assert got is not None
+        assert [part.tolist() for part in np.split(got[0], np.cumsum(got[1])[:-1])] == tok.encode_batch(texts)
