@@ -1,13 +1,15 @@
-"""``encode``'s cache of space-separated pieces (finalfusion._pieces) gives model2vec's vectors exactly (issue 25).
+"""``encode``'s table of pieces (finalfusion._pieces) gives model2vec's vectors exactly (issues 25 and 36).
 
 Tokenizers are trained here with ``tokenizers`` and written as model2vec
 directories by model2vec itself (``max_length`` 16, so the cut falls inside
-words). For the tokenizers whose whole pipeline stops at a space the cache
-is used (checked), and every sentence must give what ``StaticModel.encode``
-gives and, bit for bit, what the plain path (one tokenizer call per text)
-gives; for the others (added tokens with a space, byte-level, Metaspace)
-the plain path is taken, and the last test shows the cache would change
-their vectors -- the sentences here are ones where it matters.
+words). For the tokenizers with a piece rule (pipelines that stop at a space,
+``Metaspace``, byte-level BPE) the table is used (checked), and every sentence
+must give what ``StaticModel.encode`` gives and, bit for bit, what the plain
+path (one tokenizer call per text) gives, both with the table forced on every
+batch and with it never paying; for the others (added tokens with a space or
+that take the spaces around them) the plain path is taken, and the tests at
+the end show that a wrong rule would change vectors -- the sentences here are
+ones where it matters.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import numpy as np
 import pytest
 
 import finalfusion
-from finalfusion import _encode, limits
-from finalfusion._pieces import PieceIds, splits_at_spaces, tokenizer_splits_at_spaces
+from finalfusion import _encode, _pieces, limits
+from finalfusion._pieces import BYTE_LEVEL, DROP, METASPACE, PieceIds, _cut, piece_rule, splits_at_spaces, tokenizer_piece_rule
 from finalfusion.errors import LimitExceeded
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -54,6 +56,7 @@ TRICKY = [
     "",
     " ",
     "house",
+    "a <mask>  house <mask> house  <mask> house<mask>house\n <mask>",
 ]
 
 
@@ -98,30 +101,54 @@ def _bpe() -> Any:
     return _train(tok, trainers.BpeTrainer(vocab_size=180, special_tokens=["<unk>"]))
 
 
-def _byte_level() -> Any:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+def _byte_level(prefix: bool = True, nfc: bool = False) -> Any:
+    from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
-    return _train(tok, trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=prefix)
+    if nfc:
+        tok.normalizer = normalizers.NFC()
+    _train(tok, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.add_tokens([AddedToken("[CLS]", normalized=False)])  # matched in the text as written
+    return tok
 
 
-def _metaspace() -> Any:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+def _metaspace(scheme: str = "always", lowercase: bool = False) -> Any:
+    from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.Unigram())
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    return _train(tok, trainers.UnigramTrainer(vocab_size=150, special_tokens=["<unk>"], unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme=scheme)
+    if lowercase:
+        tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+    _train(tok, trainers.UnigramTrainer(vocab_size=150, special_tokens=["<unk>", "<s>"], unk_token="<unk>"))
+    if lowercase:
+        tok.add_tokens([AddedToken("<city>", normalized=True)])
+    return tok
 
 
-#: name -> (tokenizer factory, whether the cache is used for it)
+def _with_mask(base: Any, **strip: bool) -> Any:
+    """``base`` with a ``<mask>`` that takes the whitespace before (``lstrip``, as RoBERTa's) or after it (``rstrip``)."""
+    from tokenizers import AddedToken
+
+    tok = base()
+    tok.add_special_tokens([AddedToken("<mask>", **strip)])
+    return tok
+
+
+#: name -> (tokenizer factory, the piece rule used for it)
 KINDS = {
-    "bert-template": (_bert, True),
-    "nfkc-sequence-added": (_sequence, True),
-    "bpe-nfd": (_bpe, True),
-    "added-with-space": (lambda: _bert(["new york"]), False),
-    "byte-level": (_byte_level, False),
-    "metaspace": (_metaspace, False),
+    "bert-template": (_bert, DROP),
+    "nfkc-sequence-added": (_sequence, DROP),
+    "bpe-nfd": (_bpe, DROP),
+    "added-with-space": (lambda: _bert(["new york"]), None),
+    "byte-level": (_byte_level, BYTE_LEVEL),
+    "byte-level-no-prefix-nfc": (lambda: _byte_level(prefix=False, nfc=True), BYTE_LEVEL),
+    "byte-level-lstrip-mask": (lambda: _with_mask(_byte_level, lstrip=True), BYTE_LEVEL),
+    "byte-level-rstrip-mask": (lambda: _with_mask(lambda: _byte_level(prefix=False), rstrip=True), None),
+    "metaspace-lstrip-mask": (lambda: _with_mask(_metaspace, lstrip=True), None),
+    "metaspace": (_metaspace, METASPACE),
+    "metaspace-first-nfkc-added": (lambda: _metaspace("first", lowercase=True), METASPACE),
+    "metaspace-never": (lambda: _metaspace("never"), METASPACE),
 }
 
 
@@ -139,23 +166,42 @@ def kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     return name, path
 
 
+@pytest.fixture(scope="module", params=sorted(name for name, (_factory, rule) in KINDS.items() if rule is not None))
+def ruled(request: pytest.FixtureRequest) -> tuple[Any, str]:
+    """A tokenizer with a piece rule (as ``encode`` reads it) and that rule."""
+    from finalfusion.vocab import HuggingFaceTokenizer
+
+    tok = HuggingFaceTokenizer(KINDS[request.param][0]().to_str())
+    rule = tokenizer_piece_rule(tok)
+    assert rule == KINDS[request.param][1]
+    return tok, rule
+
+
 def _plain_and_pieces(emb: finalfusion.Embeddings, texts: list[str]) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """The ids of ``texts`` from one tokenizer call per text, and from the path ``encode`` takes (the cache where it applies)."""
     vocab = emb.vocab
     _norm, max_length = _encode.model_settings(emb.metadata)
     allowed = _encode._model2vec_allowed(vocab)
     plain = _encode._token_ids(vocab, texts, max_length, allowed)
-    pieces = PieceIds(vocab.tokenizer) if tokenizer_splits_at_spaces(vocab.tokenizer) else None  # as encode decides
+    rule = tokenizer_piece_rule(vocab.tokenizer)
+    pieces = PieceIds(vocab.tokenizer, rule) if rule is not None else None  # as encode decides
     used = _encode._token_ids(vocab, texts, max_length, allowed, pieces)
     return plain, used
 
 
+@pytest.fixture(params=["table", "whole"])
+def share(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The table on every batch (``table``), or on none (``whole``: every batch looks new, its texts are tokenized whole)."""
+    monkeypatch.setattr(_pieces, "NEW_SHARE", 1.0 if request.param == "table" else -1.0)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("normalize", [True, False])
-def test_encode_equals_static_model_encode(kind: tuple[str, Path], normalize: bool) -> None:
+def test_encode_equals_static_model_encode(kind: tuple[str, Path], normalize: bool, share: str) -> None:
     name, path = kind
     ref = model2vec.StaticModel.from_pretrained(path)
     emb = finalfusion.load(path, normalize=normalize)
-    assert tokenizer_splits_at_spaces(emb.vocab.tokenizer) is KINDS[name][1]
+    assert tokenizer_piece_rule(emb.vocab.tokenizer) == KINDS[name][1]
     texts = TRICKY + TRICKY[::-1]  # repeated pieces: the second half comes from the cache
     for override in (None, True, False):
         ours = emb.encode(texts, normalize=override, batch_size=5)
@@ -169,7 +215,7 @@ def test_encode_equals_static_model_encode(kind: tuple[str, Path], normalize: bo
     assert counts.max() == 16  # sentences were cut
 
 
-def test_model_ids_are_model2vec_ids(kind: tuple[str, Path]) -> None:
+def test_model_ids_are_model2vec_ids(kind: tuple[str, Path], share: str) -> None:
     """The ids themselves: model2vec's tokenize with its truncation, unknown token dropped."""
     _name, path = kind
     ref = model2vec.StaticModel.from_pretrained(path)
@@ -180,18 +226,20 @@ def test_model_ids_are_model2vec_ids(kind: tuple[str, Path]) -> None:
     assert [part.tolist() for part in np.split(flat, np.cumsum(counts)[:-1])] == expected
 
 
-def test_encode_each_equals_encode_batch(kind: tuple[str, Path]) -> None:
-    _name, path = kind
-    tok = finalfusion.load(path).vocab.tokenizer
-    pieces = " ".join(TRICKY).split(" ")
+def test_encode_each_equals_encode_batch(ruled: tuple[Any, str]) -> None:
+    tok, rule = ruled
+    cut = _cut(rule, TRICKY)
+    assert cut is not None
+    pieces = cut[0]
     expected = tok.encode_batch(pieces)
-    if not tokenizer_splits_at_spaces(tok):
-        return
     ids, owners = tok.encode_each(pieces)
     got: list[list[int]] = [[] for _ in pieces]
     for i, owner in zip(ids, owners, strict=True):
         got[owner].append(i)
     assert got == expected
+    # and the pieces' ids are the texts' ids (the rule itself)
+    ends = np.cumsum(cut[1])
+    assert [[i for ids in got[lo:hi] for i in ids] for lo, hi in zip(ends - cut[1], ends, strict=True)] == tok.encode_batch(TRICKY)
 
 
 def test_bounded_cache_and_threads_keep_vectors(kind: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,6 +247,7 @@ def test_bounded_cache_and_threads_keep_vectors(kind: tuple[str, Path], monkeypa
     emb = finalfusion.load(path)
     texts = TRICKY * 5
     expected = emb.encode(texts)
+    monkeypatch.setattr(_pieces, "NEW_SHARE", 1.0)
     monkeypatch.setattr(limits, "MAX_CACHE_BYTES", 64)  # the table starts over at (almost) every batch
     previous = finalfusion.get_threads()
     try:
@@ -215,7 +264,8 @@ def test_limits_and_lone_surrogates_as_the_plain_path(tmp_path: Path, monkeypatc
     tok = _bert()
     StaticModel(np.ones((tok.get_vocab_size(), 4), dtype=np.float32), tok, normalize=False, max_length=None).save_pretrained(tmp_path / "m")
     emb = finalfusion.load(tmp_path / "m")
-    assert tokenizer_splits_at_spaces(emb.vocab.tokenizer)
+    assert tokenizer_piece_rule(emb.vocab.tokenizer) == DROP
+    monkeypatch.setattr(_pieces, "NEW_SHARE", 1.0)
     out = emb.encode(["the house", "the \ud800 house", "house", "\ud800"])  # the word that is not valid text goes, as one call would give
     assert out[1].tolist() == out[0].tolist() == out[2].tolist() != [0.0] * 4
     assert out[3].tolist() == [0.0] * 4
@@ -244,51 +294,102 @@ def _bert_doc(**changes: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        ({}, True),
-        ({"normalizer": None}, True),
-        ({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}}, True),
-        ({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Replace"}]}}, False),
-        ({"normalizer": {"type": "Strip"}}, False),
-        ({"normalizer": {"type": "Precompiled"}}, False),
-        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Digits"}]}}, True),
-        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Punctuation"}, {"type": "WhitespaceSplit"}]}}, False),
-        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Metaspace"}]}}, False),
-        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\t\\n\\x0B\\f\\r ]+"}, "behavior": "Removed", "invert": False}}, True),
-        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\t\\n\\x0B\\f\\r ]+"}, "behavior": "Isolated", "invert": False}}, False),
-        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\t\\n\\x0B\\f\\r ]+"}, "behavior": "Removed", "invert": True}}, False),
-        ({"pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Removed", "invert": False}}, False),
-        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Removed", "invert": False}}, False),
-        ({"pre_tokenizer": {"type": "Metaspace"}}, False),
-        ({"pre_tokenizer": {"type": "ByteLevel"}}, False),
-        ({"pre_tokenizer": None}, False),
-        ({"post_processor": {"type": "TemplateProcessing"}}, True),
-        ({"post_processor": {"type": "Sequence", "processors": [{"type": "ByteLevel"}, {"type": "Unknown"}]}}, False),
-        ({"added_tokens": [{"content": "new york", "normalized": False}]}, False),
-        ({"added_tokens": [{"content": "<city>", "normalized": True}]}, True),
-        ({"added_tokens": [{"content": "日本", "normalized": True}]}, False),
-        ({"added_tokens": [{"content": "日本", "normalized": False}]}, True),
-        ({"model": {"type": "BPE", "dropout": 0.1}}, False),
-        ({"model": {"type": "BPE", "dropout": None}}, True),
-        ({"model": {"type": "Unigram"}}, True),
+        ({}, DROP),
+        ({"normalizer": None}, DROP),
+        ({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"}]}}, DROP),
+        ({"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Replace"}]}}, None),
+        ({"normalizer": {"type": "Strip"}}, None),
+        ({"normalizer": {"type": "Precompiled"}}, None),
+        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Digits"}]}}, DROP),
+        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Punctuation"}, {"type": "WhitespaceSplit"}]}}, None),
+        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Metaspace"}]}}, None),
+        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\t\\n\\x0B\\f\\r ]+"}, "behavior": "Removed", "invert": False}}, DROP),
+        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\t\\n\\x0B\\f\\r ]+"}, "behavior": "Isolated", "invert": False}}, None),
+        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "[\\t\\n\\x0B\\f\\r ]+"}, "behavior": "Removed", "invert": True}}, None),
+        ({"pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Removed", "invert": False}}, None),
+        ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Removed", "invert": False}}, None),
+        ({"pre_tokenizer": {"type": "Metaspace"}}, METASPACE),  # BertNormalizer maps each character on its own
+        ({"pre_tokenizer": {"type": "Metaspace", "prepend_scheme": "first", "split": True}}, METASPACE),
+        ({"pre_tokenizer": {"type": "Metaspace", "split": False}}, None),  # one pre-token for the whole text
+        ({"pre_tokenizer": {"type": "Metaspace"}, "added_tokens": [{"content": "<mask>", "lstrip": True}]}, None),
+        ({"pre_tokenizer": {"type": "Metaspace"}, "added_tokens": [{"content": "<mask>", "rstrip": True}]}, None),
+        ({"pre_tokenizer": {"type": "Metaspace"}, "added_tokens": [{"content": "a\tb", "normalized": False}]}, None),
+        ({"pre_tokenizer": {"type": "ByteLevel"}}, None),  # BertNormalizer puts spaces around CJK characters
+        ({"pre_tokenizer": {"type": "ByteLevel"}, "normalizer": None}, BYTE_LEVEL),
+        ({"pre_tokenizer": {"type": "ByteLevel", "use_regex": True}, "normalizer": {"type": "NFC"}}, BYTE_LEVEL),
+        ({"pre_tokenizer": {"type": "ByteLevel"}, "normalizer": {"type": "NFKC"}}, None),  # U+00A8 becomes a space and a mark
+        ({"pre_tokenizer": {"type": "ByteLevel", "use_regex": False}, "normalizer": None}, None),
+        ({"pre_tokenizer": {"type": "ByteLevel"}, "normalizer": None, "added_tokens": [{"content": "<mask>", "lstrip": True}]}, BYTE_LEVEL),
+        ({"pre_tokenizer": {"type": "ByteLevel"}, "normalizer": None, "added_tokens": [{"content": "<mask>", "rstrip": True}]}, None),
+        ({"pre_tokenizer": None}, None),
+        ({"post_processor": {"type": "TemplateProcessing"}}, DROP),
+        ({"post_processor": {"type": "Sequence", "processors": [{"type": "ByteLevel"}, {"type": "Unknown"}]}}, None),
+        ({"added_tokens": [{"content": "new york", "normalized": False}]}, None),
+        ({"added_tokens": [{"content": "<city>", "normalized": True}]}, DROP),
+        ({"added_tokens": [{"content": "日本", "normalized": True}]}, None),
+        ({"added_tokens": [{"content": "日本", "normalized": False}]}, DROP),
+        ({"model": {"type": "BPE", "dropout": 0.1}}, None),
+        ({"model": {"type": "BPE", "dropout": None}}, DROP),
+        ({"model": {"type": "Unigram"}}, DROP),
     ],
 )
-def test_splits_at_spaces_table(changes: dict[str, Any], expected: bool) -> None:
-    assert splits_at_spaces(_bert_doc(**changes)) is expected
+def test_piece_rule_table(changes: dict[str, Any], expected: str | None) -> None:
+    assert piece_rule(_bert_doc(**changes)) == expected
+    assert splits_at_spaces(_bert_doc(**changes)) is (expected is not None)
 
 
-@pytest.mark.parametrize("name", ["added-with-space", "byte-level", "metaspace"])
-def test_the_cache_would_change_other_tokenizers_vectors(name: str) -> None:
-    """The sentences above tell a wrong cache apart: forced on the tokenizers it refuses, the ids differ."""
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [("added-with-space", DROP), ("byte-level-rstrip-mask", BYTE_LEVEL), ("metaspace-lstrip-mask", METASPACE), ("byte-level", DROP), ("metaspace", DROP)],
+)
+def test_a_wrong_rule_would_change_vectors(name: str, rule: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sentences above tell a wrong rule apart: forced on a tokenizer it does not hold for, the ids differ."""
     from finalfusion.vocab import HuggingFaceTokenizer
 
+    monkeypatch.setattr(_pieces, "NEW_SHARE", 1.0)
     tok = HuggingFaceTokenizer(KINDS[name][0]().to_str())
-    assert not tokenizer_splits_at_spaces(tok)
-    forced, counts = PieceIds(tok).ids(TRICKY)
+    assert tokenizer_piece_rule(tok) != rule
+    got = PieceIds(tok, rule).ids(TRICKY)
+    assert got is not None
+    forced, counts = got
     plain = tok.encode_batch(TRICKY)
     assert [part.tolist() for part in np.split(forced, np.cumsum(counts)[:-1])] != plain
 
 
-def test_real_bert_vocabulary_of_llamacpp(tmp_path: Path) -> None:
+def test_byte_level_cuts_only_where_the_regex_starts_a_pre_token() -> None:
+    """Every space between two characters that Python does not call whitespace starts a pre-token of ``ByteLevel``'s regex, for all of Unicode.
+
+    The cut of :data:`BYTE_LEVEL` relies on Python's whitespace holding every character the regex calls whitespace:
+    each character that is not whitespace in Python stands once before and once after a space here.
+    """
+    from tokenizers import pre_tokenizers
+
+    pre = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000 and not chr(c).isspace()]
+    for lo in range(0, len(chars), 20_000):
+        text = " ".join(chars[lo : lo + 20_000])
+        starts = {start for _token, (start, _end) in pre.pre_tokenize_str(text)}
+        cuts = [m.start() for m in _pieces.BYTE_LEVEL_CUT.finditer(text)]
+        assert all(text[c] == " " for c in cuts)
+        assert len(cuts) == len(chars[lo : lo + 20_000]) - 1
+        missed = [text[c - 1 : c + 2] for c in cuts if c not in starts]
+        assert not missed, missed[:5]
+
+
+def test_the_table_is_skipped_when_pieces_do_not_repeat(ruled: tuple[Any, str]) -> None:
+    """A batch whose pieces are nearly all new is tokenized whole (``None``); one whose pieces repeat goes through the table."""
+    tok, rule = ruled
+    rng = np.random.default_rng(3)
+    distinct = [" ".join("".join(rng.choice(list("abcdefghij"), size=8)) for _ in range(12)) for _ in range(200)]
+    table = PieceIds(tok, rule)
+    assert table.ids(distinct) is None
+    repeated = ["the house is a happy house"] * 200
+    got = table.ids(repeated)
+    assert got is not None
+    assert [part.tolist() for part in np.split(got[0], np.cumsum(got[1])[:-1])] == tok.encode_batch(repeated)
+
+
+def test_real_bert_vocabulary_of_llamacpp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real WordPiece vocabulary (bge-small's, llama.cpp's test file) under BERT's own normaliser: the cache gives the plain ids.
 
     The GGUF reader's tokenizer normalises as llama.cpp does, with a ``Precompiled`` character map the cache does not take
@@ -311,13 +412,103 @@ def test_real_bert_vocabulary_of_llamacpp(tmp_path: Path) -> None:
     assert files
     for path in files:
         gguf_tok = load_gguf(loadable(path, tmp_path / path.name)).vocab.tokenizer
-        assert not tokenizer_splits_at_spaces(gguf_tok), path.name  # llama.cpp's character map: the plain path
+        assert tokenizer_piece_rule(gguf_tok) is None, path.name  # llama.cpp's character map: the plain path
         doc = json.loads(gguf_tok.to_bytes())
         steps = doc["normalizer"]["normalizers"]
         assert [s["type"] for s in steps] == ["Precompiled", "BertNormalizer"], path.name
         doc["normalizer"] = {**steps[1], "lowercase": True, "strip_accents": True}
         tok = HuggingFaceTokenizer(json.dumps(doc).encode())
-        assert tokenizer_splits_at_spaces(tok), path.name
+        assert tokenizer_piece_rule(tok) == DROP, path.name
         texts = [text for text, _ids in read_cases(path)] + TRICKY
-        flat, counts = PieceIds(tok).ids(texts + texts)
+        monkeypatch.setattr(_pieces, "NEW_SHARE", 1.0)
+        got = PieceIds(tok).ids(texts + texts)
+        assert got is not None
+        flat, counts = got
         assert [part.tolist() for part in np.split(flat, np.cumsum(counts)[:-1])] == tok.encode_batch(texts + texts), path.name
+
+
+@pytest.mark.parametrize("rule", [DROP, METASPACE, BYTE_LEVEL])
+def test_cut_gives_each_texts_pieces(rule: str) -> None:
+    """``_cut`` of a batch gives each text's pieces in order, by the rule's definition, whichever way it finds them."""
+    import re
+
+    rng = np.random.default_rng(11)
+    alphabet = ["ab", "c", ".", " ", " ", " ", "\t", "\n", "é", "\u00a0", "\x1c", "\x1f"]
+    generated = ["".join(rng.choice(alphabet, size=int(rng.integers(0, 12)))) for _ in range(300)]
+    ascii_only = ["the house is here", "a b", "x.y z", "one"] * 5
+    reference = {
+        DROP: lambda t: t.split(" "),
+        METASPACE: lambda t: re.split(r"(?= )", t),
+        BYTE_LEVEL: lambda t: re.split(r"(?<=\S)(?= \S)", t),
+    }[rule]
+    for texts in (CORPUS, ascii_only, TRICKY, generated, [*ascii_only, "a  b"], [*ascii_only, " a"], [*ascii_only, "a\tb c"]):
+        got = _cut(rule, list(texts))
+        if got is None:  # no two of the marks are free: the batch is tokenized whole
+            assert sum(any(c in t for t in texts) for c in _pieces.MARKS) > 2
+            continue
+        pieces, per_text = got
+        ends = np.cumsum(per_text)
+        mine = [pieces[lo:hi] for lo, hi in zip(ends - per_text, ends, strict=True)]
+        expected = [reference(t) for t in texts]
+        assert [[p for p in m if p or rule == DROP] for m in mine] == [[p for p in e if p or rule == DROP] for e in expected]
+        assert ["".join(m) for m in mine] == [t if rule != DROP else t.replace(" ", "") for t in texts]
+
+
+def test_rows_scaled_once_or_per_token_give_the_same_bits(kind: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit rows times their norms, once for the whole matrix (many texts) or per token (few): the same float32 products."""
+    _name, path = kind
+    emb = finalfusion.load(path, normalize=True)
+    assert emb.norms is not None
+    texts = TRICKY * 3
+    monkeypatch.setattr(_encode, "_scaling_pays", lambda *_args: False)
+    per_token = emb.encode(texts, normalize=False)
+    monkeypatch.setattr(_encode, "_scaling_pays", lambda *_args: True)
+    once = emb.encode(texts, normalize=False)
+    np.testing.assert_array_equal(once, per_token)
+    assert np.abs(once).sum() > 0
+    monkeypatch.undo()
+    many = ["the house is a happy house"] * (2 * len(emb.vocab.words))  # more tokens than twice the rows: scaled once
+    assert _encode._scaling_pays(emb._matrix, many, _encode._median_token_chars(emb.vocab))
+    np.testing.assert_array_equal(emb.encode(many[:3]), emb.encode(many)[:3])
+
+
+def test_no_texts_one_text_and_one_long_text(kind: tuple[str, Path]) -> None:
+    """No texts, one short text (the plain path) and one long text (through the table, its words repeat): model2vec's vectors."""
+    _name, path = kind
+    ref = model2vec.StaticModel.from_pretrained(path)
+    emb = finalfusion.load(path)
+    assert emb.encode([]).shape == (0, 10)
+    long_text = " ".join(TRICKY * 40)
+    assert len(long_text) > _encode.LONG_TEXT
+    for text in ("the house", long_text):
+        np.testing.assert_allclose(emb.encode(text), ref.encode(text), rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(emb.encode([text]), ref.encode([text]), rtol=2e-5, atol=2e-6)
+
+
+def test_pieces_added_meanwhile_by_another_batch_are_kept_once(ruled: tuple[Any, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """New pieces are tokenized outside the lock: those another batch added meanwhile are skipped, the others appended."""
+    tok, rule = ruled
+    monkeypatch.setattr(_pieces, "NEW_SHARE", 1.0)
+    table = PieceIds(tok, rule)
+    first, second = ["house", " the", "happy"], [" the", "householder", "happy", " a"]
+    table._add(first, *_pieces._ids_and_lengths(tok, first))
+    table._add(second, *_pieces._ids_and_lengths(tok, second))
+    assert list(table._index) == ["house", " the", "happy", "householder", " a"]
+    texts = ["house the happy householder a", "happy a the house"]
+    got = table.ids(texts)
+    assert got is not None
+    assert [part.tolist() for part in np.split(got[0], np.cumsum(got[1])[:-1])] == tok.encode_batch(texts)
+
+
+def test_texts_holding_every_mark_are_tokenized_whole(ruled: tuple[Any, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Texts that hold three of the four marks leave no two to cut with: the batch is tokenized whole, with the plain ids."""
+    tok, rule = ruled
+    monkeypatch.setattr(_pieces, "NEW_SHARE", 1.0)
+    texts = ["the house\x1c", "a\x1d happy \x1ehouse", "the house"] * 3
+    assert (_cut(rule, texts) is None) is (rule != DROP)  # the drop rule joins with spaces and needs no marks
+    got = PieceIds(tok, rule).ids(texts)
+    if rule != DROP:
+        assert got is None
+    else:
+        assert got is not None
+        assert [part.tolist() for part in np.split(got[0], np.cumsum(got[1])[:-1])] == tok.encode_batch(texts)

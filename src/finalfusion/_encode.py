@@ -23,11 +23,12 @@ mean of the unit vectors of the whitespace-separated words that have a
 non-zero vector). Both are vectorised: the texts of a batch are grouped by
 their token count, each group's rows gathered as one ``(texts, tokens,
 dims)`` block and added along the tokens (model2vec's arithmetic), and the
-batches run on the library's threads. For tokenizers whose pipeline stops at
-every space (BERT-style WordPiece and the like, :mod:`finalfusion._pieces`)
-each distinct space-separated piece of the texts is tokenized once per call
-and the texts' ids are assembled from a table: the same ids, a fraction of
-the tokenizer's work.
+batches run on the library's threads. For tokenizers whose pipeline can be
+cut at spaces (BERT-style WordPiece, ``Metaspace``, byte-level BPE and the
+like, :mod:`finalfusion._pieces`) each distinct piece of the texts is
+tokenized once per call and the texts' ids are assembled from a table: the
+same ids, a fraction of the tokenizer's work (where pieces repeat; a batch
+of nearly all new pieces is tokenized whole).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import numpy as np
 import numpy.typing as npt
 
-from finalfusion._pieces import PieceIds, tokenizer_splits_at_spaces
+from finalfusion import limits
+from finalfusion._pieces import PieceIds, tokenizer_piece_rule
 from finalfusion._progress import ProgressArg, reporter
 from finalfusion._threads import run_tasks, threads_for
 from finalfusion.storage.ndarray import Storage
@@ -67,6 +69,8 @@ FASTTEXT_SPACE: Final = re.compile(r"[ \t\n\v\f\r]+")
 GATHER_BYTES: Final = 1 << 24
 #: Texts with more tokens than this are summed in float64, in blocks (:func:`_means`).
 LONG_TOKENS: Final = 4096
+#: A single text longer than this (characters) goes through the piece table too (its words repeat).
+LONG_TEXT: Final = 4096
 
 
 def model_settings(metadata: Metadata | None) -> tuple[bool, int | None]:
@@ -180,11 +184,13 @@ def _token_ids(
 ) -> tuple[I64, I64]:
     """The kept token ids of ``texts`` (flat, in order) and their count per text (``allowed``: the word rule's ids by default).
 
-    ``pieces`` (for a tokenizer that splits at spaces, :mod:`finalfusion._pieces`)
-    tokenizes each distinct space-separated piece once; the ids are the same.
+    ``pieces`` (for a tokenizer with a piece rule, :mod:`finalfusion._pieces`)
+    tokenizes each distinct piece once, or declines a batch of mostly new
+    pieces (then the texts are tokenized whole); the ids are the same.
     """
-    if pieces is not None:
-        flat, lens = pieces.ids(texts)
+    got = pieces.ids(texts) if pieces is not None else None
+    if got is not None:
+        flat, lens = got
     else:
         encoded = vocab.tokenizer.encode_batch(texts)
         lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
@@ -268,6 +274,17 @@ def _check_batch_size(value: object) -> None:
         raise ValueError(f"batch_size must be a positive int, got {value!r}")
 
 
+def _scaling_pays(matrix: F32, texts: list[str], token_chars: int) -> bool:
+    """Whether scaling every row of ``matrix`` once (a copy of at most :data:`finalfusion.limits.MAX_CACHE_BYTES`) costs less than scaling each token's row.
+
+    The texts' tokens are estimated from their characters (``token_chars`` a token); the rows are scaled once when the
+    texts have more than twice as many tokens as the matrix has rows.
+    """
+    if matrix.nbytes > limits.MAX_CACHE_BYTES:
+        return False
+    return sum(map(len, texts)) > 2 * len(matrix) * max(token_chars, 1)
+
+
 def _median_token_chars(vocab: TokenizerVocab) -> int:
     cached: int | None = getattr(vocab, "_median_chars", None)
     if cached is None:
@@ -304,9 +321,10 @@ class EncodeMixin:
         ``max_length`` times the median token length in characters, as
         model2vec does), and the model's rows are averaged (vocabulary-quantized
         models: their ``weights`` and ``mapping`` were applied when loading).
-        Where the tokenizer's pipeline stops at every space (BERT-style
-        ``tokenizer.json`` files, as the potion models'), each distinct
-        space-separated piece is tokenized once per call: the same ids, less work.
+        Where the tokenizer's pipeline can be cut at spaces (``tokenizer.json``
+        files with BERT-style WordPiece, as the potion models', ``Metaspace``
+        or byte-level BPE), each distinct piece is tokenized once per call:
+        the same ids, less work where words repeat.
         Any other vocabulary gives fastText's ``get_sentence_vector``: the
         words are split at ASCII whitespace and the unit vectors of the words
         that have a non-zero vector are averaged (unknown words of subword
@@ -350,14 +368,18 @@ class EncodeMixin:
         out = np.zeros((len(items), self._storage.shape[1]), dtype=np.float32)
         chars = max_length * _median_token_chars(vocab) if model and max_length is not None else None
         allowed = _allowed_in_sentences(vocab, self.metadata) if model else None
-        pieces = PieceIds(vocab.tokenizer) if model and len(items) > 1 and tokenizer_splits_at_spaces(vocab.tokenizer) else None
+        rule = tokenizer_piece_rule(vocab.tokenizer) if model and (len(items) > 1 or sum(map(len, items)) > LONG_TEXT) else None
+        pieces = PieceIds(vocab.tokenizer, rule) if rule is not None else None
+        matrix, scale = (self._matrix, _scale(self._norms)) if model else (None, None)
+        if matrix is not None and scale is not None and _scaling_pays(matrix, items, _median_token_chars(vocab)):
+            matrix, scale = matrix * scale[:, None], None  # each row times its norm once: the same float32 products as per token
 
         def task(lo: int) -> Callable[[], None]:
             def run() -> None:
                 batch = items[lo : lo + batch_size]
                 if model:
                     flat, counts = _token_ids(vocab, batch if chars is None else [t[:chars] for t in batch], max_length, allowed, pieces)
-                    _means(self._storage, self._matrix, _scale(self._norms), flat, counts, out[lo : lo + len(batch)])
+                    _means(self._storage, matrix, scale, flat, counts, out[lo : lo + len(batch)])
                 else:
                     self._fasttext_batch(batch, out[lo : lo + len(batch)])
 

@@ -1,39 +1,80 @@
-"""Token ids of many texts, each distinct space-separated piece tokenized once (:meth:`~finalfusion.Embeddings.encode`).
+"""Token ids of many texts, each distinct piece of them tokenized once (:meth:`~finalfusion.Embeddings.encode`).
 
-Sentences repeat words. For tokenizers whose whole pipeline stops at a
-space -- a ``tokenizer.json`` whose ids of ``a + " " + b`` are always the
-ids of ``a`` followed by the ids of ``b`` -- the ids of a text are the ids
-of its pieces ``text.split(" ")`` in order, so each distinct piece needs
-the tokenizer only once per call. :class:`PieceIds` keeps those ids in one
-flat table and assembles a batch's ids with numpy; the tokenizer itself
-still does all the work on each piece (normaliser, added tokens,
-pre-tokenizer, model): nothing of it is re-implemented here.
+Sentences repeat words. For most ``tokenizer.json`` pipelines a text can be
+cut at (some of) its spaces so that the ids of the text are the ids of its
+pieces, each tokenized on its own; then each distinct piece needs the
+tokenizer only once per call. :class:`PieceIds` keeps those ids in one flat
+table and assembles a batch's ids with numpy; the tokenizer itself still does
+all the work on each piece (added tokens, normaliser, pre-tokenizer, model):
+nothing of it is re-implemented here.
 
-**When it holds** (:func:`splits_at_spaces`, read from the checked
+**The piece rules** (:func:`piece_rule`, read from the checked
 ``tokenizer.json``; anything else takes the plain path, one call per text):
 
-* the pre-tokenizer drops spaces and splits there: ``BertPreTokenizer``,
-  ``Whitespace``, ``WhitespaceSplit``, the ``Split`` that removes runs of
-  fastText's separators (:data:`finalfusion._tokenizers.FASTTEXT_SPACE_REGEX`,
-  ``write_model2vec``'s word tokenizers), or a ``Sequence`` that starts with
-  one of them followed by ``Punctuation``, ``Digits`` or those (later
-  pre-tokenizers of a sequence split each piece on its own). Not
-  ``Metaspace`` nor ``ByteLevel``: they turn spaces into token text, so a
-  double or trailing space gives tokens of its own and a word's first piece
-  depends on what precedes it;
-* the normaliser maps each character on its own and a space to a space:
-  none, ``BertNormalizer``, ``Lowercase``, ``StripAccents``, ``NFC``,
-  ``NFD``, ``NFKC``, ``NFKD`` or a ``Sequence`` of them (a space is a
-  starter that never composes, so the Unicode forms stop there too). Not
-  ``Replace``, ``Strip``, ``Prepend`` nor ``Precompiled``;
+* :data:`DROP` -- the pre-tokenizer drops spaces and splits there:
+  ``BertPreTokenizer``, ``Whitespace``, ``WhitespaceSplit``, the ``Split``
+  that removes runs of fastText's separators
+  (:data:`finalfusion._tokenizers.FASTTEXT_SPACE_REGEX`, ``write_model2vec``'s
+  word tokenizers), or a ``Sequence`` that starts with one of them followed by
+  ``Punctuation``, ``Digits`` or those (later pre-tokenizers of a sequence
+  split each piece on its own). The text is cut at every space, which goes:
+  the ids of ``a + " " + b`` are the ids of ``a`` then those of ``b``.
+* :data:`METASPACE` -- ``Metaspace`` that splits (``split`` true; any
+  ``prepend_scheme``). It turns every space into the replacement character
+  ``▁`` and starts a pre-token at each ``▁``, so the text is cut *before*
+  every space and each later piece keeps its space: the ids of ``a + " " +
+  b`` are the ids of ``a`` then those of ``" " + b`` (which starts with
+  ``▁`` after the space is replaced, so nothing is prepended to it, whatever
+  the scheme; a double space gives the piece ``" "``, a ``▁`` of its own, as
+  in the text).
+* :data:`BYTE_LEVEL` -- ``ByteLevel`` with its GPT-2 regex (``use_regex``
+  true). The regex starts a pre-token at a space that stands between two
+  characters that are not whitespace (``" word"``), no pre-token reaches
+  across it, and the pre-tokens after it do not depend on the text before
+  it (no look-behind), so the text is cut before such a space (and only
+  there: a run of spaces or a space next to a newline stays inside a piece,
+  where the regex treats it on its own terms). Whitespace is Python's
+  ``str.isspace``, which holds for every character the regex calls
+  whitespace (tests/test_encode_pieces.py checks all of Unicode), so a cut
+  is only ever made where the regex makes one.
+
+The other parts must not look across a cut:
+
+* the normaliser maps each character on its own and a space to a space. For
+  :data:`DROP` and :data:`METASPACE`: none, ``BertNormalizer``,
+  ``Lowercase``, ``StripAccents``, ``NFC``, ``NFD``, ``NFKC``, ``NFKD`` or a
+  ``Sequence`` of them (a space is a starter that never composes, so the
+  Unicode forms stop there too). For :data:`BYTE_LEVEL`, whose cuts depend on
+  the characters next to the space, only those that never turn a character
+  that is not whitespace into one that starts or ends with whitespace: none,
+  ``Lowercase``, ``NFC``, ``NFD``. Never ``Replace``, ``Strip``,
+  ``Prepend`` nor ``Precompiled``;
 * the model is ``WordPiece``, ``WordLevel``, ``Unigram`` or ``BPE``
   without dropout (each pre-token is tokenized on its own; dropout is random);
-* no added token can match across a space: no content holds a space, and
-  the content of a ``normalized`` one is printable ASCII (which those
-  normalisers never turn into a space);
+* no added token can match across a cut: no content holds a space (for the
+  rules that keep spaces: no whitespace, and no ``rstrip``, which takes the
+  whitespace after a match, nor for :data:`METASPACE` ``lstrip``, which takes
+  a run of spaces before it; :data:`BYTE_LEVEL` cuts only before a single
+  space that follows a character that is not whitespace, so ``lstrip``, as
+  RoBERTa's ``<mask>`` has it, takes the same space in the piece as in the
+  text), and the content of a ``normalized`` one is printable ASCII (which
+  those normalisers never turn into a space);
 * the post-processor leaves ids alone without special tokens: none,
   ``TemplateProcessing``, ``BertProcessing``, ``RobertaProcessing``,
   ``ByteLevel`` or a ``Sequence`` of them.
+
+**When the table pays.** Tokenizing a piece once pays when pieces repeat
+(natural text: a batch of 1,024 sentences has ~40 % distinct words, later
+batches fewer new ones); when nearly every piece is new (random strings,
+identifiers), the table is pure overhead. Each batch first looks up the pieces
+of its first ~:data:`SAMPLE_CHARS` characters: when more than
+:data:`NEW_SHARE` of the distinct ones are new, :meth:`PieceIds.ids` returns
+``None`` and the caller tokenizes the batch's texts whole (the plain path,
+whose ``tokenizers`` call runs on the library's threads), leaving the table
+alone. The new distinct pieces of a batch go to ``tokenizers`` outside the
+table's lock (batches on other threads go on meanwhile), as pre-tokenized
+sequences of up to :data:`finalfusion._tokenizers.BLOCK_WORDS` words, several
+sequences per call (:meth:`~finalfusion._tokenizers.HuggingFaceTokenizer.encode_each`).
 
 The table is bounded by :data:`finalfusion.limits.MAX_CACHE_BYTES` (it
 starts over when full) and lives for one ``encode`` call. Texts get exactly
@@ -47,6 +88,7 @@ valid UTF-8 text (a lone surrogate) goes without the words that hold one
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from collections.abc import Sequence
 from typing import Any, Final
@@ -57,9 +99,16 @@ import numpy.typing as npt
 from finalfusion import limits
 from finalfusion._tokenizers import FASTTEXT_SPACE_REGEX, HuggingFaceTokenizer, Tokenizer, _is_text, checked_tokenizer_json, encodable_text, word_sizes
 
-__all__ = ["PieceIds", "splits_at_spaces"]
+__all__ = ["BYTE_LEVEL", "DROP", "METASPACE", "PieceIds", "piece_rule", "splits_at_spaces", "tokenizer_piece_rule"]
 
 I64 = npt.NDArray[np.int64]
+
+#: Cut at every space, which goes (pre-tokenizers that drop spaces).
+DROP: Final = "drop"
+#: Cut before every space, which starts the next piece (``Metaspace``).
+METASPACE: Final = "metaspace"
+#: Cut before every space between two characters that are not whitespace (``ByteLevel`` with its regex).
+BYTE_LEVEL: Final = "byte-level"
 
 #: Pre-tokenizers that split at every space and drop it.
 SPACE_SPLITTERS: Final = frozenset({"BertPreTokenizer", "Whitespace", "WhitespaceSplit"})
@@ -67,12 +116,25 @@ SPACE_SPLITTERS: Final = frozenset({"BertPreTokenizer", "Whitespace", "Whitespac
 PIECE_SPLITTERS: Final = SPACE_SPLITTERS | {"Punctuation", "Digits"}
 #: Normalisers that map each character on its own (the Unicode forms: up to the next starter) and keep a space a space.
 LOCAL_NORMALIZERS: Final = frozenset({"BertNormalizer", "Lowercase", "StripAccents", "NFC", "NFD", "NFKC", "NFKD"})
+#: Of those, the ones that never turn a character that is not whitespace into one that starts or ends with whitespace.
+NO_SPACE_NORMALIZERS: Final = frozenset({"Lowercase", "NFC", "NFD"})
 #: Post-processors that only add special tokens (never asked for here) or change offsets.
 ID_KEEPING_PROCESSORS: Final = frozenset({"TemplateProcessing", "BertProcessing", "RobertaProcessing", "ByteLevel"})
 #: Models that tokenize each pre-token on its own, deterministically (BPE: without dropout).
 PIECE_MODELS: Final = frozenset({"WordPiece", "WordLevel", "Unigram", "BPE"})
 #: Bytes counted per cached piece besides its characters and ids (the dict entry and the str object).
 ENTRY_BYTES: Final = 120
+#: Characters of a batch (its first texts) whose pieces are looked up before deciding whether the table pays for the batch.
+SAMPLE_CHARS: Final = 1 << 14
+#: Share of new distinct pieces in the sample above which the batch's texts are tokenized whole.
+NEW_SHARE: Final = 0.75
+#: Where :data:`BYTE_LEVEL` cuts: at a space between two characters that are not whitespace (the match starts
+#: with the space itself, so that ``re`` looks for spaces and checks only them).
+BYTE_LEVEL_CUT: Final = re.compile(r" (?<=\S )(?=\S)")
+#: The ASCII characters Python calls whitespace.
+ASCII_SPACES: Final = "".join(chr(c) for c in range(128) if chr(c).isspace())
+#: Characters that join texts and mark cuts while splitting (two that no text of the batch holds are used).
+MARKS: Final = "\x1f\x1e\x1d\x1c"
 
 
 def _kind(part: Any) -> str | None:
@@ -88,11 +150,18 @@ def _space_splitter(step: Any) -> bool:
     )
 
 
-def _pre_tokenizer_ok(pre: Any) -> bool:
+def _pre_tokenizer_rule(pre: Any) -> str | None:
     if _space_splitter(pre):
-        return True
-    steps = pre.get("pretokenizers") if _kind(pre) == "Sequence" else None
-    return isinstance(steps, list) and bool(steps) and _space_splitter(steps[0]) and all(_space_splitter(s) or _kind(s) in PIECE_SPLITTERS for s in steps)
+        return DROP
+    kind = _kind(pre)
+    if kind == "Metaspace" and pre.get("split", True) is True:
+        return METASPACE
+    if kind == "ByteLevel" and pre.get("use_regex", True) is True:
+        return BYTE_LEVEL
+    steps = pre.get("pretokenizers") if kind == "Sequence" else None
+    if isinstance(steps, list) and steps and _space_splitter(steps[0]) and all(_space_splitter(s) or _kind(s) in PIECE_SPLITTERS for s in steps):
+        return DROP
+    return None
 
 
 def _all_in(part: Any, steps_key: str, allowed: Any) -> bool:
@@ -106,15 +175,15 @@ def _all_in(part: Any, steps_key: str, allowed: Any) -> bool:
     return kind in allowed
 
 
-def _normalizer_ok(norm: Any) -> bool:
-    return _all_in(norm, "normalizers", LOCAL_NORMALIZERS)
+def _normalizer_ok(norm: Any, rule: str) -> bool:
+    return _all_in(norm, "normalizers", NO_SPACE_NORMALIZERS if rule == BYTE_LEVEL else LOCAL_NORMALIZERS)
 
 
 def _processor_ok(proc: Any) -> bool:
     return _all_in(proc, "processors", ID_KEEPING_PROCESSORS)
 
 
-def _added_ok(added: Any) -> bool:
+def _added_ok(added: Any, rule: str) -> bool:
     if added is None:
         return True
     if not isinstance(added, list):
@@ -123,48 +192,104 @@ def _added_ok(added: Any) -> bool:
         content = entry.get("content") if isinstance(entry, dict) else None
         if not isinstance(content, str) or " " in content:
             return False
+        if rule != DROP and (any(c.isspace() for c in content) or entry.get("rstrip", False) is not False):
+            return False
+        if rule == METASPACE and entry.get("lstrip", False) is not False:
+            return False
         if entry.get("normalized", True) and not all(c.isascii() and c.isprintable() and not c.isspace() for c in content):
             return False
     return True
 
 
-def splits_at_spaces(doc: dict[str, Any]) -> bool:
-    """Whether the ``tokenizer.json`` ``doc`` gives the ids of ``a + " " + b`` as the ids of ``a`` then those of ``b``, for all texts.
+def piece_rule(doc: dict[str, Any]) -> str | None:
+    """Where ``doc`` (a ``tokenizer.json``) lets a text be cut into pieces tokenized on their own.
+
+    :data:`DROP`, :data:`METASPACE`, :data:`BYTE_LEVEL`, or ``None``.
 
     The conditions are the module's (its docstring says why each holds);
-    ``False`` for anything not known to hold.
+    ``None`` for anything not known to hold.
 
     Examples
     --------
     >>> bert = {"normalizer": {"type": "BertNormalizer"}, "pre_tokenizer": {"type": "BertPreTokenizer"}, "model": {"type": "WordPiece"}}
-    >>> splits_at_spaces(bert), splits_at_spaces({**bert, "pre_tokenizer": {"type": "Metaspace"}})
-    (True, False)
+    >>> piece_rule(bert), piece_rule({**bert, "pre_tokenizer": {"type": "Metaspace"}}), piece_rule({**bert, "pre_tokenizer": {"type": "ByteLevel"}})
+    ('drop', 'metaspace', None)
+    >>> piece_rule({"pre_tokenizer": {"type": "ByteLevel", "use_regex": True}, "model": {"type": "BPE"}})
+    'byte-level'
     """
     model = doc.get("model")
     if _kind(model) not in PIECE_MODELS or (isinstance(model, dict) and model.get("dropout") not in (None, 0, 0.0)):
-        return False
-    return (
-        _pre_tokenizer_ok(doc.get("pre_tokenizer"))
-        and _normalizer_ok(doc.get("normalizer"))
-        and _processor_ok(doc.get("post_processor"))
-        and _added_ok(doc.get("added_tokens"))
-    )
+        return None
+    rule = _pre_tokenizer_rule(doc.get("pre_tokenizer"))
+    if rule is None or not (
+        _normalizer_ok(doc.get("normalizer"), rule) and _processor_ok(doc.get("post_processor")) and _added_ok(doc.get("added_tokens"), rule)
+    ):
+        return None
+    return rule
 
 
-def tokenizer_splits_at_spaces(tokenizer: Tokenizer) -> bool:
-    """:func:`splits_at_spaces` of a ``tokenizer.json`` tokenizer (``False`` for the other kinds), worked out once per tokenizer."""
-    cached: bool | None = getattr(tokenizer, "_splits_at_spaces", None)
-    if cached is None:
-        cached = tokenizer.kind == "huggingface" and splits_at_spaces(checked_tokenizer_json(tokenizer.to_bytes()))
-        tokenizer._splits_at_spaces = cached  # type: ignore[attr-defined]
+def splits_at_spaces(doc: dict[str, Any]) -> bool:
+    """Whether :func:`piece_rule` finds a rule for the ``tokenizer.json`` ``doc``.
+
+    Examples
+    --------
+    >>> splits_at_spaces({"pre_tokenizer": {"type": "Metaspace", "split": False}, "model": {"type": "Unigram"}})
+    False
+    """
+    return piece_rule(doc) is not None
+
+
+def tokenizer_piece_rule(tokenizer: Tokenizer) -> str | None:
+    """:func:`piece_rule` of a ``tokenizer.json`` tokenizer (``None`` for the other kinds), worked out once per tokenizer."""
+    cached: str | None = getattr(tokenizer, "_piece_rule", "")
+    if cached == "":
+        cached = piece_rule(checked_tokenizer_json(tokenizer.to_bytes())) if tokenizer.kind == "huggingface" else None
+        tokenizer._piece_rule = cached  # type: ignore[attr-defined]
     return cached
 
 
-class PieceIds:
-    """The token ids of texts through a table of the ids of their space-separated pieces.
+def _cut(rule: str, texts: list[str]) -> tuple[list[str], I64] | None:
+    """The pieces of ``texts`` by ``rule`` (flat, in order) and the pieces of each text; ``None`` if no two marks are free."""
+    if rule == DROP:
+        pieces = " ".join(texts).split(" ")  # text i has its spaces + 1 pieces
+        return pieces, np.fromiter(map(str.count, texts, itertools.repeat(" ")), dtype=np.int64, count=len(texts)) + 1
+    everything = "".join(texts)
+    free = [c for c in MARKS if c not in everything]
+    if len(free) < 2:
+        return None
+    sep, mark = free[0], free[1]
+    joined = sep.join(texts)
+    marked = joined.replace(" ", mark + " ") if rule == METASPACE or _single_spaces(joined, sep) else BYTE_LEVEL_CUT.sub(mark + " ", joined)
+    per_text = np.fromiter(map(str.count, marked.split(sep), itertools.repeat(mark)), dtype=np.int64, count=len(texts)) + 1
+    return marked.replace(sep, mark).split(mark), per_text
 
-    Use only for a tokenizer of which :func:`tokenizer_splits_at_spaces`
-    holds. Thread-safe (one batch at a time).
+
+def _single_spaces(joined: str, sep: str) -> bool:
+    """Whether every space of the ASCII text ``joined`` (texts joined by ``sep``) stands between two characters that are not whitespace.
+
+    Then :data:`BYTE_LEVEL` cuts at every space (a quick look with ``in`` instead of the regex, for the common case).
+    """
+    if not joined.isascii() or joined[:1] == " " or joined[-1:] == " " or "  " in joined or sep + " " in joined or " " + sep in joined:
+        return False
+    return not any(c in joined for c in ASCII_SPACES if c not in (" ", sep))
+
+
+def _ids_and_lengths(tok: Tokenizer, words: list[str]) -> tuple[I64, I64]:
+    """The ids of ``words`` (flat) and the ids of each word, from the tokenizer."""
+    if isinstance(tok, HuggingFaceTokenizer):
+        flat, owners = tok.encode_each(words)
+        lens = np.bincount(np.asarray(owners, dtype=np.int64), minlength=len(words)).astype(np.int64, copy=False)
+        return np.asarray(flat, dtype=np.int64), lens
+    encoded = tok.encode_batch(words)
+    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    return np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(lens.sum())), lens
+
+
+class PieceIds:
+    """The token ids of texts through a table of the ids of their pieces (:func:`piece_rule`).
+
+    Use only for a tokenizer of which :func:`tokenizer_piece_rule` gives a
+    rule (``rule``: that one, by default). Thread-safe (one batch at a time).
 
     Examples
     --------
@@ -176,8 +301,9 @@ class PieceIds:
     ([2, 4, 2, 4, 2, 2], [3, 0, 3], [[2, 4, 2], [], [4, 2, 2]])
     """
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: Tokenizer, rule: str | None = None) -> None:
         self._tokenizer = tokenizer
+        self._rule = rule if rule is not None else tokenizer_piece_rule(tokenizer) or DROP
         self._lock = threading.Lock()
         self._clear()
 
@@ -190,16 +316,13 @@ class PieceIds:
         self._used = 0  # ids in the table
         self._bytes = 0
 
-    def _add(self, pieces: list[str]) -> None:
-        """Tokenize ``pieces`` (distinct, not in the table) and append their ids."""
-        tok = self._tokenizer
-        if isinstance(tok, HuggingFaceTokenizer):
-            flat, owners = tok.encode_each(pieces)
-            lens = np.bincount(np.asarray(owners, dtype=np.int64), minlength=len(pieces)).astype(np.int64, copy=False)
-        else:
-            encoded = tok.encode_batch(pieces)
-            lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-            flat = list(itertools.chain.from_iterable(encoded))
+    def _add(self, pieces: list[str], flat: I64, lens: I64) -> None:
+        """Append the ids ``flat`` of ``pieces`` (``lens`` each) to the table, but for pieces another batch has added meanwhile."""
+        index = self._index
+        if not index.keys().isdisjoint(pieces):
+            fresh = ~np.fromiter(map(index.__contains__, pieces), dtype=bool, count=len(pieces))
+            pieces = list(itertools.compress(pieces, fresh.tolist()))
+            flat, lens = flat[np.repeat(fresh, lens)], lens[fresh]
         total = len(flat)
         n, used = self._pieces, self._used
         if n + len(pieces) > len(self._starts):
@@ -211,12 +334,26 @@ class PieceIds:
         self._ids[used : used + total] = flat
         self._lens[n : n + len(pieces)] = lens
         self._starts[n : n + len(pieces)] = used + np.cumsum(lens) - lens
-        self._index.update(zip(pieces, range(n, n + len(pieces)), strict=True))
+        index.update(zip(pieces, range(n, n + len(pieces)), strict=True))
         self._pieces, self._used = n + len(pieces), used + total
         self._bytes += sum(map(len, pieces)) + ENTRY_BYTES * len(pieces) + 24 * total
 
-    def ids(self, texts: Sequence[str]) -> tuple[I64, I64]:
+    def _pays(self, texts: list[str], sizes: list[int]) -> bool:
+        """Whether the table pays for ``texts``: at most :data:`NEW_SHARE` of the pieces of its first ~:data:`SAMPLE_CHARS` characters are new."""
+        total = sum(sizes)
+        k = len(texts) if total <= SAMPLE_CHARS else max(1, len(texts) * SAMPLE_CHARS // total)
+        cut = _cut(self._rule, texts[:k])
+        if cut is None:
+            return False
+        pieces = cut[0]
+        with self._lock:
+            return len(set(pieces).difference(self._index)) <= NEW_SHARE * len(pieces)
+
+    def ids(self, texts: Sequence[str]) -> tuple[I64, I64] | None:
         """The token ids of ``texts`` (flat, in order, as the tokenizer returns them) and their count per text.
+
+        ``None`` when the table does not pay for this batch (nearly every piece is new, or no marks are free to cut
+        the texts): then the caller tokenizes the texts whole.
 
         Raises
         ------
@@ -227,28 +364,37 @@ class PieceIds:
         """
         if not texts:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        word_sizes(texts)  # the plain path's limit, on whole texts
-        joined = " ".join(texts)
-        if not joined.isascii() and not _is_text(joined):  # a lone surrogate: its word goes, as in the plain path
+        sizes = word_sizes(texts)  # the plain path's limit, on whole texts
+        texts = list(texts)
+        if not _is_text("".join(texts)):  # a lone surrogate: its word goes, as in the plain path
             texts = [t if _is_text(t) else encodable_text(t) or "" for t in texts]
-            joined = " ".join(texts)
-        pieces = joined.split(" ")  # text i has its spaces + 1 pieces
-        per_text = np.fromiter(map(str.count, texts, itertools.repeat(" ")), dtype=np.int64, count=len(texts)) + 1
+        if not self._pays(texts, sizes):
+            return None
+        cut = _cut(self._rule, texts)
+        if cut is None:
+            return None
+        pieces, per_text = cut
         with self._lock:
             if self._bytes > limits.MAX_CACHE_BYTES:
                 self._clear()
-            index = self._index
-            nums = np.fromiter(map(index.get, pieces, itertools.repeat(-1)), dtype=np.int64, count=len(pieces))
-            missing = nums < 0
-            if missing.any():
-                mask = missing.tolist()
-                self._add(list(dict.fromkeys(itertools.compress(pieces, mask))))
-                nums[missing] = np.fromiter(map(index.__getitem__, itertools.compress(pieces, mask)), dtype=np.int64, count=int(missing.sum()))
-            lens = self._lens[nums]
-            starts = self._starts[nums]
-            ids = self._ids
-            total = int(lens.sum())
-            # flat[j] = ids[starts[piece of j] + (j - first position of that piece)]
-            flat = ids[np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(total, dtype=np.int64)]
+            nums = np.fromiter(map(self._index.get, pieces, itertools.repeat(-1)), dtype=np.int64, count=len(pieces))
+            # The table only grows in place past its used part (a clear or a resize makes new arrays): these stay valid.
+            pool, starts, lens = self._ids[: self._used], self._starts[np.maximum(nums, 0)], self._lens[np.maximum(nums, 0)]
+        missing = nums < 0
+        if missing.any():
+            # The new pieces are tokenized outside the lock, so that batches on other threads go on meanwhile.
+            mask = missing.tolist()
+            new = list(dict.fromkeys(itertools.compress(pieces, mask)))
+            new_flat, new_lens = _ids_and_lengths(self._tokenizer, new)
+            with self._lock:
+                self._add(new, new_flat, new_lens)
+            slot = dict(zip(new, range(len(new)), strict=True))
+            where = np.fromiter(map(slot.__getitem__, itertools.compress(pieces, mask)), dtype=np.int64, count=int(missing.sum()))
+            starts[missing] = len(pool) + (np.cumsum(new_lens) - new_lens)[where]
+            lens[missing] = new_lens[where]
+            pool = np.concatenate((pool, new_flat))
+        total = int(lens.sum())
+        # flat[j] = pool[starts[piece of j] + (j - first position of that piece)]
+        flat = pool[np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(total, dtype=np.int64)]
         counts = np.add.reduceat(lens, np.cumsum(per_text) - per_text)
         return flat, counts.astype(np.int64, copy=False)

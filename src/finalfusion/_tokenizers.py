@@ -76,6 +76,7 @@ __all__ = [
     "GPT2_REGEX",
     "KNOWN_REGEXES",
     "LLAMA3_REGEX",
+    "SEQUENCES_PER_CALL",
     "HuggingFaceTokenizer",
     "LlamaCppJsonTokenizer",
     "SentencePieceTokenizer",
@@ -98,6 +99,9 @@ BLOCK_BYTES: int = 1 << 16
 #: Most words handed to the tokenizer in one call (each costs a few hundred
 #: bytes of bookkeeping in the library besides its characters).
 BLOCK_WORDS: int = 1 << 12
+#: Blocks handed to ``tokenizers`` in one call by :meth:`HuggingFaceTokenizer.encode_each`, which the
+#: library tokenizes on its own threads (so a call peaks at this many blocks' memory).
+SEQUENCES_PER_CALL: int = 4
 
 
 def check_tokenize_length(word: str) -> int:
@@ -638,14 +642,15 @@ class HuggingFaceTokenizer(Tokenizer):
         """The ids of all ``words`` (flat, in order) and the position in ``words`` each id is from.
 
         The words of a block (:data:`BLOCK_BYTES`, :data:`BLOCK_WORDS`) go to
-        ``tokenizers`` as one pre-tokenized sequence: the library runs each
-        word through the whole pipeline (added tokens, normaliser,
-        pre-tokenizer, model) on its own, as it runs a text, and gives each
-        id's word. One encoding per block instead of one per word takes ~20 %
-        less time on short words. The ids equal :meth:`encode_batch`'s where no
-        part of the pipeline depends on where a word stands (used for the
-        tokenizers of :func:`finalfusion._pieces.splits_at_spaces`, where that
-        holds). The parts of a word that hold a lone surrogate are dropped (:func:`encodable_text`).
+        ``tokenizers`` as one pre-tokenized sequence, :data:`SEQUENCES_PER_CALL`
+        sequences per call (the library tokenizes them on its threads): the
+        library runs each word through the whole pipeline (added tokens,
+        normaliser, pre-tokenizer, model) on its own, as it runs a text, and
+        gives each id's word. One encoding per block instead of one per word
+        takes ~20 % less time on short words. The ids equal
+        :meth:`encode_batch`'s where no part of the pipeline depends on where a
+        word stands (used for the tokenizers of
+        :func:`finalfusion._pieces.piece_rule`, where that holds). The parts of a word that hold a lone surrogate are dropped (:func:`encodable_text`).
 
         Raises
         ------
@@ -667,15 +672,18 @@ class HuggingFaceTokenizer(Tokenizer):
         if not words:
             return ids, owners
         impl = self._ensure()
+        calls: list[tuple[list[str], list[int]]] = []
         for start, end in _blocks(sizes):
             block: list[str | None] = list(words[start:end])
             if not _is_text("".join(words[start:end])):
                 block = [w if w is None or _is_text(w) else encodable_text(w) for w in block]
             keep = [start + i for i, w in enumerate(block) if w is not None]
             if keep:
-                block_ids, block_owners = self._guarded(_encode_sequence, impl, [w for w in block if w is not None], keep)
-                ids += block_ids
-                owners += block_owners
+                calls.append(([w for w in block if w is not None], keep))
+        for lo in range(0, len(calls), SEQUENCES_PER_CALL):
+            block_ids, block_owners = self._guarded(_encode_sequences, impl, calls[lo : lo + SEQUENCES_PER_CALL])
+            ids += block_ids
+            owners += block_owners
         return ids, owners
 
 
@@ -704,10 +712,15 @@ class LlamaCppJsonTokenizer(HuggingFaceTokenizer):
         return tok
 
 
-def _encode_sequence(impl: Any, words: list[str], where: list[int]) -> tuple[list[int], list[int]]:
-    """The ids of ``words`` from one pre-tokenized call of ``tokenizers``, and ``where[word]`` for each id."""
-    encoding = impl.encode_batch([words], is_pretokenized=True, add_special_tokens=False)[0]
-    return encoding.ids, list(map(where.__getitem__, encoding.word_ids))
+def _encode_sequences(impl: Any, blocks: list[tuple[list[str], list[int]]]) -> tuple[list[int], list[int]]:
+    """The ids of the words of ``blocks`` from one pre-tokenized call of ``tokenizers`` (a sequence per block), and ``where[word]`` for each id."""
+    encodings = impl.encode_batch([words for words, _where in blocks], is_pretokenized=True, add_special_tokens=False)
+    ids: list[int] = []
+    owners: list[int] = []
+    for encoding, (_words, where) in zip(encodings, blocks, strict=True):
+        ids += encoding.ids
+        owners += map(where.__getitem__, encoding.word_ids)
+    return ids, owners
 
 
 #: A toy WordPiece-free BPE tokenizer for the doctests: ids 0 [UNK], 1 [CLS], 2 ab, 3 a, 4 c, 5 b.

@@ -119,7 +119,9 @@ MAX_LOAD_NGRAMS_PER_BYTE: int = 1
 #: Memory (bytes of stored arrays and strings) each n-gram cache may hold: the
 #: per-indexer word and n-gram caches and the module-level hashing layouts.
 #: Caches evict least recently used entries past it and do not store a result
-#: larger than an eighth of it.
+#: larger than an eighth of it. ``encode``'s table of a call's pieces starts
+#: over past it, and ``encode`` scales a model's unit rows by their norms once
+#: per call only for a table of at most this size.
 MAX_CACHE_BYTES: int = 1 << 25
 
 #: Longest header (metadata and tensor table) of a model file -- GGUF, a SentencePiece
