@@ -2922,6 +2922,7 @@ def _load_remote_http(data: bytes) -> object:
         _remote.TIMEOUT, _remote.MIN_RATE, _remote.BLOCK_SIZE, _remote.CACHE_BLOCKS = REMOTE_TIMEOUT, REMOTE_MIN_RATE, block, control[9] % 4 + 1
         try:
             remote = load(url, **kwargs)
+            got = _canonical(remote)  # a .fifu with mmap=True fetches its rows here, under the same server and limits
         except OSError:
             raise  # the transport failed, and said so
         except FinalfusionError as exc:
@@ -2932,7 +2933,6 @@ def _load_remote_http(data: bytes) -> object:
     finally:
         for name, value in saved.items():
             setattr(_remote, name, value)
-    got = _canonical(remote)
     lie = remote_consistent_lie(control, versions)
     if got not in local and (lie is None or got != _local_load(load, lie, kwargs)):
         raise Violation("remote-wrong-vectors", f"the URL loaded embeddings that no served version gives locally ({len(local)} version(s))")
