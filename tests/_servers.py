@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -261,6 +262,23 @@ def nginx_in_temp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
     """:func:`nginx_or_skip` serving a fresh temporary directory."""
     with nginx_or_skip(tmp_path_factory.mktemp("www"), tmp_path_factory.mktemp("nginx")) as srv:
         yield srv
+
+
+def nginx_fixtures() -> tuple[Any, Any]:
+    """A test module's fixtures ``server`` (nginx for the module, :func:`nginx_in_temp`) and ``served`` (the same, its
+    log cleared for each test): ``server, served = nginx_fixtures()``."""
+
+    @pytest.fixture(scope="module")
+    def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
+        with nginx_in_temp(tmp_path_factory) as srv:
+            yield srv
+
+    @pytest.fixture
+    def served(server: Nginx) -> Nginx:
+        server.clear()
+        return server
+
+    return server, served
 
 
 @dataclass

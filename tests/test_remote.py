@@ -13,14 +13,13 @@ import json
 import struct
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import finalfusion
-from _servers import Nginx, hostile, lying, nginx_or_skip
+from _servers import Nginx, hostile, lying, nginx_fixtures
 from finalfusion import FormatError, MissingExtraError
 from finalfusion._remote import BLOCK_SIZE, is_url
 
@@ -32,16 +31,7 @@ SAMPLE = Path(__file__).parent.parent / "examples" / "sample.fifu"
 BULK = 20 << 20
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
-    with nginx_or_skip(tmp_path_factory.mktemp("www"), tmp_path_factory.mktemp("nginx")) as srv:
-        yield srv
-
-
-@pytest.fixture
-def served(server: Nginx) -> Nginx:
-    server.clear()
-    return server
+server, served = nginx_fixtures()
 
 
 def test_a_finalfusion_file_loads_as_the_local_one(served: Nginx) -> None:

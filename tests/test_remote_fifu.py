@@ -14,14 +14,13 @@ import os
 import pickle
 import threading
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import finalfusion
-from _servers import Nginx, hostile, later, lying, nginx_in_temp
+from _servers import Nginx, hostile, later, lying, nginx_fixtures
 from finalfusion import Embeddings, FormatError, NdArray
 from finalfusion._remote_rows import BLOCK_BYTES, CACHE_BYTES, RemoteRows
 from finalfusion.errors import FileChangedError, LegacyFormatWarning
@@ -46,16 +45,7 @@ KNOWN = [f"w{i}ort" for i in range(0, N_WORDS, 997)][:10]
 UNKNOWN = [f"unbekannt{i}" for i in range(10)]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
-    with nginx_in_temp(tmp_path_factory) as srv:
-        yield srv
-
-
-@pytest.fixture
-def served(server: Nginx) -> Nginx:
-    server.clear()
-    return server
+server, served = nginx_fixtures()
 
 
 def load_local(path: Path) -> Embeddings:

@@ -10,14 +10,13 @@ inside the index is a plain file name, and a JSON file's size is checked against
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import finalfusion
-from _servers import Nginx, Request, nginx_or_skip
+from _servers import Nginx, Request, nginx_fixtures
 from finalfusion import FormatError
 from finalfusion._remote import BLOCK_SIZE
 from finalfusion.compat.safetensors import load_safetensors
@@ -32,16 +31,7 @@ BULK = 8 << 20
 TABLE = "model.embed_tokens.weight"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
-    with nginx_or_skip(tmp_path_factory.mktemp("models"), tmp_path_factory.mktemp("nginx")) as srv:
-        yield srv
-
-
-@pytest.fixture
-def served(server: Nginx) -> Nginx:
-    server.clear()
-    return server
+server, served = nginx_fixtures()
 
 
 def _fetched(requests: list[Request], name: str) -> list[Request]:
