@@ -155,7 +155,7 @@ class RemoteFile(io.RawIOBase):
             raise ServerRefused(*self._refused.args)
         for attempt in range(RETRIES + 1):
             try:
-                if n >= DIRECT_BLOCKS * self._f.blocksize:
+                if n >= DIRECT_BLOCKS * getattr(self._f, "blocksize", n + 1):  # files without blocks (memory://) read as they are
                     # One request for the whole range, past the cache: checked and counted as the cache's blocks are (self._fetch).
                     data = bytes(self._fetch(pos, pos + n) if self._fetch is not None else self._f._fetch_range(pos, pos + n))
                 else:

@@ -49,6 +49,7 @@ def model2vec_settings(directory: Location | None, tensor: str) -> dict[str, Any
     Examples
     --------
     >>> import tempfile
+    >>> from pathlib import Path
     >>> with tempfile.TemporaryDirectory() as d:
     ...     _ = (Path(d) / "config.json").write_text('{"normalize": true, "max_length": null}')
     ...     model2vec_settings(Path(d), "embeddings")
