@@ -23,8 +23,9 @@ from finalfusion.errors import MissingExtraError, import_extra
 
 __all__ = ["FETCH_BAR_BYTES", "FETCH_BAR_SECONDS", "LongFetches", "bars", "progress_wanted"]
 
-#: A remote file's fetch gets a bar once it has brought this many bytes, or has lasted this long: a short fetch draws none.
+#: A remote file's fetch gets a bar once it has brought this many bytes (or lasted :data:`FETCH_BAR_SECONDS`).
 FETCH_BAR_BYTES = 4 << 20
+#: ... or once it has lasted this many seconds: a short fetch draws no bar.
 FETCH_BAR_SECONDS = 1.0
 
 
