@@ -475,3 +475,32 @@ def test_row_fetches_check_each_answer_as_the_load_does(mode: str, etag: bool) -
             assert source.fetch([(100, 200)]) == [data[100:200]]
         with pytest.raises(ServerRefused, match=url):
             source.fetch([(1000, 1100), (5000, 5100)])
+
+
+def test_rows_at_a_server_index_and_convert_as_the_local_matrix(served: Nginx, big: tuple[Path, Path]) -> None:
+    local = np.asarray(load_local(big[0]).storage)
+    rows = rows_of(load_remote(served.url(big[0].name), cache_bytes=1 << 16))
+    n = len(local)
+    assert (rows.ndim, rows.size, rows.itemsize, len(rows), rows.url) == (2, local.size, local.itemsize, n, served.url(big[0].name))
+    assert repr(rows).startswith(f"RemoteRows(shape={local.shape}")
+    mask = np.zeros(n, dtype=bool)
+    mask[[3, 700, n - 1]] = True
+    keys = [5, -1, np.int64(9), slice(10, 20), slice(30, 3, -7), [4, 2, 4], np.array([[1, 2], [3, n - 2]]), mask, (), ...]
+    for key in [*keys, (7, 3), (slice(0, 4), 2), ([1, 5], slice(2, 6)), ([1, 5], [2, 3]), (mask, [0, 1, 2])]:
+        np.testing.assert_array_equal(rows[key], local[key], err_msg=repr(key))
+    np.testing.assert_array_equal(rows[np.array([], dtype=np.float64)], local[np.array([], dtype=np.intp)])
+    for bad in [n, -n - 1, [0, n], np.zeros(3, dtype=bool), np.array([1.5])]:
+        with pytest.raises(IndexError):
+            rows[bad]
+    np.testing.assert_array_equal(np.take(rows, [6, 1], axis=0), local[[6, 1]])
+    out = np.empty((2, local.shape[1]), dtype=local.dtype)
+    assert rows.take([8, 9], out=out) is out
+    np.testing.assert_array_equal(out, local[[8, 9]])
+    with pytest.raises(ValueError, match="axis 0 only"):
+        rows.take([0], axis=1)
+    np.testing.assert_array_equal(rows.copy(), local)
+    assert rows.astype(np.float64).dtype == np.float64
+    np.testing.assert_array_equal(np.sum(rows, axis=0), np.sum(local, axis=0))  # anything else streams the matrix
+    assert copy.copy(rows) is rows
+    assert copy.deepcopy(rows) is rows
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(rows)), local)  # on its own: by value

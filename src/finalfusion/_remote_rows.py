@@ -156,7 +156,9 @@ class RemoteRows:
                 picked: npt.NDArray[Any] = rows[key[1:]]
                 return picked
             if isinstance(key[0], slice) or np.ndim(key[0]) == 1:
-                rest: tuple[Any, ...] = (slice(None), *key[1:])
+                # The picked rows in their order stand for key[0]: an index array pairs with later index arrays as in numpy.
+                first = slice(None) if isinstance(key[0], slice) else np.arange(len(rows))
+                rest: tuple[Any, ...] = (first, *key[1:])
                 out: npt.NDArray[Any] = rows[rest]
                 return out
             whole: npt.NDArray[Any] = np.asarray(self)[key]  # numpy's rules for several advanced indices: on the matrix itself
