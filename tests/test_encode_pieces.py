@@ -101,16 +101,28 @@ def _bpe() -> Any:
     return _train(tok, trainers.BpeTrainer(vocab_size=180, special_tokens=["<unk>"]))
 
 
-def _byte_level(prefix: bool = True, nfc: bool = False) -> Any:
+def _byte_level(prefix: bool = True, nfc: bool = False, added: bool = True) -> Any:
     from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=prefix)
     if nfc:
         tok.normalizer = normalizers.NFC()
-    _train(tok, trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.add_tokens([AddedToken("[CLS]", normalized=False)])  # matched in the text as written
+    specials = ["<|endoftext|>"] if added else []
+    _train(tok, trainers.BpeTrainer(vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if added:
+        tok.add_tokens([AddedToken("[CLS]", normalized=False)])  # matched in the text as written
     return tok
+
+
+def _wordpiece(pre: str) -> Any:
+    """WordPiece under ``Whitespace`` (runs of word characters and of others) or ``WhitespaceSplit``, lowercased."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = getattr(pre_tokenizers, pre)()
+    return _train(tok, trainers.WordPieceTrainer(vocab_size=200, special_tokens=["[UNK]", "[CLS]"]))
 
 
 def _metaspace(scheme: str = "always", lowercase: bool = False) -> Any:
@@ -143,6 +155,10 @@ KINDS = {
     "added-with-space": (lambda: _bert(["new york"]), None),
     "byte-level": (_byte_level, BYTE_LEVEL),
     "byte-level-no-prefix-nfc": (lambda: _byte_level(prefix=False, nfc=True), BYTE_LEVEL),
+    "byte-level-no-prefix": (lambda: _byte_level(prefix=False), BYTE_LEVEL),
+    "byte-level-prefix-no-added": (lambda: _byte_level(added=False), BYTE_LEVEL),
+    "wordpiece-whitespace": (lambda: _wordpiece("Whitespace"), DROP),
+    "wordpiece-whitespace-split": (lambda: _wordpiece("WhitespaceSplit"), DROP),
     "byte-level-lstrip-mask": (lambda: _with_mask(_byte_level, lstrip=True), BYTE_LEVEL),
     "byte-level-rstrip-mask": (lambda: _with_mask(lambda: _byte_level(prefix=False), rstrip=True), None),
     "metaspace-lstrip-mask": (lambda: _with_mask(_metaspace, lstrip=True), None),
@@ -491,9 +507,10 @@ def test_pieces_added_meanwhile_by_another_batch_are_kept_once(ruled: tuple[Any,
     monkeypatch.setattr(_pieces, "NEW_SHARE", 1.0)
     table = PieceIds(tok, rule)
     first, second = ["house", " the", "happy"], [" the", "householder", "happy", " a"]
-    table._add(first, *_pieces._ids_and_lengths(tok, first))
-    table._add(second, *_pieces._ids_and_lengths(tok, second))
-    assert list(table._index) == ["house", " the", "happy", "householder", " a"]
+    table._add(*_pieces._ids_and_lengths(tok, first, rule, table._plan))
+    table._add(*_pieces._ids_and_lengths(tok, second, rule, table._plan))
+    assert sorted(table._index) == sorted(["house", " the", "happy", "householder", " a"])
+    assert sorted(table._index.values()) == list(range(5))
     texts = ["house the happy householder a", "happy a the house"]
     got = table.ids(texts)
     assert got is not None
@@ -512,3 +529,173 @@ def test_texts_holding_every_mark_are_tokenized_whole(ruled: tuple[Any, str], mo
     else:
         assert got is not None
         assert [part.tolist() for part in np.split(got[0], np.cumsum(got[1])[:-1])] == tok.encode_batch(texts)
+
+
+#: Pieces a joined text must not get wrong: Unicode spaces and line breaks, marks, NUL, emoji, CJK, right-to-left
+#: text, added tokens' contents, a continuing prefix at a word's start, a piece longer than half a block.
+HOSTILE = [
+    "x\u00a0y",
+    "\u3000",
+    "a\u2028b",
+    "\x00nul",
+    "nul\x00",
+    "\U0001f600\U0001f600x",
+    "e\u0301\u0301",
+    "\u05e9\u05dc\u05d5\u05dd",
+    "日本語",
+    "##house",
+    "#",
+    "[CLS]house",
+    "<|endoftext|>",
+    "house<mask>",
+    "\x1c\x1d",  # two of the marks _cut joins with (two stay free)
+    "\ufffd",
+    "HOUSE",
+    "ß",
+    "İ",
+    "o" * 40_000,
+]
+
+#: name -> the way a joined text's ids are told apart by piece, for the printable ASCII words of CORPUS.
+WAYS = {
+    "byte-level-no-prefix": "_by_bytes",
+    "byte-level-prefix-no-added": "_by_bytes",
+    "bert-template": "_by_word_starts",
+    "wordpiece-whitespace": "_by_word_starts",
+    "wordpiece-whitespace-split": "_by_word_starts",
+    "byte-level": "_by_offsets",  # a space before each text and added tokens: bytes unknown
+    "byte-level-no-prefix-nfc": "_by_offsets",  # a normaliser
+    "metaspace": "_by_offsets",
+    "bpe-nfd": "_by_offsets",  # not WordPiece
+    "nfkc-sequence-added": "_by_offsets",  # a Sequence of pre-tokenizers
+}
+
+
+def _each_alone(tok: Any, pieces: list[str]) -> list[list[int]]:
+    return [tok.encode_batch([p])[0] for p in pieces]
+
+
+def _split(flat: np.ndarray, lens: np.ndarray) -> list[list[int]]:
+    return [part.tolist() for part in np.split(flat, np.cumsum(lens)[:-1])] if len(lens) else []
+
+
+@pytest.fixture
+def ways(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often each way told a joined text's ids apart (returned an answer)."""
+    from finalfusion import _piece_owners
+
+    told: dict[str, int] = {}
+
+    def counting(name: str) -> Any:
+        real = getattr(_piece_owners, name)
+
+        def counted(*args: Any) -> Any:
+            got = real(*args)
+            told[name] = told.get(name, 0) + (got is not None)
+            return got
+
+        return counted
+
+    for name in ("_by_bytes", "_by_word_starts", "_by_offsets"):
+        monkeypatch.setattr(_piece_owners, name, counting(name))
+    return told
+
+
+@pytest.mark.parametrize("name", sorted(WAYS))
+def test_joined_texts_give_each_pieces_own_ids(name: str, ways: dict[str, int]) -> None:
+    """The distinct pieces of real and hostile texts, tokenized joined: each piece gets exactly the ids it gets alone, by the expected way."""
+    from finalfusion.vocab import HuggingFaceTokenizer
+
+    tok = HuggingFaceTokenizer(KINDS[name][0]().to_str())
+    rule, plan = _pieces._tokenizer_plan(tok)
+    assert rule == KINDS[name][1]
+    plain = _cut(rule, CORPUS[:5])
+    assert plain is not None
+    words = [w for w in dict.fromkeys(plain[0]) if w.isascii()]  # printable ASCII, punctuation and digits included
+    assert any(not w.isalpha() for w in words)
+    ordered, flat, lens = _pieces._ids_and_lengths(tok, words, rule, plan)
+    assert sorted(ordered) == sorted(words)
+    assert _split(flat, lens) == _each_alone(tok, ordered)
+    assert set(ways) == {WAYS[name]}, ways
+    assert ways[WAYS[name]] >= 1
+    hostile = _cut(rule, TRICKY + HOSTILE + [" ".join(HOSTILE)])
+    assert hostile is not None
+    pieces = list(dict.fromkeys(hostile[0]))
+    ordered, flat, lens = _pieces._ids_and_lengths(tok, pieces, rule, plan)
+    assert sorted(ordered) == sorted(pieces)
+    assert _split(flat, lens) == _each_alone(tok, ordered)
+
+
+@pytest.mark.parametrize("name", ["byte-level-no-prefix", "bert-template"])
+def test_a_wrong_plan_is_caught_and_the_offsets_tell(name: str, ways: dict[str, int]) -> None:
+    """A plan that miscounts (bytes of a common id, or which ids start a word) fails its check: the offsets give the right ids."""
+    from finalfusion._piece_owners import OwnerPlan
+    from finalfusion.vocab import HuggingFaceTokenizer
+
+    tok = HuggingFaceTokenizer(KINDS[name][0]().to_str())
+    rule, plan = _pieces._tokenizer_plan(tok)
+    common = tok.encode(" the" if rule == BYTE_LEVEL else "the")
+    assert len(common) == 1
+    if plan.spans is not None:
+        spans = plan.spans[0].copy()
+        spans[common[0]] += 1
+        wrong = OwnerPlan((spans, plan.spans[1]), None)
+    else:
+        assert plan.starts is not None
+        firsts = plan.starts[0].copy()
+        firsts[common[0]] = False
+        wrong = OwnerPlan(None, (firsts, *plan.starts[1:]))
+    words = [w for w in dict.fromkeys(_cut(rule, CORPUS[:5])[0]) if w.isascii()]  # type: ignore[index]
+    ordered, flat, lens = _pieces._ids_and_lengths(tok, words, rule, wrong)
+    assert _split(flat, lens) == _each_alone(tok, ordered)
+    assert set(ways) == {"_by_bytes" if plan.spans is not None else "_by_word_starts", "_by_offsets"}
+    assert ways["_by_offsets"] >= 1
+    assert ways.get("_by_bytes", 0) + ways.get("_by_word_starts", 0) == 0
+
+
+#: A BPE model whose vocabulary holds every byte's character (filled in by the test).
+ALPHABET_BPE: dict[str, Any] = {"type": "BPE", "vocab": "ALPHABET"}
+BYTE_LEVEL_NO_PREFIX: dict[str, Any] = {"type": "ByteLevel", "add_prefix_space": False}
+
+
+@pytest.mark.parametrize(
+    ("changes", "spans", "starts"),
+    [
+        ({}, False, True),
+        ({"pre_tokenizer": {"type": "Whitespace"}}, False, True),
+        ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Digits"}]}}, False, False),
+        ({"model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "", "vocab": {"[UNK]": 0}}}, False, False),
+        ({"model": {"type": "BPE", "vocab": {"[UNK]": 0}}}, False, False),
+        ({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False}, "normalizer": None, "model": ALPHABET_BPE}, True, False),
+        ({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True}, "normalizer": None, "model": ALPHABET_BPE}, False, False),
+        ({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True}, "normalizer": None, "added_tokens": [], "model": ALPHABET_BPE}, True, False),
+        ({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False}, "normalizer": {"type": "NFC"}, "model": ALPHABET_BPE}, False, False),
+        ({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False}, "normalizer": None, "model": {"type": "BPE", "vocab": {"a": 0}}}, False, False),
+        ({"pre_tokenizer": BYTE_LEVEL_NO_PREFIX, "normalizer": None, "model": {**ALPHABET_BPE, "continuing_subword_prefix": "##"}}, False, False),
+        (
+            {
+                "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False},
+                "normalizer": None,
+                "added_tokens": [{"id": 0, "content": "<mask>", "lstrip": True}],
+                "model": {"type": "BPE", "vocab": "ALPHABET"},
+            },
+            False,
+            False,
+        ),
+    ],
+)
+def test_owner_plan_table(changes: dict[str, Any], spans: bool, starts: bool) -> None:
+    """Which ways a ``tokenizer.json`` allows.
+
+    Bytes only for byte-level BPE over all 256 bytes without a normaliser, a space before a text only without added
+    tokens; word starts only for WordPiece with a prefix under a pre-tokenizer whose pre-tokens are counted.
+    """
+    from finalfusion._piece_owners import BYTE_LEVEL_ALPHABET, owner_plan
+
+    doc = _bert_doc(**changes)
+    doc["model"] = dict(doc["model"])
+    if doc["model"].get("vocab") == "ALPHABET":
+        doc["model"]["vocab"] = {c: i + 1 for i, c in enumerate(sorted(BYTE_LEVEL_ALPHABET))}
+    doc["model"].setdefault("vocab", {"[UNK]": 0, "house": 1, "##s": 2})
+    plan = owner_plan(doc, piece_rule(doc))
+    assert (plan.spans is not None, plan.starts is not None) == (spans, starts)

@@ -72,9 +72,14 @@ of its first ~:data:`SAMPLE_CHARS` characters: when more than
 ``None`` and the caller tokenizes the batch's texts whole (the plain path,
 whose ``tokenizers`` call runs on the library's threads), leaving the table
 alone. The new distinct pieces of a batch go to ``tokenizers`` outside the
-table's lock (batches on other threads go on meanwhile), as pre-tokenized
-sequences of up to :data:`finalfusion._tokenizers.BLOCK_WORDS` words, several
-sequences per call (:meth:`~finalfusion._tokenizers.HuggingFaceTokenizer.encode_each`).
+table's lock (batches on other threads go on meanwhile), joined again into
+texts of up to :data:`finalfusion._tokenizers.BLOCK_BYTES` bytes where the
+rule allows (:func:`_runs`: the library's cost per text, several
+microseconds, is paid once per such text instead of once per piece), their
+ids told apart by piece by :mod:`finalfusion._piece_owners`; the pieces that
+cannot be joined go as pre-tokenized sequences of up to
+:data:`finalfusion._tokenizers.BLOCK_WORDS` words
+(:meth:`~finalfusion._tokenizers.HuggingFaceTokenizer.encode_each`).
 
 The table is bounded by :data:`finalfusion.limits.MAX_CACHE_BYTES` (it
 starts over when full) and lives for one ``encode`` call. Texts get exactly
@@ -97,7 +102,18 @@ import numpy as np
 import numpy.typing as npt
 
 from finalfusion import limits
-from finalfusion._tokenizers import FASTTEXT_SPACE_REGEX, HuggingFaceTokenizer, Tokenizer, _is_text, checked_tokenizer_json, encodable_text, word_sizes
+from finalfusion._piece_owners import OwnerPlan, owner_plan, run_ids
+from finalfusion._tokenizers import (
+    BLOCK_BYTES,
+    BLOCK_WORDS,
+    FASTTEXT_SPACE_REGEX,
+    HuggingFaceTokenizer,
+    Tokenizer,
+    _is_text,
+    checked_tokenizer_json,
+    encodable_text,
+    word_sizes,
+)
 
 __all__ = ["BYTE_LEVEL", "DROP", "METASPACE", "PieceIds", "piece_rule", "splits_at_spaces", "tokenizer_piece_rule"]
 
@@ -241,11 +257,7 @@ def splits_at_spaces(doc: dict[str, Any]) -> bool:
 
 def tokenizer_piece_rule(tokenizer: Tokenizer) -> str | None:
     """:func:`piece_rule` of a ``tokenizer.json`` tokenizer (``None`` for the other kinds), worked out once per tokenizer."""
-    cached: str | None = getattr(tokenizer, "_piece_rule", "")
-    if cached == "":
-        cached = piece_rule(checked_tokenizer_json(tokenizer.to_bytes())) if tokenizer.kind == "huggingface" else None
-        tokenizer._piece_rule = cached  # type: ignore[attr-defined]
-    return cached
+    return _tokenizer_plan(tokenizer)[0]
 
 
 def _cut(rule: str, texts: list[str]) -> tuple[list[str], I64] | None:
@@ -274,15 +286,113 @@ def _single_spaces(joined: str, sep: str) -> bool:
     return not any(c in joined for c in ASCII_SPACES if c not in (" ", sep))
 
 
-def _ids_and_lengths(tok: Tokenizer, words: list[str]) -> tuple[I64, I64]:
-    """The ids of ``words`` (flat) and the ids of each word, from the tokenizer."""
-    if isinstance(tok, HuggingFaceTokenizer):
-        flat, owners = tok.encode_each(words)
-        lens = np.bincount(np.asarray(owners, dtype=np.int64), minlength=len(words)).astype(np.int64, copy=False)
-        return np.asarray(flat, dtype=np.int64), lens
-    encoded = tok.encode_batch(words)
-    lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    return np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(lens.sum())), lens
+def _tokenizer_plan(tokenizer: Tokenizer) -> tuple[str | None, OwnerPlan]:
+    """:func:`piece_rule` and :func:`~finalfusion._piece_owners.owner_plan` of a ``tokenizer.json`` tokenizer, worked out once per tokenizer.
+
+    ``None`` and an empty plan for the other kinds.
+    """
+    cached: tuple[str | None, OwnerPlan] | None = getattr(tokenizer, "_piece_plan", None)
+    if cached is None:
+        doc = checked_tokenizer_json(tokenizer.to_bytes()) if tokenizer.kind == "huggingface" else None
+        rule = piece_rule(doc) if doc is not None else None
+        cached = (rule, owner_plan(doc, rule))
+        tokenizer._piece_plan = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _runs(rule: str, pieces: list[str], sizes: list[int]) -> tuple[list[list[str]], list[str]]:
+    """Runs of ``pieces`` that ``rule`` lets be tokenized as one text (joined by :func:`_separator`), and the pieces left to go alone.
+
+    A piece may follow another in a run where its text would have been cut
+    before it, and be followed where the text could have been cut after it:
+    for :data:`DROP` any piece (a space joins them and goes, as at every
+    cut); for :data:`METASPACE` one that starts with a space may follow
+    (the rule cuts before every space); for :data:`BYTE_LEVEL` one that
+    starts with a space and then a character that is not whitespace may
+    follow, and one that ends with a character that is not whitespace may be
+    followed. Each run holds at most :data:`~finalfusion._tokenizers.BLOCK_BYTES`
+    bytes of pieces that may do both, a piece that may only be followed
+    (first) and one that may only follow (last). Empty pieces (no ids) and
+    pieces of more than half a block go alone.
+    """
+    if rule == DROP:
+        follow = followed = [True] * len(pieces)
+    elif rule == METASPACE:
+        follow, followed = [p[:1] == " " for p in pieces], [True] * len(pieces)
+    else:
+        follow = [p[:1] == " " and p[1:2].strip() != "" for p in pieces]
+        followed = [p[-1:].strip() != "" for p in pieces]
+    firsts: list[str] = []
+    lasts: list[str] = []
+    alone: list[str] = []
+    chunks: list[list[str]] = [[]]
+    total = 0
+    for piece, size, may_follow, may_be_followed in zip(pieces, sizes, follow, followed, strict=True):
+        if not piece or size > BLOCK_BYTES // 2 or not (may_follow or may_be_followed):
+            alone.append(piece)
+        elif not may_follow:
+            firsts.append(piece)
+        elif not may_be_followed:
+            lasts.append(piece)
+        else:
+            if total + size > BLOCK_BYTES or len(chunks[-1]) >= BLOCK_WORDS:
+                chunks.append([])
+                total = 0
+            chunks[-1].append(piece)
+            total += size
+    runs: list[list[str]] = []
+    for first, chunk, last in itertools.zip_longest(firsts, chunks, lasts):
+        run = [first] if first is not None else []
+        run += chunk or []
+        if last is not None:
+            run.append(last)
+        if len(run) > 1:
+            runs.append(run)
+        else:
+            alone += run
+    return runs, alone
+
+
+def _separator(rule: str) -> str:
+    """What joins the pieces of a run: a space for :data:`DROP` (which drops it), nothing for the rules whose pieces keep theirs."""
+    return " " if rule == DROP else ""
+
+
+def _ids_and_lengths(tok: Tokenizer, words: list[str], rule: str, plan: OwnerPlan) -> tuple[list[str], I64, I64]:
+    """``words`` in the order their ids come, the ids (flat) and the number of ids of each word, from the tokenizer.
+
+    A ``tokenizers`` tokenizer gets the runs of :func:`_runs` as whole texts
+    (:func:`~finalfusion._piece_owners.run_ids`; for word starts, the printable
+    ASCII words apart from the others) and the other words as pre-tokenized
+    sequences (:meth:`~finalfusion._tokenizers.HuggingFaceTokenizer.encode_each`).
+    """
+    if not isinstance(tok, HuggingFaceTokenizer):
+        encoded = tok.encode_batch(words)
+        lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        return words, np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(lens.sum())), lens
+    groups = [words]
+    if plan.starts is not None and not "".join(words).isascii():
+        plain = [w.isascii() for w in words]
+        groups = [list(itertools.compress(words, plain)), [w for w, p in zip(words, plain, strict=True) if not p]]
+    ordered: list[str] = []
+    alone: list[str] = []
+    flats: list[I64] = []
+    lens_of: list[I64] = []
+    for group in groups:
+        runs, rest = _runs(rule, group, word_sizes(group))
+        got = run_ids(tok, runs, _separator(rule), plan) if runs else None
+        if got is None:
+            rest = [piece for run in runs for piece in run] + rest
+        else:
+            ordered += itertools.chain.from_iterable(runs)
+            flats.append(got[0])
+            lens_of.append(got[1])
+        alone += rest
+    if alone:
+        flat, owners = tok.encode_each(alone)
+        flats.append(np.asarray(flat, dtype=np.int64))
+        lens_of.append(np.bincount(np.asarray(owners, dtype=np.int64), minlength=len(alone)).astype(np.int64, copy=False))
+    return ordered + alone, np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64), np.concatenate(lens_of) if lens_of else np.zeros(0, dtype=np.int64)
 
 
 class PieceIds:
@@ -303,7 +413,9 @@ class PieceIds:
 
     def __init__(self, tokenizer: Tokenizer, rule: str | None = None) -> None:
         self._tokenizer = tokenizer
-        self._rule = rule if rule is not None else tokenizer_piece_rule(tokenizer) or DROP
+        own_rule, plan = _tokenizer_plan(tokenizer)
+        self._rule = rule if rule is not None else own_rule or DROP
+        self._plan = plan if self._rule == own_rule else OwnerPlan(None, None)
         self._lock = threading.Lock()
         self._clear()
 
@@ -385,7 +497,7 @@ class PieceIds:
             # The new pieces are tokenized outside the lock, so that batches on other threads go on meanwhile.
             mask = missing.tolist()
             new = list(dict.fromkeys(itertools.compress(pieces, mask)))
-            new_flat, new_lens = _ids_and_lengths(self._tokenizer, new)
+            new, new_flat, new_lens = _ids_and_lengths(self._tokenizer, new, self._rule, self._plan)
             with self._lock:
                 self._add(new, new_flat, new_lens)
             slot = dict(zip(new, range(len(new)), strict=True))

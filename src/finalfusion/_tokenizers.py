@@ -48,6 +48,8 @@ and imports nothing above the leaves.
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import json
 import os
 import re
@@ -685,6 +687,54 @@ class HuggingFaceTokenizer(Tokenizer):
             ids += block_ids
             owners += block_owners
         return ids, owners
+
+    def encode_texts(self, texts: Sequence[str], *, starts: bool) -> tuple[list[int], list[int], list[int] | None]:
+        """The ids of ``texts`` (flat, in order), the number of ids of each text, and (``starts``) the character each id starts at.
+
+        Each text goes to the library whole, several per call (up to
+        :data:`SEQUENCES_PER_CALL` x :data:`BLOCK_BYTES` bytes; the library
+        tokenizes them on its threads); without ``starts`` the library skips
+        the offsets (``encode_batch_fast``, ~1.5x faster). The start of an id
+        is the first character of the text it covers, as the library reports
+        it (its offsets). For texts that :mod:`finalfusion._pieces` joins from
+        pieces: the caller keeps each text within :data:`BLOCK_BYTES` and free
+        of lone surrogates.
+
+        Raises
+        ------
+        finalfusion.errors.LimitExceeded
+            If a text is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of UTF-8 (checked first).
+        finalfusion.errors.FormatError
+            If the library rejects the model or fails on a text.
+
+        Examples
+        --------
+        >>> import pytest; _ = pytest.importorskip("tokenizers")
+        >>> HuggingFaceTokenizer(_TOY_JSON).encode_texts(["ab c", "cab"], starts=True)
+        ([2, 4, 4, 2], [2, 2], [0, 3, 0, 1])
+        """
+        sizes = word_sizes(texts)
+        impl = self._ensure()
+        ids: list[int] = []
+        counts: list[int] = []
+        firsts: list[int] | None = [] if starts else None
+        lo = 0
+        while lo < len(texts):
+            hi, total = lo + 1, sizes[lo]
+            while hi < len(texts) and total + sizes[hi] <= SEQUENCES_PER_CALL * BLOCK_BYTES:
+                total += sizes[hi]
+                hi += 1
+            part = list(texts[lo:hi])
+            encode = impl.encode_batch if firsts is not None else getattr(impl, "encode_batch_fast", None) or impl.encode_batch
+            encodings = self._guarded(functools.partial(encode, part, add_special_tokens=False))
+            if firsts is not None:
+                firsts += itertools.islice(itertools.chain.from_iterable(itertools.chain.from_iterable(e.offsets for e in encodings)), 0, None, 2)
+            for encoding in encodings:
+                got = encoding.ids
+                ids += got
+                counts.append(len(got))
+            lo = hi
+        return ids, counts, firsts
 
 
 class LlamaCppJsonTokenizer(HuggingFaceTokenizer):
