@@ -2380,10 +2380,16 @@ MODEL_SENTENCES = ("the quick house", "a\xa0house", "the\u2028dog", "house \ud80
 
 @functools.cache
 def _trained_tokenizer(kind: str) -> str:
-    """A small real ``tokenizer.json`` (WordPiece or Unigram), trained once per process."""
+    """A small real ``tokenizer.json`` (WordPiece, Unigram or byte-level BPE), trained once per process."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-    if kind == "wordpiece":
+    if kind == "bytelevel":  # no prefix space, no normaliser: encode tells its ids apart by their bytes
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+        trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"], initial_alphabet=alphabet, show_progress=False)
+        tok.train_from_iterator(MODEL_CORPUS, trainer)
+    elif kind == "wordpiece":
         tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
         tok.normalizer = normalizers.BertNormalizer(lowercase=True)
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -2412,7 +2418,7 @@ def model_layouts() -> dict[str, tuple[tuple[str, bytes], ...]]:
 
     layouts: dict[str, tuple[tuple[str, bytes], ...]] = {}
     rng = np.random.default_rng(5)
-    for family in ("wordpiece", "unigram"):
+    for family in ("wordpiece", "unigram", "bytelevel"):
         text = _trained_tokenizer(family)
         n = len(json.loads(text)["model"]["vocab"])
         table = (rng.normal(size=(n, 12)) * rng.uniform(0.1, 4, size=(n, 1))).astype(np.float32)
@@ -2576,8 +2582,11 @@ def _load_model_dir(data: bytes) -> object:
         try:
             vecs = emb.encode(list(MODEL_SENTENCES))
             alone = emb.encode(["house"])[0]
+            repeated = emb.encode(list(MODEL_SENTENCES) * 4)  # pieces repeat: through the table and its joined texts
         except MissingExtraError:
-            vecs = alone = None
+            vecs = alone = repeated = None
+        if vecs is not None and repeated is not None and not np.array_equal(repeated[: len(vecs)], vecs, equal_nan=True):
+            raise Violation("encode-pieces", "the sentences encode differently when repeated (the piece table) than once (tokenized whole)")
         if vecs is not None and (_meta(entries, "roundtrip") or ["0"])[0] == "1":
             out = os.path.join(root, "written")
             try:

@@ -649,8 +649,7 @@ def test_a_wrong_plan_is_caught_and_the_offsets_tell(name: str, ways: dict[str, 
     ordered, flat, lens = _pieces._ids_and_lengths(tok, words, rule, wrong)
     assert _split(flat, lens) == _each_alone(tok, ordered)
     assert set(ways) == {"_by_bytes" if plan.spans is not None else "_by_word_starts", "_by_offsets"}
-    assert ways["_by_offsets"] >= 1
-    assert ways.get("_by_bytes", 0) + ways.get("_by_word_starts", 0) == 0
+    assert ways["_by_offsets"] >= 1  # the texts holding the miscounted id (texts without it may still be told the fast way)
 
 
 #: A BPE model whose vocabulary holds every byte's character (filled in by the test).
@@ -666,6 +665,8 @@ BYTE_LEVEL_NO_PREFIX: dict[str, Any] = {"type": "ByteLevel", "add_prefix_space":
         ({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Digits"}]}}, False, False),
         ({"model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "", "vocab": {"[UNK]": 0}}}, False, False),
         ({"model": {"type": "BPE", "vocab": {"[UNK]": 0}}}, False, False),
+        ({"model": {"type": "WordPiece", "unk_token": "[UNK]", "vocab": {"[UNK]": 0, "house": 10**12}}}, False, False),  # a crafted id: no table
+        ({"pre_tokenizer": BYTE_LEVEL_NO_PREFIX, "normalizer": None, "added_tokens": [{"id": 10**12, "content": "x"}], "model": ALPHABET_BPE}, False, False),
         ({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False}, "normalizer": None, "model": ALPHABET_BPE}, True, False),
         ({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True}, "normalizer": None, "model": ALPHABET_BPE}, False, False),
         ({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True}, "normalizer": None, "added_tokens": [], "model": ALPHABET_BPE}, True, False),

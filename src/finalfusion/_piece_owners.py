@@ -114,6 +114,8 @@ def byte_spans(doc: dict[str, Any], rule: str | None) -> tuple[I64, bool] | None
     if prefix and added:
         return None
     spans = _table(vocab, added, UNKNOWN_SPAN, np.int64)
+    if spans is None:
+        return None
     for token, i in vocab.items():
         if _id(i) and BYTE_LEVEL_ALPHABET.issuperset(token):
             spans[i] = len(token)
@@ -152,6 +154,8 @@ def word_starts(doc: dict[str, Any], rule: str | None) -> tuple[npt.NDArray[np.b
         return None
     added = doc.get("added_tokens") or []
     firsts = _table(vocab, added, True, np.bool_)
+    if firsts is None:
+        return None
     for token, i in vocab.items():
         if _id(i):
             firsts[i] = not token.startswith(prefix)
@@ -164,9 +168,13 @@ def _id(i: object) -> bool:
 
 
 def _table(vocab: dict[str, Any], added: list[Any], fill: Any, dtype: Any) -> Any:
-    """An array with a slot for every id of ``vocab`` and ``added``, filled with ``fill``."""
+    """An array with a slot for every id of ``vocab`` and ``added``, filled with ``fill``; ``None`` for ids far past their count.
+
+    (A crafted file's id of 10^12 must not make a table of 10^12 slots: then no plan.)
+    """
     ids = [i for i in vocab.values() if _id(i)] + [e.get("id") for e in added if _id(e.get("id"))]
-    return np.full(max(ids, default=-1) + 1, fill, dtype=dtype)
+    size = max(ids, default=-1) + 1
+    return np.full(size, fill, dtype=dtype) if size <= 2 * len(ids) + 1024 else None
 
 
 def owner_plan(doc: dict[str, Any] | None, rule: str | None) -> OwnerPlan:

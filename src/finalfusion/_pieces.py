@@ -387,12 +387,63 @@ def _ids_and_lengths(tok: Tokenizer, words: list[str], rule: str, plan: OwnerPla
             ordered += itertools.chain.from_iterable(runs)
             flats.append(got[0])
             lens_of.append(got[1])
+        if rule == BYTE_LEVEL and plan.spans is not None and not plan.spans[1] and len(rest) > 1:  # no space put before a text
+            rest = _with_guards(tok, rest, plan, ordered, flats, lens_of)
         alone += rest
     if alone:
         flat, owners = tok.encode_each(alone)
         flats.append(np.asarray(flat, dtype=np.int64))
         lens_of.append(np.bincount(np.asarray(owners, dtype=np.int64), minlength=len(alone)).astype(np.int64, copy=False))
     return ordered + alone, np.concatenate(flats) if flats else np.zeros(0, dtype=np.int64), np.concatenate(lens_of) if lens_of else np.zeros(0, dtype=np.int64)
+
+
+#: What goes between two pieces that start texts (:func:`_with_guards`): a pre-token of its own between two characters that are not whitespace.
+GUARD: Final = "\n"
+
+
+def _with_guards(tok: HuggingFaceTokenizer, pieces: list[str], plan: OwnerPlan, ordered: list[str], flats: list[I64], lens_of: list[I64]) -> list[str]:
+    """Tokenize the :data:`BYTE_LEVEL` pieces that start texts joined by :data:`GUARD`; append them, their ids and counts; return the rest.
+
+    A piece that starts a text cannot follow another (the two would be one
+    pre-token), but between two characters that are not whitespace a
+    newline is a pre-token of GPT-2's regex on its own (its "whitespace not
+    followed by a non-space" alternative fails before the next character,
+    its plain whitespace alternative takes the newline alone, and no
+    alternative looks behind), so the text ``a``, newline, ``b`` gives the ids
+    of ``a``, the newline's and those of ``b``. Only with byte spans
+    (:func:`~finalfusion._piece_owners.byte_spans`: no normaliser, no added
+    token that strips whitespace) and no space put before a text (which
+    ``b`` would lose after the newline): the newline is then a piece of one byte,
+    checked like the others, and its ids are dropped. Pieces that start or
+    end with whitespace, and larger ones, are returned.
+    """
+    fit = [p for p in pieces if p[:1].strip() and p[-1:].strip() and len(p) <= BLOCK_BYTES // 2]
+    if len(fit) < 2:
+        return pieces
+    runs: list[list[str]] = [[]]
+    total = 0
+    for piece in fit:
+        if runs[-1] and (total + len(piece) > BLOCK_BYTES or len(runs[-1]) >= 2 * BLOCK_WORDS):
+            runs.append([])
+            total = 0
+        if runs[-1]:
+            runs[-1].append(GUARD)
+        runs[-1].append(piece)
+        total += len(piece) + 1
+    got = run_ids(tok, runs, "", plan)
+    if got is None:
+        return pieces
+    flat, lens = got
+    keep = np.ones(len(lens), dtype=bool)
+    at = 0
+    for run in runs:
+        keep[at + 1 : at + len(run) : 2] = False
+        at += len(run)
+    ordered += itertools.chain.from_iterable(run[::2] for run in runs)
+    flats.append(flat[np.repeat(keep, lens)])
+    lens_of.append(lens[keep])
+    taken = set(fit)
+    return [p for p in pieces if p not in taken]
 
 
 class PieceIds:
