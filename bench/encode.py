@@ -23,7 +23,10 @@ Texts (``--texts``):
 * ``zipf``: ``--sentences`` sentences of 5-25 words of a Zipf-distributed
   generated vocabulary (like natural text);
 * ``long``: one text of 200,000 characters of such words;
-* ``oneword``: 100,000 texts of one such word each.
+* ``oneword``: 100,000 texts of one such word each;
+* ``--texts-file PATH ...`` adds ``file``: the first ``--sentences``
+  non-empty lines of those files, stripped (real text, for example the vim
+  documentation's lines, ``/usr/share/vim/vim90/doc/*.txt``).
 
 Both libraries load each directory (finalfusion with its default
 ``normalize=True``) and encode the same texts; the calls are interleaved,
@@ -43,6 +46,8 @@ Usage::
     nice .venv/bin/python bench/encode.py                                  # the whole matrix, default threads
     nice .venv/bin/python bench/encode.py --tokenizer unigram --texts zipf --runs 3 --threads one
     nice .venv/bin/python bench/encode.py --tokenizer-json ~/all-MiniLM-L6-v2/tokenizer.json --tokenizer none
+    nice .venv/bin/python bench/encode.py --tokenizer-json ~/all-MiniLM-L6-v2/tokenizer.json --tokenizer none \
+        --texts file --texts-file /usr/share/vim/vim90/doc/*.txt
 """
 
 from __future__ import annotations
@@ -104,7 +109,21 @@ def random_sentences(n: int, seed: int) -> list[str]:
     return out
 
 
-def texts_of(kind: str, n: int) -> list[str]:
+def file_lines(paths: list[str], n: int) -> list[str]:
+    """The first ``n`` non-empty lines of ``paths``, stripped."""
+    out: list[str] = []
+    for path in paths:
+        for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.strip():
+                out.append(line.strip())
+                if len(out) == n:
+                    return out
+    return out
+
+
+def texts_of(kind: str, n: int, files: list[str] | None = None) -> list[str]:
+    if kind == "file":
+        return file_lines(files or [], n)
     if kind == "random":
         return random_sentences(n, 5)
     if kind == "zipf":
@@ -171,7 +190,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tokenizer", choices=[*FAMILIES, "all", "none"], default="all")
     parser.add_argument("--tokenizer-json", help="also a real tokenizer.json (e.g. all-MiniLM-L6-v2's), with a random table")
-    parser.add_argument("--texts", choices=[*TEXTS, "all"], default="all")
+    parser.add_argument("--texts", choices=[*TEXTS, "file", "all"], default="all")
+    parser.add_argument("--texts-file", nargs="+", help="text files whose lines are the texts of --texts file (added to --texts all)")
     parser.add_argument("--threads", choices=["default", "one"], default="default")
     args = parser.parse_args()
 
@@ -184,11 +204,13 @@ def main() -> int:
     families = FAMILIES if args.tokenizer == "all" else [] if args.tokenizer == "none" else [args.tokenizer]
     if args.tokenizer_json:
         families.append("given")
-    kinds = TEXTS if args.texts == "all" else [args.texts]
+    kinds = (TEXTS + (["file"] if args.texts_file else [])) if args.texts == "all" else [args.texts]
+    if "file" in kinds and not args.texts_file:
+        parser.error("--texts file needs --texts-file PATH ...")
     if args.threads == "one":
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
         finalfusion.set_threads(1)
-    texts = {kind: texts_of(kind, args.sentences) for kind in kinds}
+    texts = {kind: texts_of(kind, args.sentences, args.texts_file) for kind in kinds}
     print(
         f"# python {sys.version.split()[0]}, numpy {np.__version__}, tokenizers {tokenizers.__version__}, model2vec {model2vec.__version__}, "
         f"finalfusion {finalfusion.__version__}, {os.cpu_count()} cpus, finalfusion.get_threads() {finalfusion.get_threads()}, "
