@@ -700,3 +700,45 @@ def test_owner_plan_table(changes: dict[str, Any], spans: bool, starts: bool) ->
     doc["model"].setdefault("vocab", {"[UNK]": 0, "house": 1, "##s": 2})
     plan = owner_plan(doc, piece_rule(doc))
     assert (plan.spans is not None, plan.starts is not None) == (spans, starts)
+
+
+@pytest.mark.parametrize("name", ["byte-level-no-prefix", "bert-template", "metaspace", "wordpiece-whitespace"])
+def test_small_blocks_split_runs_and_keep_ids(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs cut at tiny block sizes (many joined texts, guard runs too): every piece still gets the ids it gets alone."""
+    from finalfusion.vocab import HuggingFaceTokenizer
+
+    monkeypatch.setattr(_pieces, "BLOCK_BYTES", 24)
+    monkeypatch.setattr(_pieces, "BLOCK_WORDS", 3)
+    tok = HuggingFaceTokenizer(KINDS[name][0]().to_str())
+    rule, plan = _pieces._tokenizer_plan(tok)
+    cut = _cut(rule, CORPUS[:5] + [t.capitalize() for t in CORPUS[:5]])
+    assert cut is not None
+    pieces = list(dict.fromkeys(cut[0]))
+    runs, _alone = _pieces._runs(rule, pieces, [len(p.encode()) for p in pieces])
+    assert len(runs) > 5
+    ordered, flat, lens = _pieces._ids_and_lengths(tok, pieces, rule, plan)
+    assert sorted(ordered) == sorted(pieces)
+    assert _split(flat, lens) == _each_alone(tok, ordered)
+
+
+def test_a_sum_that_misses_a_piece_end_and_offsets_out_of_order_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks themselves: byte spans that add up but do not end where a piece ends, and offsets that go back."""
+    from finalfusion import _piece_owners
+    from finalfusion.vocab import HuggingFaceTokenizer
+
+    spans = (np.array([2, 2], dtype=np.int64), False)
+    assert _piece_owners._by_bytes(np.array([0, 1]), [["abc", "d"]], ["abcd"], ["abc", "d"], spans) is None  # 4 bytes each way, no end at 3
+    assert _piece_owners._by_bytes(np.array([0, 1]), [["ab", "cd"]], ["abcd"], ["ab", "cd"], spans) is not None
+    tok = HuggingFaceTokenizer(KINDS["metaspace"][0]().to_str())
+    real = tok.encode_texts
+
+    def backwards(texts: Any, *, starts: bool) -> Any:
+        ids, counts, firsts = real(texts, starts=starts)
+        return ids, counts, firsts[::-1] if firsts is not None else None
+
+    monkeypatch.setattr(tok, "encode_texts", backwards)
+    assert _piece_owners._by_offsets(tok, ["the house", " is"], ["the", " house", " is"], "") is None
+    rule, plan = _pieces._tokenizer_plan(tok)
+    pieces = ["the", " house", " is", " happy"]
+    ordered, flat, lens = _pieces._ids_and_lengths(tok, pieces, rule, plan)  # refused: each piece goes on its own
+    assert _split(flat, lens) == _each_alone(tok, ordered)
