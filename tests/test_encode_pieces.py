@@ -289,6 +289,10 @@ def test_limits_and_lone_surrogates_as_the_plain_path(tmp_path: Path, monkeypatc
     assert counts.tolist() == counts2.tolist() == [2, 2, 0]
     assert flat.tolist() == flat2.tolist()
     monkeypatch.setattr(limits, "MAX_TOKENIZE_BYTES", 20)
+    words = CORPUS[0].split() + CORPUS[1].split()
+    many = [" ".join(words[i : i + 2]) for i in range(len(words) - 1)] * 3  # each within the limit, their pieces joined are not
+    assert max(map(len, many)) <= 20 < len(" ".join(set(words)))
+    np.testing.assert_array_equal(emb.encode(many), emb.encode(many, batch_size=1))
     with pytest.raises(LimitExceeded):  # the text's length counts, not its pieces'
         emb.encode(["house " * 5, "the"])
     with pytest.raises(LimitExceeded):

@@ -310,10 +310,10 @@ def _runs(rule: str, pieces: list[str], sizes: list[int]) -> tuple[list[list[str
     (the rule cuts before every space); for :data:`BYTE_LEVEL` one that
     starts with a space and then a character that is not whitespace may
     follow, and one that ends with a character that is not whitespace may be
-    followed. Each run holds at most :data:`~finalfusion._tokenizers.BLOCK_BYTES`
-    bytes of pieces that may do both, a piece that may only be followed
-    (first) and one that may only follow (last). Empty pieces (no ids) and
-    pieces of more than half a block go alone.
+    followed. Each run holds at most half of :func:`_run_bytes` of pieces
+    that may do both, a piece that may only be followed (first) and one that
+    may only follow (last). Empty pieces (no ids) and pieces of more than a
+    quarter of :func:`_run_bytes` go alone.
     """
     if rule == DROP:
         follow = followed = [True] * len(pieces)
@@ -327,15 +327,16 @@ def _runs(rule: str, pieces: list[str], sizes: list[int]) -> tuple[list[list[str
     alone: list[str] = []
     chunks: list[list[str]] = [[]]
     total = 0
+    cap = _run_bytes()
     for piece, size, may_follow, may_be_followed in zip(pieces, sizes, follow, followed, strict=True):
-        if not piece or size > BLOCK_BYTES // 2 or not (may_follow or may_be_followed):
+        if not piece or size > cap // 4 or not (may_follow or may_be_followed):
             alone.append(piece)
         elif not may_follow:
             firsts.append(piece)
         elif not may_be_followed:
             lasts.append(piece)
         else:
-            if total + size > BLOCK_BYTES or len(chunks[-1]) >= BLOCK_WORDS:
+            if total + size > cap // 2 or len(chunks[-1]) >= BLOCK_WORDS:
                 chunks.append([])
                 total = 0
             chunks[-1].append(piece)
@@ -351,6 +352,14 @@ def _runs(rule: str, pieces: list[str], sizes: list[int]) -> tuple[list[list[str
         else:
             alone += run
     return runs, alone
+
+
+def _run_bytes() -> int:
+    """Most bytes of a joined text: :data:`~finalfusion._tokenizers.BLOCK_BYTES`, never more than a text may have.
+
+    (:data:`finalfusion.limits.MAX_TOKENIZE_BYTES`, read at call time: a batch the plain path takes is taken.)
+    """
+    return max(8, min(BLOCK_BYTES, limits.MAX_TOKENIZE_BYTES))
 
 
 def _separator(rule: str) -> str:
@@ -417,19 +426,21 @@ def _with_guards(tok: HuggingFaceTokenizer, pieces: list[str], plan: OwnerPlan, 
     checked like the others, and its ids are dropped. Pieces that start or
     end with whitespace, and larger ones, are returned.
     """
-    fit = [p for p in pieces if p[:1].strip() and p[-1:].strip() and len(p) <= BLOCK_BYTES // 2]
+    cap = _run_bytes()
+    fit = [p for p in pieces if p[:1].strip() and p[-1:].strip() and len(p.encode("utf-8", "surrogatepass")) < cap // 4]
     if len(fit) < 2:
         return pieces
     runs: list[list[str]] = [[]]
     total = 0
     for piece in fit:
-        if runs[-1] and (total + len(piece) > BLOCK_BYTES or len(runs[-1]) >= 2 * BLOCK_WORDS):
+        size = len(piece.encode("utf-8", "surrogatepass")) + 1
+        if runs[-1] and (total + size > cap or len(runs[-1]) >= 2 * BLOCK_WORDS):
             runs.append([])
             total = 0
         if runs[-1]:
             runs[-1].append(GUARD)
         runs[-1].append(piece)
-        total += len(piece) + 1
+        total += size
     got = run_ids(tok, runs, "", plan)
     if got is None:
         return pieces
