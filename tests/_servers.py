@@ -113,6 +113,18 @@ http {{
             proc.wait()
 
 
+@contextmanager
+def _serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` answering on a free loopback port, one thread per request, until the block ends; ``http://host:port``."""
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        server.daemon_threads = True  # a stalled answer's thread must not keep the test run alive
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}"
+        finally:
+            server.shutdown()
+
+
 class _Hostile(http.server.BaseHTTPRequestHandler):
     """Serves the one file ``data`` wrongly, as ``mode`` says: ``ignore-range`` (200 with the whole file), ``short`` (a
     206 whose body ends early), ``long`` (a 206 with more bytes than asked), ``stall`` (a 206 that stops sending)."""
@@ -158,14 +170,8 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def hostile(data: bytes, mode: str) -> Iterator[str]:
     """A server of one file (``data``) that answers range requests wrongly (see :class:`_Hostile`); its URL."""
-    handler = type("Handler", (_Hostile,), {"data": data, "mode": mode})
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
-        server.daemon_threads = True  # a stalled answer's thread must not keep the test run alive
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}/file.bin"
-        finally:
-            server.shutdown()
+    with _serving(type("Handler", (_Hostile,), {"data": data, "mode": mode})) as base:
+        yield base + "/file.bin"
 
 
 # --- nginx for a test module: skipped where nginx is missing (tests/test_remote.py, tests/test_remote_models.py) ----------
@@ -361,14 +367,8 @@ def later(first: bytes, then: bytes | str, etag: bool = True, if_match: bool = T
     """A server of ``first`` whose answers go wrong as ``then`` says once the test calls :meth:`Later.go_wrong` (see
     :class:`_Later`)."""
     state = {"wrong": False}
-    handler = type("Handler", (_Later,), {"first": first, "then": then, "etag": etag, "if_match": if_match, "state": state})
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            yield Later(f"http://127.0.0.1:{server.server_address[1]}/file.fifu", state)
-        finally:
-            server.shutdown()
+    with _serving(type("Handler", (_Later,), {"first": first, "then": then, "etag": etag, "if_match": if_match, "state": state})) as base:
+        yield Later(base + "/file.fifu", state)
 
 
 # -- a server that answers ranges consistently but lies (fuzz/fuzz.py's remote-http reader found these) -----------------
@@ -436,14 +436,8 @@ class _Lying(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def lying(data: bytes, mode: str, later: bytes = b"", etag: bool = False) -> Iterator[str]:
     """A server of one file (``data``) whose answers are well formed but lie as ``mode`` says (see :class:`_Lying`); its URL."""
-    handler = type("Handler", (_Lying,), {"data": data, "mode": mode, "later": later, "etag": etag, "gets": 0})
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}/file.bin"
-        finally:
-            server.shutdown()
+    with _serving(type("Handler", (_Lying,), {"data": data, "mode": mode, "later": later, "etag": etag, "gets": 0})) as base:
+        yield base + "/file.bin"
 
 
 # -- for tests/test_checklist.py: what else a name at a URL can be than a file (redirects, no size, a size that lies) -----
@@ -513,11 +507,5 @@ class _Names(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def names(data: bytes) -> Iterator[str]:
     """A server of ``data`` under the names of :class:`_Names`; its URL up to the name (``<url>/file.fifu`` is the file)."""
-    handler = type("Handler", (_Names,), {"data": data})
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
-        finally:
-            server.shutdown()
+    with _serving(type("Handler", (_Names,), {"data": data})) as base:
+        yield base

@@ -26,7 +26,7 @@ import shutil
 import signal
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -459,6 +459,18 @@ def _url_load(surface: Surface, url: str) -> Callable[[], Any]:
     return lambda: surface.load(url)  # type: ignore[arg-type,misc]
 
 
+@contextlib.contextmanager
+def _under_names(surface: Surface, tmp_path: Path, good: str) -> Iterator[str]:
+    """The surface's valid input served under the names of tests/_servers.py's ``names`` server, whose name ``good`` must
+    read as the local file does (checked here); the server's URL up to the name."""
+    assert surface.make is not None
+    path = surface.make(tmp_path)
+    words = repr(finalfusion.load_finalfusion(path).vocab.words)
+    with names(path.read_bytes()) as base:
+        assert isolated(lambda: repr(surface.load(f"{base}/{good}").vocab.words)) == {"status": "ok", "value": repr(words)}  # type: ignore[arg-type,misc]
+        yield base
+
+
 def _answer(emb: Embeddings) -> str:
     """What embeddings hold, as one digest: the words, every row (fetched, for rows at a server) and the norms."""
     h = hashlib.sha1("\n".join(emb.vocab.words).encode("utf-8", "surrogatepass"))
@@ -535,11 +547,7 @@ def test_a_url_that_names_no_file_is_refused_never_read_without_end(surface: Sur
     # item 1 at a URL: what a name holds is the server's business (no FIFO or device there); what stands for them is an
     # answer of no known size -- a body without Content-Length that never ends, a server's /dev/zero -- refused before a
     # byte of it is read (range requests need the size), and a name with nothing behind it (404): FileNotFoundError
-    assert surface.make is not None
-    path = surface.make(tmp_path)
-    words = repr(finalfusion.load_finalfusion(path).vocab.words)
-    with names(path.read_bytes()) as base:
-        assert isolated(lambda: repr(surface.load(base + "/file.fifu").vocab.words)) == {"status": "ok", "value": repr(words)}  # type: ignore[arg-type,misc]
+    with _under_names(surface, tmp_path, "file.fifu") as base:
         out = isolated(_url_load(surface, base + "/endless.fifu"))
         assert refused(out), out
         assert "does not tell the file's size" in out["msg"], out
@@ -591,11 +599,7 @@ def test_a_redirect_is_followed_as_a_named_link_is(surface: Surface, tmp_path: P
     # item 2 at a URL: a redirect is the server's choice as a link the user names is the user's, and is followed (by
     # aiohttp's rules: http(s) only, at most 10); a loop is an OSError at once, a redirect to a local file (file://) is
     # refused -- a server never makes the library open a path
-    assert surface.make is not None
-    path = surface.make(tmp_path)
-    words = repr(finalfusion.load_finalfusion(path).vocab.words)
-    with names(path.read_bytes()) as base:
-        assert isolated(lambda: repr(surface.load(base + "/moved.fifu").vocab.words)) == {"status": "ok", "value": repr(words)}  # type: ignore[arg-type,misc]
+    with _under_names(surface, tmp_path, "moved.fifu") as base:
         for name in ("loop.fifu", "local.fifu"):
             out = isolated(_url_load(surface, f"{base}/{name}"))
             assert refused(out), (name, out)
