@@ -159,6 +159,25 @@ def test_a_chunk_alone_costs_the_frames_and_its_own_bytes(served: Nginx) -> None
         finalfusion.metadata.load_metadata(served.url("long.fifu"))
 
 
+def test_metadata_past_its_limit_is_refused_before_it_is_fetched(served: Nginx, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a metadata chunk is refused from its declared length (finalfusion.limits.MAX_METADATA_BYTES) before its bytes are
+    # asked for: whichever way the file is read from its URL, the 3 MB document is not fetched
+    emb = finalfusion.Embeddings(
+        finalfusion.NdArray(np.eye(2, dtype=np.float32)), finalfusion.SimpleVocab(["a", "b"]), metadata=finalfusion.Metadata({"x": "y" * 3_000_000})
+    )
+    emb.write(served.root / "meta.fifu")
+    monkeypatch.setattr(finalfusion.limits, "MAX_METADATA_BYTES", 1 << 20)
+    with pytest.raises(FormatError, match=r"^Metadata: metadata document is too large: expected at most 1048576 bytes") as local:
+        finalfusion.metadata.load_metadata(served.root / "meta.fifu")
+    loads = (finalfusion.metadata.load_metadata, finalfusion.load_finalfusion, lambda u: finalfusion.load_finalfusion(u, mmap=True), finalfusion.load)
+    for load in loads:
+        served.clear()
+        with pytest.raises(FormatError) as remote:
+            load(served.url("meta.fifu"))
+        assert str(remote.value) == str(local.value), load  # the same error, at the same offset
+        assert sum(r.sent for r in served.requests() if r.method == "GET") <= BLOCK_SIZE + (128 << 10), load
+
+
 def test_the_command_line_prints_the_metadata_of_a_url(served: Nginx, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from finalfusion.cli import main
 

@@ -307,7 +307,9 @@ def _read_stream(
 
     The stream is never read to its end first: it may never end. The header
     is read (its magic first), then each chunk on its own: its frame, the
-    check of its id against the header (:func:`_expect_next`), then the
+    check of its id against the header (:func:`_expect_next`) and of its
+    declared length against the bytes left and its class's own bound
+    (:meth:`~finalfusion.chunks.Chunk.check_declared`), then the
     bytes its frame declares -- in reads that grow with what has arrived
     (:func:`finalfusion._source.fill`), so a declared length larger than
     what the stream holds ends in :class:`Truncated` when it ends. After
@@ -353,6 +355,7 @@ def _read_stream(
                 found.append(cls.chunk_id)
                 at += FRAME_BYTES + declared
                 continue
+            cls.check_declared(declared, at + FRAME_BYTES)
             if remote is not None and cls.rows_last:
                 chunk, carry = _remote_head(f, buf, pad, cls, declared, at, remote)
                 chunks.append((at, chunk))
