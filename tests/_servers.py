@@ -113,6 +113,18 @@ http {{
             proc.wait()
 
 
+@contextmanager
+def _serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` answering on a free loopback port, one thread per request, until the block ends; ``http://host:port``."""
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        server.daemon_threads = True  # a stalled answer's thread must not keep the test run alive
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}"
+        finally:
+            server.shutdown()
+
+
 class _Hostile(http.server.BaseHTTPRequestHandler):
     """Serves the one file ``data`` wrongly, as ``mode`` says: ``ignore-range`` (200 with the whole file), ``short`` (a
     206 whose body ends early), ``long`` (a 206 with more bytes than asked), ``stall`` (a 206 that stops sending)."""
@@ -158,14 +170,8 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def hostile(data: bytes, mode: str) -> Iterator[str]:
     """A server of one file (``data``) that answers range requests wrongly (see :class:`_Hostile`); its URL."""
-    handler = type("Handler", (_Hostile,), {"data": data, "mode": mode})
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
-        server.daemon_threads = True  # a stalled answer's thread must not keep the test run alive
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}/file.bin"
-        finally:
-            server.shutdown()
+    with _serving(type("Handler", (_Hostile,), {"data": data, "mode": mode})) as base:
+        yield base + "/file.bin"
 
 
 # --- nginx for a test module: skipped where nginx is missing (tests/test_remote.py, tests/test_remote_models.py) ----------
@@ -361,14 +367,8 @@ def later(first: bytes, then: bytes | str, etag: bool = True, if_match: bool = T
     """A server of ``first`` whose answers go wrong as ``then`` says once the test calls :meth:`Later.go_wrong` (see
     :class:`_Later`)."""
     state = {"wrong": False}
-    handler = type("Handler", (_Later,), {"first": first, "then": then, "etag": etag, "if_match": if_match, "state": state})
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            yield Later(f"http://127.0.0.1:{server.server_address[1]}/file.fifu", state)
-        finally:
-            server.shutdown()
+    with _serving(type("Handler", (_Later,), {"first": first, "then": then, "etag": etag, "if_match": if_match, "state": state})) as base:
+        yield Later(base + "/file.fifu", state)
 
 
 # -- a server that answers ranges consistently but lies (fuzz/fuzz.py's remote-http reader found these) -----------------
@@ -436,11 +436,76 @@ class _Lying(http.server.BaseHTTPRequestHandler):
 @contextmanager
 def lying(data: bytes, mode: str, later: bytes = b"", etag: bool = False) -> Iterator[str]:
     """A server of one file (``data``) whose answers are well formed but lie as ``mode`` says (see :class:`_Lying`); its URL."""
-    handler = type("Handler", (_Lying,), {"data": data, "mode": mode, "later": later, "etag": etag, "gets": 0})
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}/file.bin"
-        finally:
-            server.shutdown()
+    with _serving(type("Handler", (_Lying,), {"data": data, "mode": mode, "later": later, "etag": etag, "gets": 0})) as base:
+        yield base + "/file.bin"
+
+
+# -- for tests/test_checklist.py: what else a name at a URL can be than a file (redirects, no size, a size that lies) -----
+
+
+class _Names(http.server.BaseHTTPRequestHandler):
+    """Serves ``data`` honestly (ranges) at ``/file.fifu`` and, under other names, what a URL can name besides a file:
+    ``/moved.fifu`` redirects to it (301), ``/loop.fifu`` and ``/loop2.fifu`` redirect to each other, ``/local.fifu``
+    redirects to ``file:///etc/passwd``, ``/endless.fifu`` tells no size (no ``Content-Length``) and sends zeros without
+    end, ``/huge.fifu`` gives the file 3 GiB (``HEAD`` and every ``Content-Range``) and sends its real bytes."""
+
+    data = b""
+    redirects = {"/moved.fifu": "/file.fifu", "/loop.fifu": "/loop2.fifu", "/loop2.fifu": "/loop.fifu", "/local.fifu": "file:///etc/passwd"}  # noqa: RUF012
+    huge = 3 << 30
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _special(self) -> bool:
+        if self.path in self.redirects:
+            self.send_response(301)
+            self.send_header("Location", self.redirects[self.path])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
+        if self.path == "/endless.fifu":
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            if self.command == "GET":
+                deadline = time.monotonic() + 60  # a backstop: a client that reads on is stopped by its test's timeout
+                try:
+                    while time.monotonic() < deadline:
+                        self.wfile.write(bytes(1 << 16))
+                except OSError:
+                    pass  # the client hung up: what it should do
+            return True
+        if self.path not in ("/file.fifu", "/huge.fifu"):
+            self.send_error(404)
+            return True
+        return False
+
+    def do_HEAD(self) -> None:
+        if self._special():
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(self.huge if self.path == "/huge.fifu" else len(self.data)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        if self._special():
+            return
+        total = self.huge if self.path == "/huge.fifu" else len(self.data)
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        start = int(m[1]) if m else 0
+        stop = min(int(m[2]) + 1 if m and m[2] else total, total)
+        body = self.data[start:stop]
+        self.send_response(206 if m else 200)
+        if m:
+            self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{total}")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@contextmanager
+def names(data: bytes) -> Iterator[str]:
+    """A server of ``data`` under the names of :class:`_Names`; its URL up to the name (``<url>/file.fifu`` is the file)."""
+    with _serving(type("Handler", (_Names,), {"data": data})) as base:
+        yield base

@@ -10,8 +10,10 @@ with a timeout and an address-space limit, so a regression fails instead of hang
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import faulthandler
+import functools
 import gzip
 import hashlib
 import importlib.util
@@ -24,7 +26,7 @@ import shutil
 import signal
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ import numpy as np
 import pytest
 
 import finalfusion
+from _servers import Nginx, names, nginx_fixtures
 from conftest import load_fuzz
 from finalfusion import Embeddings, FinalfusionError, NdArray, SimpleVocab
 
@@ -105,14 +108,17 @@ class Surface:
     """A reader, directory reader or writer.
 
     ``make(dir)`` writes a valid input in ``dir`` (with the library's writers or the real tools) and returns what the
-    reader is given; ``load(path)`` reads it. A directory reader names the files it opens by convention
+    reader is given; ``load(path)`` reads it (a reader of a file at a URL: ``load(url)`` reads the URL where the file ``make``
+    wrote is served, and ``extra["local"](path)`` is the same reader of the local file). A directory reader names the files it opens by convention
     (``conventional``, relative to the directory). A writer has ``write(target, emb)`` and ``read(target)``.
     ``fuzz_reader`` is the fuzzer's reader whose generators cover the surface; ``native`` the native library that parses
     its bytes; ``gzip`` whether it reads gzip input.
     """
 
     name: str
-    kind: str  # "file-reader", "dir-reader", "url-dir-reader" (a directory read through its URL), "file-writer", "dir-writer"
+    # "file-reader", "dir-reader", "url-dir-reader" (a directory read through its URL), "url-file-reader" (a file read through its
+    # URL), "file-writer", "dir-writer"
+    kind: str
     fuzz_reader: str
     make: Callable[[Path], Path] | None = None
     load: Callable[[Path], Any] | None = None
@@ -334,6 +340,19 @@ SURFACES: list[Surface] = [
         conventional=("weights/custom_16.safetensors", "tokenizers/custom_tokenizer_config.json"),
         native="tokenizers",
     ),
+    # readers of a file at a URL (docs/remote.md): the file ``make`` writes, served by nginx or by the test servers of
+    # tests/_servers.py, read through its URL; rows and all (mmap=False) or leaving the rows at the server (mmap=True)
+    *(
+        Surface(
+            f"finalfusion-url{'-mmap' if mmap else ''}",
+            "url-file-reader",
+            "remote-http",
+            _written(_write_fifu, "e.fifu"),
+            functools.partial(finalfusion.load_finalfusion, mmap=mmap),
+            extra={"writer": _write_fifu, "local": functools.partial(finalfusion.load_finalfusion, mmap=mmap)},
+        )
+        for mmap in (False, True)
+    ),
     *(Surface(f"ann-{b}", "dir-reader", "ann-index", _ann_dir(b), _ann_load, conventional=("ann.json", "index.bin"), native=b, words=False) for b in BACKENDS),
     # writers of a file
     Surface("write-finalfusion", "file-writer", "finalfusion", write=_write_fifu, read=finalfusion.load_finalfusion),
@@ -388,6 +407,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "model2vec-url": ("fsspec", "aiohttp", "nginx"),
     "sharded-url": ("fsspec", "aiohttp", "nginx"),
     "wordllama-url": ("fsspec", "aiohttp", "nginx", "tokenizers", "safetensors"),
+    "finalfusion-url": ("fsspec", "aiohttp", "nginx"),
+    "finalfusion-url-mmap": ("fsspec", "aiohttp", "nginx"),
 }
 
 
@@ -418,10 +439,58 @@ def conventional_files(*extra: str, kinds: tuple[str, ...] = ("dir-reader",)) ->
     return rows
 
 
+# -- a file at a URL: served where the test says -----------------------------------------------------------------------------
+
+server, served = nginx_fixtures()  # nginx on the loopback interface for the module, its log cleared for each test
+
+
+def _at_nginx(surface: Surface, served: Nginx, d: Path, data: bytes | None = None) -> tuple[Path, str]:
+    """The surface's valid input (or ``data`` in its place) in a directory of its own that nginx serves, and its URL."""
+    assert surface.make is not None
+    sub = served.root / d.name
+    sub.mkdir()
+    path = surface.make(sub)
+    if data is not None:
+        path.write_bytes(data)
+    return path, served.url(f"{d.name}/{path.name}")
+
+
+def _url_load(surface: Surface, url: str) -> Callable[[], Any]:
+    return lambda: surface.load(url)  # type: ignore[arg-type,misc]
+
+
+@contextlib.contextmanager
+def _under_names(surface: Surface, tmp_path: Path, good: str) -> Iterator[str]:
+    """The surface's valid input served under the names of tests/_servers.py's ``names`` server, whose name ``good`` must
+    read as the local file does (checked here); the server's URL up to the name."""
+    assert surface.make is not None
+    path = surface.make(tmp_path)
+    words = repr(finalfusion.load_finalfusion(path).vocab.words)
+    with names(path.read_bytes()) as base:
+        assert isolated(lambda: repr(surface.load(f"{base}/{good}").vocab.words)) == {"status": "ok", "value": repr(words)}  # type: ignore[arg-type,misc]
+        yield base
+
+
+def _answer(emb: Embeddings) -> str:
+    """What embeddings hold, as one digest: the words, every row (fetched, for rows at a server) and the norms."""
+    h = hashlib.sha1("\n".join(emb.vocab.words).encode("utf-8", "surrogatepass"))
+    h.update(np.ascontiguousarray(np.asarray(emb.storage)).tobytes())
+    h.update(b"" if emb.norms is None else np.asarray(emb.norms).tobytes())
+    return h.hexdigest()
+
+
+def _same_outcome(local: dict[str, Any], remote: dict[str, Any]) -> bool:
+    """The same answer, or the same error class (a URL's bytes are judged as a local file's)."""
+    if local["status"] == "ok":
+        return remote == local
+    return local["status"] == "raised" and refused(remote) and remote["type"] == local["type"]
+
+
 def test_every_surface_is_in_the_table() -> None:
     # the checklist applies to every public reader and writer: a new one is added to SURFACES
     table = {s.name for s in SURFACES}
     assert {"finalfusion", "word2vec", "text", "text-dims", "model2vec", "tekken", "wordllama"} <= table
+    assert {"finalfusion-url", "finalfusion-url-mmap", "model2vec-url", "sharded-url", "wordllama-url"} <= table  # readers of URLs
     assert {f"ann-{b}" for b in BACKENDS} <= table
     writers = {f"write-{n[6:].replace('_', '-')}" for n in dir(finalfusion) if n.startswith("write_")}
     assert writers - table <= set(NOT_IN_TABLE)
@@ -473,6 +542,19 @@ def test_named_special_files(surface: Surface, tmp_path: Path) -> None:
     assert refused(isolated(lambda: surface.load(Path("/dev/zero"))))  # type: ignore[misc]  # endless: refused by a bound
 
 
+@pytest.mark.parametrize("surface", of("url-file-reader"))
+def test_a_url_that_names_no_file_is_refused_never_read_without_end(surface: Surface, tmp_path: Path) -> None:
+    # item 1 at a URL: what a name holds is the server's business (no FIFO or device there); what stands for them is an
+    # answer of no known size -- a body without Content-Length that never ends, a server's /dev/zero -- refused before a
+    # byte of it is read (range requests need the size), and a name with nothing behind it (404): FileNotFoundError
+    with _under_names(surface, tmp_path, "file.fifu") as base:
+        out = isolated(_url_load(surface, base + "/endless.fifu"))
+        assert refused(out), out
+        assert "does not tell the file's size" in out["msg"], out
+        out = isolated(_url_load(surface, base + "/nothing.fifu"))
+        assert out["type"] == "FileNotFoundError", out
+
+
 # -- item 2: links ------------------------------------------------------------------------------------
 
 
@@ -512,6 +594,18 @@ def test_named_link_is_followed(surface: Surface, tmp_path: Path) -> None:
     assert surface.load(tmp_path / "link").vocab.words == surface.load(good).vocab.words
 
 
+@pytest.mark.parametrize("surface", of("url-file-reader"))
+def test_a_redirect_is_followed_as_a_named_link_is(surface: Surface, tmp_path: Path) -> None:
+    # item 2 at a URL: a redirect is the server's choice as a link the user names is the user's, and is followed (by
+    # aiohttp's rules: http(s) only, at most 10); a loop is an OSError at once, a redirect to a local file (file://) is
+    # refused -- a server never makes the library open a path
+    with _under_names(surface, tmp_path, "moved.fifu") as base:
+        for name in ("loop.fifu", "local.fifu"):
+            out = isolated(_url_load(surface, f"{base}/{name}"))
+            assert refused(out), (name, out)
+            assert "redirect" in out["msg"].lower(), (name, out)
+
+
 @pytest.mark.parametrize("surface", of("dir-writer"))
 def test_writer_never_writes_through_a_planted_link(surface: Surface, tmp_path: Path) -> None:
     assert surface.write is not None
@@ -541,6 +635,39 @@ def test_huge_sparse_file_in_a_directory_is_refused_by_its_size(surface: Surface
         f.truncate(3 << 30)  # 3 GiB, 4 KiB on disk
     out = isolated(lambda: surface.load(root))  # type: ignore[misc]
     assert refused(out), out
+
+
+@pytest.mark.parametrize("surface", of("url-file-reader"))
+def test_a_size_the_server_announces_is_never_allocated(surface: Surface, tmp_path: Path) -> None:
+    # item 3 at a URL: the server gives a small file 3 GiB (HEAD and every Content-Range); nothing is sized from the claim
+    # (the child has 1 GiB to spare): the first answer shorter than its range ends the load with an OSError
+    assert surface.make is not None
+    with names(surface.make(tmp_path).read_bytes()) as base:
+        out = isolated(_url_load(surface, base + "/huge.fifu"))
+    assert refused(out), out
+    assert out["type"] in ("OSError", "ServerRefused"), out
+
+
+@pytest.mark.parametrize("chunk", ["vocab", "storage"])
+@pytest.mark.parametrize("surface", of("url-file-reader"))
+def test_a_chunk_claiming_more_than_the_url_holds_is_refused_before_it_is_fetched(surface: Surface, chunk: str, served: Nginx, tmp_path: Path) -> None:
+    # item 3 at a URL: a chunk whose frame declares more bytes than the file holds is the local load's FormatError, found
+    # from the size the server told before the chunk's bytes are asked for (a 4 MB file: at most its first block and the
+    # 64 KiB at each end a pickle reference digests are fetched)
+    local = tmp_path / "e.fifu"
+    surface.extra["writer"](local, small_embeddings([f"w{i}" for i in range(2000)], dims=500))
+    data = bytearray(local.read_bytes())
+    offset = dict((("vocab", "storage")[k], at) for k, (at, _) in enumerate(finalfusion.io.read_chunks(bytes(data))[1][:2]))[chunk]
+    data[offset + 4 : offset + 12] = (len(data)).to_bytes(8, "little")
+    local.write_bytes(data)
+    _, url = _at_nginx(surface, served, tmp_path, bytes(data))
+    want = isolated(lambda: surface.extra["local"](local))
+    assert want.get("type") == "Truncated", want
+    served.clear()
+    out = isolated(_url_load(surface, url))
+    assert out.get("type") == want["type"], out
+    sent = sum(r.sent for r in served.requests() if r.method == "GET")
+    assert sent <= (1 << 20) + (128 << 10), f"{sent} of {len(data)} bytes fetched"
 
 
 @pytest.mark.parametrize("via", ["api", "cli"])
@@ -656,6 +783,30 @@ def test_cli_metadata_never_overwrites_its_input(tmp_path: Path) -> None:
     assert other.read_bytes() == kept
 
 
+@pytest.mark.parametrize("surface", of("url-file-reader"))
+def test_a_url_input_is_never_written_over(surface: Surface, served: Nginx, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # item 4 at a URL: no writer writes to a URL (docs/remote.md), so embeddings read from one cannot be written back over it:
+    # the API refuses with a ValueError, the command line refuses a URL as OUT and --set/--remove of a URL (which rewrite
+    # FILE itself), each before anything is fetched; nothing is written, not even a local file named like the URL
+    path, url = _at_nginx(surface, served, tmp_path)
+    before = path.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    emb = surface.load(url)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="a URL is read, never written"):
+        emb.write(url)
+    toml = tmp_path / "m.toml"
+    toml.write_text('lang = "de"\n', encoding="utf-8")
+    served.clear()
+    for argv in (("convert", "--quiet", url, url), ("metadata", "--set", str(toml), url), ("metadata", "--remove", url)):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert _cli(*argv) != 0, argv
+        assert "a URL is read, never written" in err.getvalue(), (argv, err.getvalue())
+    assert served.requests() == [], "a command fetched its input before refusing to write it"
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["m.toml"]
+
+
 # -- item 5: foreign files in a target directory -------------------------------------------------------------
 
 
@@ -745,6 +896,29 @@ def test_crafted_index_file_never_kills_the_process(surface: Surface) -> None:
     assert not bad, bad
 
 
+@pytest.mark.parametrize("surface", of("url-file-reader"))
+def test_crafted_bytes_at_a_url_end_as_the_local_load_does(surface: Surface, served: Nginx, tmp_path: Path) -> None:
+    # item 6 at a URL: the .fifu reader parses its bytes itself (no native library); files with a few bytes changed end
+    # the same way through the URL as from the local file -- the same vectors or the same error class, never a hang or
+    # a crash (fuzz/fuzz.py's remote-http reader does the same with hostile servers and the structure-aware generator)
+    assert surface.make is not None
+    good = surface.make(tmp_path).read_bytes()
+    outcomes = set()
+    for seed in range(24):
+        rng = random.Random(seed)
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        local = tmp_path / f"crafted-{seed}.fifu"
+        local.write_bytes(data)
+        _, url = _at_nginx(surface, served, tmp_path / f"{tmp_path.name}-{seed}", bytes(data))
+        want = isolated(lambda: _answer(surface.extra["local"](local)))  # noqa: B023 - run at once
+        got = isolated(lambda: _answer(surface.load(url)))  # type: ignore[arg-type,misc]  # noqa: B023
+        assert _same_outcome(want, got), (seed, want, got)
+        outcomes.add(want["status"])
+    assert outcomes == {"ok", "raised"}, "the crafted files should include ones that load and ones that do not"
+
+
 @pytest.mark.parametrize("reader", ["tokenizer-json", "tekken"])
 def test_crafted_tokenizer_never_kills_the_process(reader: str) -> None:
     # every surface whose native library is tokenizers reads its documents through the same checks: once per document kind
@@ -831,6 +1005,38 @@ def test_odd_words_round_trip_or_are_refused_before_writing(surface: Surface, wo
         assert list(got.vocab.words) == list(emb.vocab.words)
 
 
+@pytest.mark.parametrize("word", ODD_WORDS[1:], ids=["nbsp", "line-separator", "ideographic-space", "nul", "surrogate"])
+@pytest.mark.parametrize("surface", of("url-file-reader"))
+def test_odd_words_at_a_url_come_back_as_the_local_load(surface: Surface, word: str, served: Nginx, tmp_path: Path) -> None:
+    # item 7 at a URL: a .fifu holding the word, served over HTTP, gives what the local file gives -- the same words and
+    # the word's row. The writer refuses a lone surrogate (UTF-8 cannot hold one), so that file is written with a
+    # placeholder of the same length and its bytes replaced by the surrogate's (ED A0 80): the reader's answer to bytes
+    # that are not UTF-8 must be the same through the URL
+    written = word if word != "i\ud800j" else "iQQQj"
+    local = tmp_path / "e.fifu"
+    surface.extra["writer"](local, small_embeddings(["plain", written, "other"]))
+    data = local.read_bytes()
+    if written != word:
+        assert data.count(b"iQQQj") == 1
+        data = data.replace(b"iQQQj", b"i\xed\xa0\x80j")
+        local.write_bytes(data)
+    _, url = _at_nginx(surface, served, tmp_path, data)
+
+    def answer(load: Callable[[], Embeddings]) -> dict[str, Any]:
+        def run() -> str:
+            emb = load()
+            return repr((list(emb.vocab.words), hashlib.sha1(emb[emb.vocab.words[1]].tobytes()).hexdigest()))
+
+        return isolated(run)
+
+    want = answer(lambda: surface.extra["local"](local))
+    got = answer(lambda: surface.load(url))  # type: ignore[arg-type,misc]
+    assert _same_outcome(want, got), (want, got)
+    if written == word:
+        assert want["status"] == "ok", want
+        assert ast.literal_eval(ast.literal_eval(want["value"]))[0][1] == word, want  # the word itself came back
+
+
 @pytest.mark.parametrize("surface", of("dir-reader", "url-dir-reader", where=lambda s: s.words))
 def test_a_lone_surrogate_drops_only_its_word(surface: Surface, tmp_path: Path) -> None:
     pytest.importorskip("tokenizers")  # encoding a model's sentence splits it with its tokenizer
@@ -844,7 +1050,7 @@ def test_a_lone_surrogate_drops_only_its_word(surface: Surface, tmp_path: Path) 
 # -- item 8: a generator in the fuzzer --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("surface", of("file-reader", "dir-reader", "url-dir-reader", "file-writer", "dir-writer"))
+@pytest.mark.parametrize("surface", of("file-reader", "dir-reader", "url-dir-reader", "url-file-reader", "file-writer", "dir-writer"))
 def test_the_fuzzer_has_a_generator_for_the_surface(surface: Surface) -> None:
     if surface.fuzz_reader in fuzz.UNAVAILABLE:
         pytest.skip(f"fuzz reader {surface.fuzz_reader}: {fuzz.UNAVAILABLE[surface.fuzz_reader]}")

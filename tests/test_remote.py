@@ -7,6 +7,7 @@ overlong, stalled or range-ignoring answers) gives an error in bounded time, nev
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -113,12 +114,113 @@ def test_the_command_line_reads_urls(served: Nginx, tmp_path: Path, capsys: pyte
     assert finalfusion.load(tmp_path / "big.fifu").vocab.words[:2] == ["t0", "t1"]
 
 
+def _with_metadata(path: Path) -> finalfusion.Embeddings:
+    """A 20 MB .fifu with metadata and norms written at ``path``: its matrix is what reading a chunk alone must not fetch."""
+    rows = np.random.default_rng(2).standard_normal((10_000, 500)).astype(np.float32)
+    emb = finalfusion.Embeddings(
+        finalfusion.NdArray(rows),
+        finalfusion.SimpleVocab([f"w{i}" for i in range(10_000)]),
+        norms=finalfusion.Norms(np.linspace(1, 2, 10_000, dtype=np.float32)),
+        metadata=finalfusion.Metadata({"corpus": "wiki", "dims": 500, "training": {"epochs": 5}}),
+    )
+    emb.write(path)
+    return emb
+
+
+def _plain(path: Path) -> None:
+    """A .fifu without metadata or norms."""
+    finalfusion.Embeddings(finalfusion.NdArray(np.eye(2, dtype=np.float32)), finalfusion.SimpleVocab(["a", "b"])).write(path)
+
+
+def test_a_chunk_alone_costs_the_frames_and_its_own_bytes(served: Nginx) -> None:
+    # load_metadata / load_vocab / load_norms of a URL: the header and every frame are read and checked, the chunks not
+    # asked for are skipped by seeking (the 20 MB matrix is never fetched): the first block and the one of the last frame
+    emb = _with_metadata(served.root / "m.fifu")
+    size = (served.root / "m.fifu").stat().st_size
+    url = served.url("m.fifu")
+    for load, want in (
+        (finalfusion.metadata.load_metadata, emb.metadata),
+        (lambda u: finalfusion.vocab.load_vocab(u).words, emb.vocab.words),
+        (lambda u: finalfusion.norms.load_norms(u).norms.tolist(), emb.norms.norms.tolist()),
+    ):
+        served.clear()
+        assert load(url) == want
+        gets = [r for r in served.requests() if r.method == "GET"]
+        assert sum(r.sent for r in gets) <= 2 * BLOCK_SIZE, (load, [(r.range, r.sent) for r in gets], size)
+    _plain(served.root / "plain.fifu")
+    with pytest.raises(FormatError, match=r"has no Norms chunk: expected a Norms chunk, found \['SimpleVocab', 'NdArray'\]"):
+        finalfusion.norms.load_norms(served.url("plain.fifu"))
+    # frames are checked as a load checks them: a matrix claiming more than the file holds is refused, not skipped
+    data = bytearray((served.root / "m.fifu").read_bytes())
+    at = finalfusion.io.read_chunks(bytes(data))[1][2][0]
+    data[at + 4 : at + 12] = len(data).to_bytes(8, "little")
+    (served.root / "long.fifu").write_bytes(data)
+    with pytest.raises(FormatError, match="declared chunk length runs past the end"):
+        finalfusion.metadata.load_metadata(served.url("long.fifu"))
+
+
+def test_metadata_past_its_limit_is_refused_before_it_is_fetched(served: Nginx, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a metadata chunk is refused from its declared length (finalfusion.limits.MAX_METADATA_BYTES) before its bytes are
+    # asked for: whichever way the file is read from its URL, the 3 MB document is not fetched
+    emb = finalfusion.Embeddings(
+        finalfusion.NdArray(np.eye(2, dtype=np.float32)), finalfusion.SimpleVocab(["a", "b"]), metadata=finalfusion.Metadata({"x": "y" * 3_000_000})
+    )
+    emb.write(served.root / "meta.fifu")
+    monkeypatch.setattr(finalfusion.limits, "MAX_METADATA_BYTES", 1 << 20)
+    with pytest.raises(FormatError, match=r"^Metadata: metadata document is too large: expected at most 1048576 bytes") as local:
+        finalfusion.metadata.load_metadata(served.root / "meta.fifu")
+    loads = (finalfusion.metadata.load_metadata, finalfusion.load_finalfusion, lambda u: finalfusion.load_finalfusion(u, mmap=True), finalfusion.load)
+    for load in loads:
+        served.clear()
+        with pytest.raises(FormatError) as remote:
+            load(served.url("meta.fifu"))
+        assert str(remote.value) == str(local.value), load  # the same error, at the same offset
+        assert sum(r.sent for r in served.requests() if r.method == "GET") <= BLOCK_SIZE + (128 << 10), load
+
+
+def test_the_command_line_prints_the_metadata_of_a_url(served: Nginx, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from finalfusion.cli import main
+
+    _with_metadata(served.root / "m.fifu")
+    local = served.root / "m.fifu"
+    assert main(["metadata", str(local)]) == 0
+    want = capsys.readouterr().out
+    served.clear()
+    assert main(["metadata", served.url("m.fifu")]) == 0
+    assert capsys.readouterr().out == want
+    assert sum(r.sent for r in served.requests() if r.method == "GET") <= 2 * BLOCK_SIZE  # not the 20 MB file
+    assert main(["metadata", served.url("m.fifu"), str(tmp_path / "m.toml")]) == 0
+    assert (tmp_path / "m.toml").read_text(encoding="utf-8") == want
+    _plain(served.root / "plain.fifu")
+    (served.root / "e.txt").write_text("a 1 2\n", encoding="utf-8")
+    for name, status, said in (
+        ("plain.fifu", 0, "has no metadata"),  # as for a local file: a note on stderr, nothing on stdout
+        ("e.txt", 1, "not a finalfusion file (only finalfusion files hold metadata); convert it first"),
+        ("nothing.fifu", 1, "no file at this URL"),
+    ):
+        assert main(["metadata", served.url(name)]) == status, name
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert said in err, (name, err)
+        assert err.count("\n") == 1, err
+
+
 def test_a_url_is_never_written(tmp_path: Path) -> None:
     emb = finalfusion.load(SAMPLE)
     for write in (lambda t, e: e.write(t), finalfusion.write_word2vec, finalfusion.write_model2vec):
         with pytest.raises(ValueError, match="a URL is read, never written"):
             write("https://example.org/e.out", emb)
     assert not Path("https:").exists()
+    from finalfusion.cli import main
+
+    # the command line: refused as OUT before the input is read, with the one-line reason
+    for argv in (["convert"], ["quantize"], ["reconstruct"], ["index", "build"], ["metadata"]):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert main([*argv, str(SAMPLE), "https://example.org/out"]) == 1, argv
+        assert err.getvalue() == "finalfusion: error: https://example.org/out: a URL is read, never written (write a local " + (
+            "directory and upload it)\n" if argv[0] == "index" else "file and upload it)\n"
+        ), argv
 
 
 def test_a_local_path_never_goes_through_fsspec(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -207,6 +207,23 @@ def test_the_cache_is_bounded_by_cache_bytes(served: Nginx, big: tuple[Path, Pat
     assert rows_of(load_remote(served.url(big[0].name))).cache_bytes == CACHE_BYTES
 
 
+def test_load_passes_cache_bytes_to_a_fifu_at_a_url(served: Nginx, big: tuple[Path, Path]) -> None:
+    # finalfusion.load(url, mmap=True) reads a .fifu as load_finalfusion does, with the same bound of its row cache (and
+    # the pickle's reference keeps it); given for another format, cache_bytes is a ValueError, as tensor= and tokenizer= are
+    remote = finalfusion.load(served.url(big[0].name), mmap=True, cache_bytes=5 * BLOCK_BYTES)
+    m = rows_of(remote)
+    assert m.cache_bytes == 5 * BLOCK_BYTES
+    local = load_local(big[0])
+    for w in KNOWN + UNKNOWN:
+        np.testing.assert_array_equal(remote[w], local[w])
+        assert m.cached_bytes <= 5 * BLOCK_BYTES
+    assert rows_of(pickle.loads(pickle.dumps(remote))).cache_bytes == 5 * BLOCK_BYTES
+    assert rows_of(finalfusion.load(served.url(big[0].name), mmap=True)).cache_bytes == CACHE_BYTES
+    finalfusion.write_word2vec(served.root / "e.w2v", local)
+    with pytest.raises(ValueError, match=r"^cache_bytes= does not apply to word2vec input \(only to finalfusion\)$"):
+        finalfusion.load(served.url("e.w2v"), cache_bytes=1 << 20)
+
+
 # -- whole-matrix work streams the rows once -------------------------------------------------------------
 
 

@@ -5,10 +5,14 @@ The stream side of the cursor (_stream.StreamReader) is tested here too; every m
 
 from __future__ import annotations
 
+import errno
 import io
 import os
+import re
 import struct
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,7 +20,7 @@ import pytest
 import finalfusion
 from _streams import Trickle
 from finalfusion import Embeddings, FormatError, NdArray, SimpleVocab, load_finalfusion
-from finalfusion._source import is_bytes_path, local_path, path_of, read_into, sibling
+from finalfusion._source import is_bytes_path, local_path, path_of, peek, read_into, sibling
 from finalfusion._stream import StreamReader, read_exactly
 from finalfusion.errors import Truncated
 
@@ -175,3 +179,98 @@ def test_read_into_refuses_text_mode_objects() -> None:
 
     with pytest.raises(TypeError, match="binary mode"):
         read_into(Text(), memoryview(bytearray(2)))  # type: ignore[arg-type]
+
+
+# -- peek: "cannot seek" makes a stream; any other error of the file is a failed read -------------------------------------
+
+
+class _Faulty(io.RawIOBase):
+    """A real file read through a file object whose method ``where`` (``seekable``, ``tell``, ``seek`` or its first read)
+    raises ``error()``: what a failing disk, a refused permission or a pipe does to a reader."""
+
+    def __init__(self, path: Path, where: str, error: Callable[[], BaseException]) -> None:
+        super().__init__()
+        self._f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed with this object
+        self._where = where
+        self._error = error
+
+    def _maybe_fail(self, method: str) -> None:
+        if method == self._where:
+            if method == "read":
+                self._where = ""  # the read fails once: a second attempt would get the next bytes, not these
+            raise self._error()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        self._maybe_fail("seekable")
+        return True
+
+    def tell(self) -> int:
+        self._maybe_fail("tell")
+        return self._f.tell()
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        self._maybe_fail("seek")
+        return self._f.seek(pos, whence)
+
+    def readinto(self, b: Any) -> int:
+        self._maybe_fail("read")
+        return self._f.readinto(b)
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def _word2vec(tmp_path: Path) -> Path:
+    path = tmp_path / "e.w2v"
+    words = [f"w{i}" for i in range(30)]
+    finalfusion.write_word2vec(path, Embeddings(NdArray(np.random.default_rng(4).standard_normal((30, 8)).astype(np.float32)), SimpleVocab(words)))
+    return path
+
+
+FAILED_READS = {"EIO": lambda: OSError(errno.EIO, "Input/output error"), "EACCES": lambda: PermissionError(errno.EACCES, "Permission denied")}
+
+
+@pytest.mark.parametrize("error", FAILED_READS)
+@pytest.mark.parametrize("where", ["seekable", "tell", "seek", "read"])
+def test_a_failed_read_while_peeking_propagates(where: str, error: str, tmp_path: Path) -> None:
+    # only "cannot seek" makes a file a stream: a failing tell, seek or read is the read's OSError, never a second read that
+    # takes the next bytes for the first (the format sniffer did so: fuzz/crashers/remote-http-crash-2261920d35db.bin)
+    path = _word2vec(tmp_path)
+    want = FAILED_READS[error]().errno
+    said = re.escape(str(FAILED_READS[error]()))
+    with _Faulty(path, where, FAILED_READS[error]) as f, pytest.raises(OSError, match=said) as info:
+        peek(f, 4)
+    assert info.value.errno == want
+    for load in (finalfusion.load, finalfusion.load_word2vec):
+        with _Faulty(path, where, FAILED_READS[error]) as f, pytest.raises(OSError, match=said) as info:
+            load(f)
+        assert info.value.errno == want, load
+
+
+@pytest.mark.parametrize(
+    ("where", "error"),
+    [
+        ("seekable", lambda: io.UnsupportedOperation("seekable")),
+        ("tell", lambda: io.UnsupportedOperation("tell")),
+        ("tell", lambda: OSError(errno.ESPIPE, "Illegal seek")),
+        ("seek", lambda: io.UnsupportedOperation("seek")),  # told where it stands, read, cannot go back: the bytes come again
+        ("seek", lambda: OSError(errno.ESPIPE, "Illegal seek")),
+    ],
+    ids=["seekable-unsupported", "tell-unsupported", "tell-espipe", "seek-unsupported", "seek-espipe"],
+)
+def test_a_file_that_cannot_seek_is_read_as_a_stream(where: str, error: Callable[[], BaseException], tmp_path: Path) -> None:
+    path = _word2vec(tmp_path)
+    data = path.read_bytes()
+    with _Faulty(path, where, error) as f:
+        head, stream = peek(f, 4)
+        assert head == data[:4]
+        assert stream.read() == data
+    local = finalfusion.load(path)
+    with _Faulty(path, where, error) as f:
+        emb = finalfusion.load(f)
+    assert emb.vocab.words == local.vocab.words
+    np.testing.assert_array_equal(emb.storage.matrix, local.storage.matrix)

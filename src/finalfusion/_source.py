@@ -42,6 +42,7 @@ the errors and the byte cursor.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import io
 import mmap as _mmap
@@ -565,11 +566,35 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
+def _cannot_seek(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by ``seekable``, ``tell`` or ``seek``, means the file cannot seek (rather than that it failed).
+
+    Examples
+    --------
+    >>> import errno
+    >>> _cannot_seek(io.UnsupportedOperation("seek")), _cannot_seek(OSError(errno.ESPIPE, "Illegal seek")), _cannot_seek(OSError(errno.EIO, "I/O error"))
+    (True, True, False)
+    """
+    return isinstance(exc, (AttributeError, io.UnsupportedOperation)) or (isinstance(exc, OSError) and exc.errno == errno.ESPIPE)
+
+
 def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
     """The first ``n`` bytes of ``f`` without consuming them, and the stream to read from.
 
     Seekable files are rewound; other streams are wrapped so that the bytes
-    read are delivered again.
+    read are delivered again. Only an error that means "cannot seek"
+    (:class:`io.UnsupportedOperation`, ``ESPIPE``, a file object without
+    ``seekable``/``tell``/``seek``) makes a file a stream; any other
+    :class:`OSError` of ``seekable``, ``tell``, ``read`` or ``seek`` (``EIO``,
+    a refused permission, a remote file's failed read) is a failed read and
+    propagates -- the bytes are never read a second time from elsewhere.
+
+    Raises
+    ------
+    OSError
+        If the file cannot be read (or told where it stands).
+    TypeError
+        If ``f`` is not a binary file object.
 
     Examples
     --------
@@ -579,13 +604,23 @@ def peek(f: IO[bytes], n: int) -> tuple[bytes, IO[bytes]]:
     (b'FiFu', b'FiFu...')
     """
     try:
-        if f.seekable():
-            pos = f.tell()
-            head = f.read(n)
+        pos = f.tell() if f.seekable() else None
+    except (AttributeError, OSError) as exc:
+        if not _cannot_seek(exc):
+            raise
+        pos = None
+    if pos is not None:
+        head = f.read(n)
+        try:
             f.seek(pos)
             return head, f
-    except (AttributeError, OSError, io.UnsupportedOperation):
-        pass
+        except (AttributeError, OSError) as exc:
+            if not _cannot_seek(exc):
+                raise
+        # read, but it cannot go back (a gzip reader over a pipe claims to seek): the bytes read are delivered again
+        if not isinstance(head, bytes):
+            raise TypeError("the file object must be opened in binary mode")
+        return head, io.BufferedReader(_Prefixed(head, f))
     peeker = getattr(f, "peek", None)
     if peeker is not None:
         head = peeker(n)[:n]

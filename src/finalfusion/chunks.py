@@ -215,6 +215,28 @@ class Chunk:
         """
         raise NotImplementedError
 
+    @classmethod
+    def check_declared(cls, declared: int, at: int) -> None:
+        """Refuse a declared payload length no chunk of this class may have, before the payload is read (it starts at ``at``).
+
+        Readers of a stream or a URL call it between a chunk's frame and its
+        payload, so a bounded chunk (the metadata's TOML, see
+        ``finalfusion.limits.MAX_METADATA_BYTES``) that claims more is refused
+        before its bytes arrive; the parse checks the same again. Most chunks
+        have no bound of their own: their lengths are checked against the
+        bytes the input holds.
+
+        Raises
+        ------
+        FormatError
+            For a length past the class's bound.
+
+        Examples
+        --------
+        >>> from finalfusion.vocab import SimpleVocab
+        >>> SimpleVocab.check_declared(1 << 40, 24)  # no bound of its own
+        """
+
     def write_payload(self, writer: ByteWriter) -> None:
         """Write the payload (without the frame) at ``writer.pos``.
 

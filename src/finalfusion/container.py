@@ -219,18 +219,18 @@ def _read_chunks(buf: Buffer, lazy: LazyFill | None, deferred: bool = True) -> t
         if lazy is not None:
             lazy.ensure(at + FRAME_BYTES)
         if reader.remaining >= FRAME_BYTES:
-            _expect_next(listed, chunks, read_frame(buf, at)[0], at)
+            _expect_next(listed, [c.chunk_id for _, c in chunks], read_frame(buf, at)[0], at)
         if lazy is not None:
             _before_chunk(lazy, at)
         chunks.append((at, read_chunk(reader)))
-    _check_found(listed, chunks, reader.pos)
+    _check_found(listed, [c.chunk_id for _, c in chunks], chunks[0][0] if chunks else FIXED_BYTES, reader.pos)
     if lazy is not None:
         lazy.finish(deferred)
     return header, chunks
 
 
-def _expect_next(listed: list[ChunkIdentifier], chunks: list[tuple[int, Chunk]], raw_id: int, at: int) -> None:
-    """Check the id of the chunk framed at ``at`` against the header before its payload is parsed (or read, on a stream).
+def _expect_next(listed: list[ChunkIdentifier], found: list[ChunkIdentifier], raw_id: int, at: int) -> None:
+    """Check the id of the chunk framed at ``at`` against the header (and the ids ``found`` before it) before its payload is parsed (or read, on a stream).
 
     The next chunk must be the next one the header lists, or, after all of
     them, an ``NdNorms`` chunk the header omits (the legacy rule of
@@ -247,7 +247,7 @@ def _expect_next(listed: list[ChunkIdentifier], chunks: list[tuple[int, Chunk]],
         For any other chunk than the expected one.
     """
     chunk_id = chunk_class(raw_id, offset=at).chunk_id
-    k = len(chunks)
+    k = len(found)
     if k < len(listed) and chunk_id == listed[k]:
         return
     if k == len(listed) and chunk_id == ChunkIdentifier.NdNorms and ChunkIdentifier.NdNorms not in listed:
@@ -257,13 +257,12 @@ def _expect_next(listed: list[ChunkIdentifier], chunks: list[tuple[int, Chunk]],
         offset=at,
         chunk="header",
         expected=[c.name for c in listed],
-        found=[*(c.chunk_id.name for _, c in chunks), chunk_id.name],
+        found=[*(c.name for c in found), chunk_id.name],
     )
 
 
-def _check_found(listed: list[ChunkIdentifier], chunks: list[tuple[int, Chunk]], end: int) -> None:
-    """After the last chunk (at offset ``end``): every listed chunk is there; warn about a legacy unlisted ``NdNorms``."""
-    found = [c.chunk_id for _, c in chunks]
+def _check_found(listed: list[ChunkIdentifier], found: list[ChunkIdentifier], first: int, end: int) -> None:
+    """After the last chunk (at offset ``end``; the first at ``first``): every listed chunk was ``found``; warn about a legacy unlisted ``NdNorms``."""
     if found == [*listed, ChunkIdentifier.NdNorms]:  # _expect_next let it through: the header omits it
         warnings.warn(
             "the file has an NdNorms chunk that its header does not list (written by finalfusion-rust < 0.11); "
@@ -279,7 +278,7 @@ def _check_found(listed: list[ChunkIdentifier], chunks: list[tuple[int, Chunk]],
             expected=[c.name for c in listed],
             found=[c.name for c in found],
         )
-    check_order(found, offset=chunks[0][0] if chunks else FIXED_BYTES, where="chunk stream")
+    check_order(found, offset=first, where="chunk stream")
 
 
 def _check_claim(f: IO[bytes], raw_id: int, declared: int, held: int, at: int) -> None:
@@ -301,12 +300,16 @@ def _check_claim(f: IO[bytes], raw_id: int, declared: int, held: int, at: int) -
         )
 
 
-def _read_stream(f: IO[bytes], writable: bool = True, remote: tuple[RangeSource, int | None] | None = None) -> tuple[Header, list[tuple[int, Chunk]]]:
+def _read_stream(
+    f: IO[bytes], writable: bool = True, remote: tuple[RangeSource, int | None] | None = None, only: type[Chunk] | None = None
+) -> tuple[Header, list[tuple[int, Chunk]]]:
     """:func:`read_chunks` for a stream of unknown size (gzip, a pipe, a file object without a descriptor).
 
     The stream is never read to its end first: it may never end. The header
     is read (its magic first), then each chunk on its own: its frame, the
-    check of its id against the header (:func:`_expect_next`), then the
+    check of its id against the header (:func:`_expect_next`) and of its
+    declared length against the bytes left and its class's own bound
+    (:meth:`~finalfusion.chunks.Chunk.check_declared`), then the
     bytes its frame declares -- in reads that grow with what has arrived
     (:func:`finalfusion._source.fill`), so a declared length larger than
     what the stream holds ends in :class:`Truncated` when it ends. After
@@ -320,6 +323,11 @@ def _read_stream(f: IO[bytes], writable: bool = True, remote: tuple[RangeSource,
     ``mmap=True`` does for other inputs). With ``remote`` (the remote file
     ``f`` reads and a cache size), a chunk whose payload ends in rows is
     parsed up to them and the rows stay at the server (:func:`_remote_head`).
+    With ``only`` (a chunk class), the other chunks are checked by their
+    frames (id, order, declared length) and skipped, not read -- on a remote
+    file a seek, so ``load_metadata(url)`` fetches the frames and the
+    metadata only -- and only the chunks of that class are returned (a
+    legacy chunk whose length may be short is parsed to find its end).
     """
     buf = bytearray()
     fill(f, buf, len(MAGIC))
@@ -329,6 +337,7 @@ def _read_stream(f: IO[bytes], writable: bool = True, remote: tuple[RangeSource,
     header = Header.read(ByteReader(buf))
     listed = list(header.chunk_ids)
     chunks: list[tuple[int, Chunk]] = []
+    found: list[ChunkIdentifier] = []
     at = header.nbytes
     carry = bytes(buf[at:])  # empty: the header was read to its end exactly
     while True:
@@ -338,12 +347,19 @@ def _read_stream(f: IO[bytes], writable: bool = True, remote: tuple[RangeSource,
             break  # the stream ends after a chunk
         if len(buf) >= pad + FRAME_BYTES:
             raw_id, declared = read_frame(buf, pad)
-            _expect_next(listed, chunks, raw_id, at)
+            _expect_next(listed, found, raw_id, at)
             _check_claim(f, raw_id, declared, len(buf) - pad - FRAME_BYTES, at)
             cls = chunk_class(raw_id)
+            if only is not None and not issubclass(cls, only) and not cls.length_may_be_short:
+                carry = _skip_payload(f, buf, pad, declared, at, cls)
+                found.append(cls.chunk_id)
+                at += FRAME_BYTES + declared
+                continue
+            cls.check_declared(declared, at + FRAME_BYTES)
             if remote is not None and cls.rows_last:
                 chunk, carry = _remote_head(f, buf, pad, cls, declared, at, remote)
                 chunks.append((at, chunk))
+                found.append(cls.chunk_id)
                 at += FRAME_BYTES + declared
                 continue
             # A legacy chunk may hold up to 8 bytes per n-gram more than it declares, and each
@@ -352,13 +368,34 @@ def _read_stream(f: IO[bytes], writable: bool = True, remote: tuple[RangeSource,
             fill(f, buf, pad + FRAME_BYTES + declared + extra)
         reader = ByteReader(buf if writable else memoryview(buf).toreadonly(), pad)
         try:
-            chunks.append((at, read_chunk(reader)))
+            chunk = read_chunk(reader)
         except FormatError as exc:
             raise exc.moved(at - pad) from None
+        found.append(chunk.chunk_id)
+        if only is None or isinstance(chunk, only):
+            chunks.append((at, chunk))
         carry = bytes(buf[reader.pos :])  # read past the chunk's end: only after a legacy chunk
         at += reader.pos - pad
-    _check_found(listed, chunks, at)
+    _check_found(listed, found, header.nbytes if found else FIXED_BYTES, at)
     return header, chunks
+
+
+def _skip_payload(f: IO[bytes], buf: bytearray, pad: int, declared: int, at: int, cls: type[Chunk]) -> bytes:
+    """Skip the payload of the chunk framed at file offset ``at`` (``buf`` holds ``pad`` bytes, its frame and maybe more);
+    the bytes ``buf`` held after the chunk, which belong to the next one."""
+    held = len(buf) - pad - FRAME_BYTES
+    if held >= declared:
+        return bytes(buf[pad + FRAME_BYTES + declared :])
+    left = declared - held
+    if skip(f, left) < left:
+        raise Truncated(
+            "the data ends inside a chunk",
+            offset=at,
+            chunk=cls.chunk_id.name,
+            expected=f"{declared} bytes (the declared length)",
+            found="fewer",
+        )
+    return b""
 
 
 #: Bytes of a storage chunk's payload first read to parse its head (doubled while the head needs more).
@@ -517,7 +554,11 @@ def load_chunk(file: Source, cls: type[_C], mmap: bool = False) -> _C:
 
     For a vocabulary, metadata or norms chunk the matrix data of a plain
     file is never read (see :func:`read_source`), so ``load_vocab`` of a
-    large file costs about what its vocabulary does.
+    large file costs about what its vocabulary does. At a URL only the
+    header, the chunks' frames and the chunk asked for are fetched (the
+    others are skipped by seeking; their frames are checked as a load checks
+    them, their contents are not read): ``load_metadata(url)`` of a 2 GB
+    file costs a few blocks. ``mmap`` is then of no use (it concerns rows).
 
     Raises
     ------
@@ -537,12 +578,18 @@ def load_chunk(file: Source, cls: type[_C], mmap: bool = False) -> _C:
     ...
     finalfusion.errors.FormatError: file: <bytes> has no Metadata chunk: expected a Metadata chunk, found ['SimpleVocab', 'NdArray']
     """
-    # Only storage needs the matrix data: eager reads of other chunks skip it.
-    name, chunks, _ = read_source(file, mmap, matrix=_holds_storage(cls))
+    if is_url(file) and not _holds_storage(cls):
+        with opened(file) as src:  # a remote file: skipping a chunk is a seek
+            header, chunks = _read_stream(cast(IO[bytes], src.file), only=cls)
+        name, held = src.name, [chunk_class(int(c)).__name__ for c in header.chunk_ids]
+    else:
+        # Only storage needs the matrix data: eager reads of other chunks skip it.
+        name, chunks, _ = read_source(file, mmap, matrix=_holds_storage(cls))
+        held = [type(c).__name__ for _, c in chunks]
     for _, chunk in chunks:
         if isinstance(chunk, cls):
             return chunk
-    raise FormatError(f"{name} has no {cls.__name__} chunk", chunk="file", expected=f"a {cls.__name__} chunk", found=[type(c).__name__ for _, c in chunks])
+    raise FormatError(f"{name} has no {cls.__name__} chunk", chunk="file", expected=f"a {cls.__name__} chunk", found=held)
 
 
 # --- writing -----------------------------------------------------------------------------

@@ -162,6 +162,25 @@ class Metadata(FileChunk, MutableMapping[str, Any]):
         return text
 
     @classmethod
+    def check_declared(cls, declared: int, at: int) -> None:
+        """Refuse a TOML document longer than ``finalfusion.limits.MAX_METADATA_BYTES`` from its declared length, before it is read.
+
+        Raises
+        ------
+        FormatError
+            For a declared length past the limit.
+
+        Examples
+        --------
+        >>> try:
+        ...     Metadata.check_declared(1 << 30, 24)
+        ... except FormatError as err:
+        ...     print(err.message, err.found)
+        metadata document is too large 1073741824 bytes
+        """
+        _check_size(declared, at, cls.__name__)
+
+    @classmethod
     def read_payload(cls, reader: ByteReader) -> Metadata:
         at = reader.pos
         raw = reader.take(reader.remaining, "TOML document")
@@ -284,16 +303,21 @@ def parse_toml(raw: bytes, at: int, chunk: str | None) -> dict[str, Any]:
     return data
 
 
-def _check_document(raw: bytes, at: int, chunk: str | None) -> str:
-    """The document as text, after the checks on its size, encoding and the pre-scan (:class:`FormatError` if one fails)."""
-    if len(raw) > limits.MAX_METADATA_BYTES:
+def _check_size(n: int, at: int, chunk: str | None) -> None:
+    """Refuse a document of ``n`` bytes past ``limits.MAX_METADATA_BYTES`` (:class:`FormatError` at offset ``at``)."""
+    if n > limits.MAX_METADATA_BYTES:
         raise FormatError(
             "metadata document is too large",
             offset=at,
             chunk=chunk,
             expected=f"at most {limits.MAX_METADATA_BYTES} bytes (finalfusion.limits.MAX_METADATA_BYTES)",
-            found=f"{len(raw)} bytes",
+            found=f"{n} bytes",
         )
+
+
+def _check_document(raw: bytes, at: int, chunk: str | None) -> str:
+    """The document as text, after the checks on its size, encoding and the pre-scan (:class:`FormatError` if one fails)."""
+    _check_size(len(raw), at, chunk)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -412,7 +412,7 @@ def _writable_list() -> str:
 
 
 def check_output(path: str, inputs: Sequence[str | None]) -> None:
-    """Refuse a compressed output, one whose directory does not exist, or one of the command's ``inputs``, before any work is done.
+    """Refuse a URL, a compressed output, one whose directory does not exist, or one of the command's ``inputs``, before any work is done.
 
     ``inputs`` are the files (and directories) the command reads: an OUT
     that is one of them (the same file, whatever the spelling or link) or
@@ -420,7 +420,10 @@ def check_output(path: str, inputs: Sequence[str | None]) -> None:
     (:func:`finalfusion._output.refuse_own_input`).
     """
     from finalfusion._output import refuse_own_input
+    from finalfusion._remote import is_url
 
+    if is_url(path):
+        raise CliError(f"{path}: a URL is read, never written (write a local file and upload it)")
     if path.lower().endswith(".gz"):
         raise CliError(f"{path}: compressed output is not supported (gzip input is read transparently); write without .gz and compress afterwards")
     directory = os.path.dirname(path) or "."

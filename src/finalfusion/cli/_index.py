@@ -39,10 +39,13 @@ def _params_help(default: str) -> str:
 
 
 def _check_output(path: str, sources: list[str | None]) -> None:
-    """Refuse an OUT that cannot be written before any work is done: a missing directory, the input, or a path the output rule refuses."""
+    """Refuse an OUT that cannot be written before any work is done: a URL, a missing directory, the input, or a path the output rule refuses."""
     from finalfusion._output import check_directory_target, refuse_own_input
+    from finalfusion._remote import is_url
     from finalfusion.ann._persist import KIND
 
+    if is_url(path):
+        raise CliError(f"{path}: a URL is read, never written (write a local directory and upload it)")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise CliError(f"{path}: cannot write: the directory {parent!r} does not exist")

@@ -14,6 +14,7 @@ import numpy as np
 from finalfusion.cli._common import CliError, about, naming, one_line, subparser
 from finalfusion.cli._convert import add_input_options, load_with_bars
 from finalfusion.embeddings import Embeddings
+from finalfusion.metadata import Metadata
 
 __all__ = ["describe", "register"]
 
@@ -46,7 +47,7 @@ def register(subparsers: Any) -> None:
         finalfusion metadata vectors.fifu metadata.toml
         finalfusion metadata --set training.toml vectors.fifu""",
     )
-    m.add_argument("input", metavar="FILE", help="finalfusion file")
+    m.add_argument("input", metavar="FILE", help="finalfusion file (a URL: only its metadata chunk is fetched; never rewritten)")
     m.add_argument(
         "output",
         metavar="OUT",
@@ -242,13 +243,34 @@ def _load_finalfusion(path: str) -> Embeddings:
         raise CliError(about(path, exc)) from None
 
 
+def _metadata_at_url(url: str) -> Metadata | None:
+    """The metadata of the finalfusion file at ``url``, or ``None``: the header, the chunks' frames and the metadata chunk are
+    fetched by range requests, nothing else (:func:`finalfusion.metadata.load_metadata`)."""
+    from finalfusion.errors import BadMagic, FinalfusionError, FormatError
+    from finalfusion.metadata import load_metadata
+
+    try:
+        with naming(url):
+            return load_metadata(url)
+    except BadMagic:
+        raise CliError(f"{url}: not a finalfusion file (only finalfusion files hold metadata); convert it first") from None
+    except FormatError as exc:
+        if exc.chunk == "file" and exc.expected == "a Metadata chunk":  # a valid file without metadata
+            return None
+        raise CliError(about(url, exc)) from None
+    except (FinalfusionError, OSError) as exc:
+        raise CliError(about(url, exc)) from None
+
+
 def _check_toml_output(path: str, source: str) -> None:
     """Refuse an OUT that is FILE itself, or an existing file that is not TOML (embeddings, say): OUT only ever holds metadata."""
     from finalfusion import limits
     from finalfusion._output import refuse_own_input
+    from finalfusion._remote import is_url
     from finalfusion.errors import FormatError
-    from finalfusion.metadata import Metadata
 
+    if is_url(path):
+        raise CliError(f"{path}: a URL is read, never written (write a local file and upload it)")
     try:
         refuse_own_input(path, [source])
         st = os.stat(path)
@@ -282,27 +304,32 @@ def _write_text(path: str, text: str) -> None:
 
 def run_metadata(args: argparse.Namespace) -> int:
     """Print or replace the metadata of ``args.input``."""
+    from finalfusion._remote import is_url
     from finalfusion.cli._convert import WriteOptions, read_metadata, write_as
 
     if args.set is not None and args.remove:
         raise CliError("--set and --remove exclude each other")
     if args.output is not None and (args.set is not None or args.remove):
         raise CliError(f"OUT ({args.output}) is where the metadata is printed; --set and --remove rewrite FILE itself")
-    to_file = args.set is None and not args.remove and args.output not in (None, "-")
+    rewrite = args.set is not None or args.remove
+    if rewrite and is_url(args.input):
+        raise CliError(f"{args.input}: a URL is read, never written (--set and --remove rewrite FILE itself: change a local copy and upload it)")
+    to_file = not rewrite and args.output not in (None, "-")
     if to_file:
         _check_toml_output(args.output, args.input)
-    emb = _load_finalfusion(args.input)
-    if args.set is None and not args.remove:
+    if not rewrite:
         # finalfusion-utils src/metadata.rs lines 45-60: the TOML (nothing without metadata) to stdout.
-        if emb.metadata is None:
+        metadata = _metadata_at_url(args.input) if is_url(args.input) else _load_finalfusion(args.input).metadata
+        if metadata is None:
             print(f"finalfusion metadata: {args.input} has no metadata" + (f"; {args.output} not written" if to_file else ""), file=sys.stderr)
             return 1 if to_file else 0
-        text = emb.metadata.to_toml()
+        text = metadata.to_toml()
         if to_file:
             _write_text(args.output, text)
         else:
             sys.stdout.write(text)
         return 0
+    emb = _load_finalfusion(args.input)
     emb.metadata = None if args.remove else read_metadata(args.set)
     write_as(args.input, emb, "finalfusion", WriteOptions(), inputs=[args.set])  # FILE itself, deliberately
     return 0

@@ -45,7 +45,7 @@ register_format(
     detector=_detect,
     loader=load_finalfusion,
     writer=_write,
-    options=("mmap",),
+    options=("mmap", "cache_bytes"),
     mismatch="no FiFu magic",
     near_miss=_bare_chunk,
 )

@@ -41,7 +41,7 @@ __all__ = ["LOAD_OPTIONS", "Format", "formats", "get_format", "register_format"]
 
 #: Options of :func:`finalfusion.load` that are passed to a loader that declares them (``tensor`` and ``tokenizer``
 #: only when given: a model's table and vocabulary, for the formats that read models).
-LOAD_OPTIONS: Final = frozenset({"normalize", "lossy", "limit", "mmap", "progress", "tensor", "tokenizer"})
+LOAD_OPTIONS: Final = frozenset({"normalize", "lossy", "limit", "mmap", "cache_bytes", "progress", "tensor", "tokenizer"})
 
 #: ``detector(sample, path)``: whether the input is in this format.
 Detector = Callable[[bytes, "str | None"], bool]
@@ -159,8 +159,8 @@ def register_format(
     writer
         ``writer(file, embeddings)``, or ``None`` for a read-only format.
     options
-        The :data:`LOAD_OPTIONS` the loader accepts (``mmap`` is passed only with a path, ``tensor`` and
-        ``tokenizer`` only when given).
+        The :data:`LOAD_OPTIONS` the loader accepts (``mmap`` is passed only with a path, ``tensor``,
+        ``tokenizer`` and ``cache_bytes`` only when given).
     mismatch
         Why a sample is not this format (``"no FiFu magic"``), for the error
         when nothing matches; formats with the same text are named together.

@@ -22,7 +22,7 @@ was found.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from finalfusion._load import register_foreign_namer
 from finalfusion._progress import ProgressArg, reporter
@@ -174,10 +174,12 @@ def directory_format(path: str) -> Format:
 
 #: Options passed only when given, and refused by a format that does not take them (rather than ignored).
 MODEL_OPTIONS = ("tensor", "tokenizer")
+#: Options passed only when given, and refused for a format that does not take them (not ignored).
+_GIVEN_ONLY: Final = (*MODEL_OPTIONS, "cache_bytes")
 
 
 def refused_option(fmt: Format, options: dict[str, Any]) -> str | None:
-    """Why ``fmt`` cannot take the given model options (``tensor``, ``tokenizer``), or ``None`` when it can.
+    """Why ``fmt`` cannot take the given model options (``tensor``, ``tokenizer``) or ``cache_bytes``, or ``None`` when it can.
 
     Examples
     --------
@@ -186,8 +188,10 @@ def refused_option(fmt: Format, options: dict[str, Any]) -> str | None:
     'tensor= does not apply to word2vec input (only to gguf, safetensors)'
     >>> refused_option(get_format("safetensors"), {"tensor": "x", "tokenizer": None}) is None
     True
+    >>> refused_option(get_format("gguf"), {"cache_bytes": 1 << 20})
+    'cache_bytes= does not apply to gguf input (only to finalfusion)'
     """
-    for option in MODEL_OPTIONS:
+    for option in _GIVEN_ONLY:
         if options.get(option) is not None and option not in fmt.options:
             takers = ", ".join(f.name for f in formats() if option in f.options)
             return f"{option}= does not apply to {fmt.name} input (only to {takers})"
@@ -200,7 +204,7 @@ def _read_with(fmt: Format, source: Any, options: dict[str, Any]) -> Embeddings:
     refused = refused_option(fmt, options)
     if refused is not None:
         raise ValueError(refused)
-    given = {k: v for k, v in options.items() if k in fmt.options and not (k in MODEL_OPTIONS and v is None)}
+    given = {k: v for k, v in options.items() if k in fmt.options and not (k in _GIVEN_ONLY and v is None)}
     return fmt.loader(source, **given)
 
 
@@ -214,6 +218,7 @@ def load(
     progress: ProgressArg = None,
     tensor: str | None = None,
     tokenizer: Any = None,
+    cache_bytes: int | None = None,
 ) -> Embeddings:
     """Load embeddings in any supported format, recognised from the file's first bytes.
 
@@ -221,10 +226,11 @@ def load(
     where the format has them: ``normalize``, ``lossy`` and ``limit`` to
     word2vec, text, text-dims and fastText (see :func:`~finalfusion.compat.load_word2vec`);
     ``lossy`` to floret; ``mmap`` to uncompressed finalfusion files given by path
-    or URL (a URL's rows stay at the server, see :func:`~finalfusion.load_finalfusion`);
+    or URL (a URL's rows stay at the server, see :func:`~finalfusion.load_finalfusion`),
+    and ``cache_bytes`` to finalfusion files (the rows kept of a URL read with ``mmap=True``);
     ``tensor`` (the table's name) to GGUF and safetensors models and ``tokenizer``
     to safetensors models (see :func:`~finalfusion.compat.load_safetensors`):
-    given for another format, they are a ``ValueError``, not ignored.
+    given for another format, these three are a ``ValueError``, not ignored.
     :func:`~finalfusion.compat.formats` lists the formats, in the order they are tried.
     ``progress`` reports the bytes read (a callable ``progress("read", done,
     total)``, or ``True`` for a tqdm bar when tqdm is installed).
@@ -245,6 +251,9 @@ def load(
         The vocabulary of a safetensors model (``load_safetensors``' ``tokenizer``:
         a ``tokenizer.json`` or SentencePiece ``.model`` path, a tokenizer object or a
         token list); default: the tokenizer beside the weights.
+    cache_bytes
+        With ``mmap=True`` on a finalfusion file at a URL: bytes of row blocks
+        kept in memory (``load_finalfusion``'s ``cache_bytes``; default 32 MiB).
 
     Returns
     -------
@@ -257,7 +266,7 @@ def load(
         directory that no format claims, what was looked for and what it
         holds), or the file is malformed.
     ValueError
-        If ``tensor`` or ``tokenizer`` is given for a format that does not take it.
+        If ``tensor``, ``tokenizer`` or ``cache_bytes`` is given for a format that does not take it.
 
     Examples
     --------
@@ -276,7 +285,15 @@ def load(
     ([1.0, 0.0], 'b')
     """
     with reporter(progress) as report:
-        options: dict[str, Any] = {"normalize": normalize, "lossy": lossy, "limit": limit, "progress": report, "tensor": tensor, "tokenizer": tokenizer}
+        options: dict[str, Any] = {
+            "normalize": normalize,
+            "lossy": lossy,
+            "limit": limit,
+            "progress": report,
+            "tensor": tensor,
+            "tokenizer": tokenizer,
+            "cache_bytes": cache_bytes,
+        }
         path = os.fsdecode(file) if isinstance(file, (str, os.PathLike)) else None
         if path is not None and os.path.isdir(path):
             return _read_with(directory_format(path), path, {**options, "mmap": mmap})
