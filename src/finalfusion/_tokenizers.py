@@ -697,8 +697,8 @@ class HuggingFaceTokenizer(Tokenizer):
         the offsets (``encode_batch_fast``, ~1.5x faster). The start of an id
         is the first character of the text it covers, as the library reports
         it (its offsets). For texts that :mod:`finalfusion._pieces` joins from
-        pieces: the caller keeps each text within :data:`BLOCK_BYTES` and free
-        of lone surrogates.
+        pieces: the caller keeps each text within :data:`BLOCK_BYTES` (and
+        :data:`finalfusion.limits.MAX_TOKENIZE_BYTES`) and free of lone surrogates.
 
         Raises
         ------
