@@ -83,6 +83,8 @@ class AnnIndex:
         self.path = path
         self.mmap = mmap
         self._impl = impl
+        #: The backend's single-query search (ids as Python ints), if it has one.
+        self._one: Callable[[F32, int], list[int]] | None = getattr(impl, "search_one", None)
         self._lock = threading.Lock()
         self._checked: list[weakref.ref[Any]] = []
 
@@ -153,19 +155,23 @@ class AnnIndex:
             ids[missing] = -1
         return ids, scores
 
-    def _search_one(self, q: F32, k: int) -> I64:
+    def _search_one(self, q: F32, k: int) -> list[int]:
         """The row ids the backend proposes for one unit query: :meth:`search` without its argument checks.
 
         For the queries of :mod:`finalfusion.similarity._approx`, whose query
         is already a finite unit float32 vector of :attr:`dims` components
-        (C-contiguous) and ``k >= 1``: a ``(k,)`` int64 array (or shorter when the index holds
-        fewer rows) that may hold ``-1`` for rows not found (the caller drops
-        them; the scores are not read).
+        (C-contiguous) and ``k >= 1``: ``k`` Python ints (fewer when the index
+        holds fewer rows) that may hold ``-1`` for rows not found (the caller
+        drops them; the scores are not read). A backend with a ``search_one``
+        (faiss) answers it directly, without building the result arrays.
         """
         kk = min(k, self._impl.count)
         if not kk:
-            return np.zeros(0, dtype=np.int64)
-        ids: I64 = self._impl.search(q[None, :], kk, 1)[0][0]
+            return []
+        one = self._one
+        if one is not None:
+            return one(q, kk)
+        ids: list[int] = self._impl.search(q[None, :], kk, 1)[0][0].tolist()
         return ids
 
     def set_search(self, **params: int) -> None:
