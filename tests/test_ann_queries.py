@@ -402,8 +402,33 @@ def test_the_single_query_shortcut_answers_as_the_public_search(backend: str, sm
         assert emb.word_similarity(w, k=10, index=ix) == emb.word_similarity(w, k=10, index=general)
         vec = emb[w] + 0.5
         assert emb.embedding_similarity(vec, k=11, index=ix) == emb.embedding_similarity(vec, k=11, index=general)
+    for vec in (np.eye(emb.dims)[0], -np.eye(emb.dims)[3]):  # queries whose first component is 0, or -1
+        assert emb.embedding_similarity(vec, k=10, index=ix) == emb.embedding_similarity(vec, k=10, index=general)
+    zero = np.zeros(emb.dims)  # the exact scan answers it: every row scores 0, the first words in word order
+    assert emb.embedding_similarity(zero, k=10, index=ix) == emb.embedding_similarity(zero, k=10, index=general) == emb.embedding_similarity(zero, k=10)
     if backend == "faiss-ivf":  # nlist 8, the default nprobe searches every cell: the exact answer
         assert [emb.word_similarity(w, k=10, index=ix) for w in words[:30]] == [emb.word_similarity(w, k=10) for w in words[:30]]
+
+
+def test_rows_not_found_are_minus_one_beside_nan(small: tuple[Embeddings, Any]) -> None:
+    """An IVF search of one cell out of 8 finds fewer rows than asked for: ``-1`` exactly where the score is NaN, the rest as found."""
+    pytest.importorskip("faiss")
+    emb = small[0]
+    ix = ann.build_index(emb, "faiss-ivf", nlist=8, nprobe=1)
+    queries = np.ascontiguousarray(emb.storage.matrix[:20] / np.linalg.norm(emb.storage.matrix[:20], axis=1, keepdims=True))
+    ids, scores = ix.search(queries, len(ix))
+    assert (ids == -1).any()
+    np.testing.assert_array_equal(ids < 0, np.isnan(scores))
+    assert ((ids >= -1) & (ids < len(ix))).all()
+    for j in range(len(queries)):
+        assert ix._search_one(queries[j], len(ix)) == ids[j].tolist()
+        found = ids[j][ids[j] >= 0]
+        np.testing.assert_allclose(
+            scores[j][: len(found)],
+            queries[j] @ (emb.storage.matrix[found] / np.linalg.norm(emb.storage.matrix[found], axis=1)[:, None]).T,
+            rtol=1e-5,
+            atol=1e-6,
+        )
 
 
 @pytest.mark.parametrize("backend", ["faiss-ivf", "faiss-hnsw"])

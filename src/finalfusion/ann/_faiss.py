@@ -215,9 +215,14 @@ class _FaissBase:
         scores: F32 = np.empty((n, k), dtype=np.float32)
         ids: I64 = np.empty((n, k), dtype=np.int64)
         self._search_into(n, queries, k, scores, ids)
-        if ids.size:
-            self._check_ids(int(ids.max()))
-        scores[ids < 0] = np.nan
+        if n == 1:  # one query's few ids as Python ints: a numpy reduction right after faiss's search costs more
+            found = ids[0].tolist()
+            top, low = (max(found), min(found)) if found else (-1, 0)
+        else:
+            top, low = (int(ids.max()), int(ids.min())) if ids.size else (-1, 0)
+        self._check_ids(top)
+        if low < 0:  # fewer rows found than asked for
+            scores[ids < 0] = np.nan
         return ids, scores
 
     def search_one(self, query: F32, k: int) -> list[int]:

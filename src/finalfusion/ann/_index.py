@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import weakref
@@ -25,6 +26,8 @@ __all__ = ["AnnIndex", "build_index", "from_reference", "load_index"]
 
 #: What ``verify=`` accepts.
 VERIFY = ("full", "file")
+#: At most this many results of one query are looked at as Python numbers (see :func:`_any_missing`).
+_FEW_RESULTS = 256
 
 
 class AnnIndex:
@@ -148,9 +151,9 @@ class AnnIndex:
             scores = np.full((len(q), k), np.nan, dtype=np.float32)
             ids[:, :kk] = got_ids
             scores[:, :kk] = got_scores
-        missing = np.isnan(scores)
-        missing |= ids < 0
-        if missing.any():
+        if _any_missing(ids, scores):  # -1 beside every NaN score, NaN beside every negative id
+            missing = np.isnan(scores)
+            missing |= ids < 0
             scores[missing] = np.nan
             ids[missing] = -1
         return ids, scores
@@ -325,6 +328,21 @@ class AnnIndex:
         except Exception as exc:
             raise TypeError(f"this {self.backend} index cannot be pickled by value ({exc}); save it and pickle the loaded index (a reference)") from exc
         return (_from_bytes, (self.backend, self.params, self.fingerprint.to_dict(), self.source, data))
+
+
+def _any_missing(ids: I64, scores: F32) -> bool:
+    """Whether a ``(Q, k)`` result has a negative id or a NaN score.
+
+    One query's few values are looked at as Python numbers: right after a
+    backend's search has filled the caches with its own data, a numpy
+    reduction costs more than the search's last steps (issue 36). Otherwise
+    two reductions: the float64 sum of float32 scores is NaN only when a
+    score is (or when both infinities meet: a false alarm, harmless).
+    """
+    if len(ids) == 1 and ids.shape[1] <= _FEW_RESULTS:
+        first = ids[0].tolist()
+        return (bool(first) and min(first) < 0) or any(v != v for v in scores[0].tolist())
+    return bool(ids.size) and (bool(ids.min() < 0) or math.isnan(scores.sum(dtype=np.float64)))
 
 
 def _writable(a: Any, dtype: type[np.generic]) -> Any:

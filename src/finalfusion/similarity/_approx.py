@@ -145,7 +145,7 @@ def approx_search(
     """
     if k == 0 or index.n == 0:
         return np.zeros(0, np.float32), np.zeros(0, np.int64)
-    if not q.any():
+    if not (len(q) and q.item(0)) and not q.any():  # a zero query (the first component answers for nearly every other one, without a reduction)
         return None
     want = _pool(index, k, rerank, len(exclude))
     one = getattr(ann, "_search_one", None)  # an AnnIndex: the backend's ids as Python ints, without the public checks (q is unit and finite)
