@@ -436,12 +436,13 @@ def _first_and_later(emb, ix, words: list[str]) -> tuple[float, dict]:  # type: 
     return first, spread(later)
 
 
-def _side_by_side(emb, ix, m, queries, rounds: int) -> dict:  # type: ignore[no-untyped-def]
+def _side_by_side(emb, ix, m, queries, rounds: int, loads: list[float]) -> dict:  # type: ignore[no-untyped-def]
     """One query at a time, interleaved: raw faiss on the very index finalfusion built, ``AnnIndex.search`` and the query methods.
 
     Every round runs each contender once per query row, in turn; a round's
     figure is the median over its queries, and the ratio is taken within a
-    round (same queries, same moment of the machine's load).
+    round (same queries, same moment of the machine's load); the 1-minute
+    load average at the end of each round is appended to ``loads``.
     """
     import numpy as np
 
@@ -470,6 +471,7 @@ def _side_by_side(emb, ix, m, queries, rounds: int) -> dict:  # type: ignore[no-
                 lat[name].append(time.perf_counter() - t)
         for name in contenders:
             per_round[name].append(float(np.median(lat[name])))
+        loads.append(os.getloadavg()[0])
     raw_name = next(iter(contenders))
     return {
         name: {"median_s": per_round[name], "ratio_to_raw": [a / b for a, b in zip(per_round[name], per_round[raw_name], strict=True)]} for name in contenders
@@ -509,7 +511,8 @@ def worker_first(a: argparse.Namespace) -> dict:
     if a.first_only:  # a repetition of the first query: a fresh process, nothing else timed
         return res
     m = np.asarray(emb.storage.matrix)
-    res["side_by_side"] = _side_by_side(emb, ix, m, queries[: a.n_queries], a.reps)
+    res["side_by_side_load"] = []
+    res["side_by_side"] = _side_by_side(emb, ix, m, queries[: a.n_queries], a.reps, res["side_by_side_load"])
     if a.params != "load":
         emb.write(os.path.join(a.dir, "emb.fifu"))
         ix.save(os.path.join(a.dir, "emb.ann"))
@@ -537,6 +540,8 @@ def print_first(n: int, dims: int, built: list[dict], loaded: list[dict]) -> Non
         for name, v in sbs.items():
             xs, rs = v["median_s"], v["ratio_to_raw"]
             print(f"| {name:28s} | {ms(med(xs)):>16s} | {ms(min(xs)) + '-' + ms(max(xs)):>19s} | {f'{med(rs):.2f}x ({min(rs):.2f}-{max(rs):.2f})':>30s} |")
+        print("ratios per round: " + "; ".join(f"{name} " + ", ".join(f"{x:.2f}" for x in v["ratio_to_raw"]) for name, v in list(sbs.items())[1:]))
+        print("load average (1 min) after each round: " + ", ".join(f"{x:.2f}" for x in r.get("side_by_side_load", [])))
 
 
 WORKERS = {"gen": worker_gen, "backend": worker_backend, "exact": worker_exact, "ff": worker_ff, "first": worker_first}

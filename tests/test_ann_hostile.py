@@ -353,7 +353,7 @@ class Failing:
         self._native = native
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("knn_query", "query", "search"):
+        if name in ("knn_query", "query", "search", "search_c"):  # search_c: faiss's own search, which ours calls
 
             def fail(*args: Any, **kwargs: Any) -> Any:
                 raise RuntimeError("native failure")
@@ -371,6 +371,8 @@ def test_errors_of_a_library_at_search_are_format_errors(world: dict[str, Any], 
         monkeypatch.setattr(ix._impl, "_index", Failing(ix._impl._index))
         with pytest.raises(FormatError, match=f"{kind.split('-')[0]} cannot search: RuntimeError: native failure"):
             ix.search(queries, 3)
+        with pytest.raises(FormatError, match=f"{kind.split('-')[0]} cannot search: RuntimeError: native failure"):
+            emb.word_similarity(emb.vocab.words[1], 3, index=ix)  # one query: the backend's single-query search
 
 
 def test_the_command_line_refuses_a_crafted_index(world: dict[str, Any]) -> None:

@@ -340,6 +340,114 @@ def test_candidate_scores_are_the_scans_bit_for_bit(dims: int) -> None:
         assert index.scores_at_rows(qm, many).tolist() == [index.scores(qm[j], 0, n)[many[j]].tolist() for j in range(5)], n
 
 
+@pytest.mark.parametrize("step", [1021, 1022, 1024, 1200])
+@pytest.mark.parametrize("dims", [17, 64])
+def test_one_querys_candidates_are_scored_as_the_scan_of_their_block(dims: int, step: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One query's few candidates (Python ints, their row groups found without numpy) score as the scan's block products, bit for bit.
+
+    Scan blocks of 1,021 and 1,022 rows (not multiples of the row group), 1,024 and 1,200 rows (multiples: the groups found by the
+    short path), random rows (so a group in the wrong place rounds differently), the last rows of every block among them.
+    """
+    from finalfusion.similarity import _base
+    from finalfusion.similarity._index import build_index as query_index
+
+    monkeypatch.setattr(_base.QueryIndex, "block_rows", lambda self, queries: step if queries <= 1 else 256)
+    rng = np.random.default_rng(step + dims)
+    n = 2 * step + 413
+    rows = rng.standard_normal((n, dims)).astype(np.float32)
+    index = query_index(NdArray(rows), [f"w{i}" for i in range(n)])
+    for _ in range(20):
+        q = rng.standard_normal(dims).astype(np.float32)
+        q /= np.linalg.norm(q)
+        scan = np.concatenate([index.scores(q, lo, min(n, lo + step)) for lo in range(0, n, step)])
+        edges = [step - 1, step - 3, step, 2 * step - 1, 2 * step, n - 1, n - 2, 0]
+        for ids in (rng.choice(n, size=11, replace=False).tolist(), edges, [int(i) for i in rng.integers(0, n, 30)]):
+            assert index.scores_at_few(q, ids) == scan[ids].tolist(), ids
+
+
+ALL_BACKENDS = {**BACKEND_LIBRARY, "faiss-ivf": "faiss", "faiss-ivfpq": "faiss"}
+
+
+class SearchOnly:
+    """A real index without its single-query shortcut: every query goes through its public ``search`` (the general path)."""
+
+    def __init__(self, ix: Any) -> None:
+        self.ix = ix
+
+    def search(self, queries: Any, k: int) -> Any:
+        return self.ix.search(queries, k)
+
+    def check(self, emb: Any) -> None:
+        self.ix.check(emb)
+
+
+@pytest.mark.parametrize("backend", sorted(ALL_BACKENDS))
+def test_the_single_query_shortcut_answers_as_the_public_search(backend: str, small: tuple[Embeddings, Any]) -> None:
+    """``AnnIndex._search_one`` (faiss: its ``search_c`` without the Python wrapper) proposes the ids ``search`` finds, and the queries answer alike."""
+    pytest.importorskip(ALL_BACKENDS[backend])
+    emb = small[0]
+    ix = ann.build_index(emb, backend, **({"nlist": 8} if backend.startswith("faiss-ivf") else EXACT))
+    rng = np.random.default_rng(7)
+    for k in (1, 11, len(ix), len(ix) + 3):
+        for _ in range(10):
+            q = rng.standard_normal(emb.dims).astype(np.float32)
+            q /= np.linalg.norm(q)
+            one = ix._search_one(q, k)
+            assert type(one) is list
+            assert all(type(i) is int for i in one)
+            assert one == ix.search(q, k)[0][0][: min(k, len(ix))].tolist(), (backend, k)
+    general = SearchOnly(ix)
+    words = emb.vocab.words
+    for w in words[:30]:
+        assert emb.word_similarity(w, k=10, index=ix) == emb.word_similarity(w, k=10, index=general)
+        vec = emb[w] + 0.5
+        assert emb.embedding_similarity(vec, k=11, index=ix) == emb.embedding_similarity(vec, k=11, index=general)
+    for vec in (np.eye(emb.dims)[0], -np.eye(emb.dims)[3]):  # queries whose first component is 0, or -1
+        assert emb.embedding_similarity(vec, k=10, index=ix) == emb.embedding_similarity(vec, k=10, index=general)
+    zero = np.zeros(emb.dims)  # the exact scan answers it: every row scores 0, the first words in word order
+    assert emb.embedding_similarity(zero, k=10, index=ix) == emb.embedding_similarity(zero, k=10, index=general) == emb.embedding_similarity(zero, k=10)
+    if backend == "faiss-ivf":  # nlist 8, the default nprobe searches every cell: the exact answer
+        assert [emb.word_similarity(w, k=10, index=ix) for w in words[:30]] == [emb.word_similarity(w, k=10) for w in words[:30]]
+
+
+def test_rows_not_found_are_minus_one_beside_nan(small: tuple[Embeddings, Any]) -> None:
+    """An IVF search of one cell out of 8 finds fewer rows than asked for: ``-1`` exactly where the score is NaN, the rest as found."""
+    pytest.importorskip("faiss")
+    emb = small[0]
+    ix = ann.build_index(emb, "faiss-ivf", nlist=8, nprobe=1)
+    queries = np.ascontiguousarray(emb.storage.matrix[:20] / np.linalg.norm(emb.storage.matrix[:20], axis=1, keepdims=True))
+    ids, scores = ix.search(queries, len(ix))
+    assert (ids == -1).any()
+    np.testing.assert_array_equal(ids < 0, np.isnan(scores))
+    assert ((ids >= -1) & (ids < len(ix))).all()
+    for j in range(len(queries)):
+        assert ix._search_one(queries[j], len(ix)) == ids[j].tolist()
+        found = ids[j][ids[j] >= 0]
+        np.testing.assert_allclose(
+            scores[j][: len(found)],
+            queries[j] @ (emb.storage.matrix[found] / np.linalg.norm(emb.storage.matrix[found], axis=1)[:, None]).T,
+            rtol=1e-5,
+            atol=1e-6,
+        )
+
+
+@pytest.mark.parametrize("backend", ["faiss-ivf", "faiss-hnsw"])
+def test_a_faiss_result_naming_a_row_the_embeddings_lack_is_refused(backend: str, small: tuple[Embeddings, Any]) -> None:
+    """Both faiss searches (the batch and the single query) check the row ids of a loaded index against the embeddings' rows."""
+    pytest.importorskip("faiss")
+    from finalfusion.errors import FormatError
+
+    ix = ann.build_index(small[0], backend, **({} if backend == "faiss-ivf" else EXACT))
+    impl = type(ix._impl)(ix._impl._index, ix._impl._params, 10)  # as if loaded for embeddings of 10 rows
+    q = np.ascontiguousarray(small[0].storage.matrix[200] / np.linalg.norm(small[0].storage.matrix[200]))
+    with pytest.raises(FormatError, match="the index holds a row id the embeddings do not have"):
+        impl.search(q[None, :], 5, 1)
+    with pytest.raises(FormatError, match="the index holds a row id the embeddings do not have"):
+        impl.search_one(q, 5)
+    with pytest.raises(ValueError, match="C-contiguous float32 rows of 24 dims"):
+        impl.search_one(np.zeros(23, np.float32), 5)
+
+
 # -- the committed reference files, quantized storage ------------------------------------------------------------
 
 

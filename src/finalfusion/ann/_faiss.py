@@ -53,6 +53,8 @@ MIN_NPROBE: Final = 5
 NPROBE_ROWS: Final = 1_250
 #: What faiss raises for a file it cannot read or an index it cannot search.
 _ERRORS: Final = (RuntimeError, ValueError, SystemError)
+#: The wrapper of every search (it holds no state: one instance serves every search, in any thread).
+_SEARCH_ERRORS: Final = library_errors("faiss", "search", _ERRORS)
 
 
 def _lib() -> Any:
@@ -175,6 +177,9 @@ class _FaissBase:
         self.resolved_params = self._params
         #: faiss ``SearchParameters`` per ``k``, made once (a SWIG object costs more than a small search's own work).
         self._searching: dict[int, Any] = {}
+        self._d = int(index.d)
+        #: faiss's ``swig_ptr``: the address of a numpy array, as its search takes it.
+        self._ptr = _lib().swig_ptr
 
     def _search_params(self, faiss: Any, k: int) -> Any:
         raise NotImplementedError
@@ -183,19 +188,51 @@ class _FaissBase:
         self._params = {**self._params, name: value}  # read when the next search makes its SearchParameters
         self._searching = {}
 
-    def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
-        searching = self._searching
-        params = searching.get(k)
+    def _search_into(self, n: int, queries: F32, k: int, scores: F32, ids: I64) -> None:
+        """faiss's own search (``search_c``) of ``n`` query rows into ``scores`` and ``ids`` (``(n, k)`` buffers).
+
+        What faiss's Python ``index.search`` does without its wrapper's checks and copies (its ``search`` on
+        one query spends about as long in Python as in the search itself): the queries are C-contiguous
+        float32 rows of the index's dims, checked here because faiss reads them through a raw pointer.
+        """
+        if queries.dtype != np.float32 or not queries.flags.c_contiguous or queries.size != n * self._d:
+            raise ValueError(f"faiss search: expected {n} C-contiguous float32 rows of {self._d} dims, not {queries.dtype} of shape {queries.shape}")
+        params = self._searching.get(k)
         if params is None:
-            params = searching[k] = self._search_params(_lib(), k)
-        with library_errors("faiss", "search", _ERRORS):
-            scores, ids = self._index.search(queries, k, params=params)
-        scores = np.asarray(scores, dtype=np.float32)
-        ids = np.asarray(ids, dtype=np.int64)
-        if self._n is not None and ids.size and int(ids.max()) >= self._n:
-            raise FormatError("the index holds a row id the embeddings do not have", chunk="faiss index", expected=f"ids < {self._n}", found=int(ids.max()))
-        scores[ids < 0] = np.nan
+            params = self._searching[k] = self._search_params(_lib(), k)
+        ptr = self._ptr
+        with _SEARCH_ERRORS:
+            self._index.search_c(n, ptr(queries), k, ptr(scores), ptr(ids), params)
+
+    def _check_ids(self, top: int) -> None:
+        """Refuse a result holding the row id ``top`` (its largest) when a loaded index's embeddings have no such row."""
+        if self._n is not None and top >= self._n:
+            raise FormatError("the index holds a row id the embeddings do not have", chunk="faiss index", expected=f"ids < {self._n}", found=top)
+
+    def search(self, queries: F32, k: int, threads: int) -> tuple[I64, F32]:
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        n = len(queries)
+        scores: F32 = np.empty((n, k), dtype=np.float32)
+        ids: I64 = np.empty((n, k), dtype=np.int64)
+        self._search_into(n, queries, k, scores, ids)
+        if n == 1:  # one query's few ids as Python ints: a numpy reduction right after faiss's search costs more
+            found = ids[0].tolist()
+            top, low = (max(found), min(found)) if found else (-1, 0)
+        else:
+            top, low = (int(ids.max()), int(ids.min())) if ids.size else (-1, 0)
+        self._check_ids(top)
+        if low < 0:  # fewer rows found than asked for
+            scores[ids < 0] = np.nan
         return ids, scores
+
+    def search_one(self, query: F32, k: int) -> list[int]:
+        """The ``k`` row ids (``-1`` for none) faiss finds for one unit query of shape ``(dims,)``, as Python ints (the scores are not kept)."""
+        ids: I64 = np.empty(k, dtype=np.int64)
+        self._search_into(1, np.ascontiguousarray(query, dtype=np.float32), k, np.empty(k, dtype=np.float32), ids)
+        found: list[int] = ids.tolist()
+        if found:
+            self._check_ids(max(found))
+        return found
 
     def save(self, path: str) -> None:
         faiss = _lib()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import weakref
@@ -25,6 +26,8 @@ __all__ = ["AnnIndex", "build_index", "from_reference", "load_index"]
 
 #: What ``verify=`` accepts.
 VERIFY = ("full", "file")
+#: At most this many results of one query are looked at as Python numbers (see :func:`_any_missing`).
+_FEW_RESULTS = 256
 
 
 class AnnIndex:
@@ -83,6 +86,8 @@ class AnnIndex:
         self.path = path
         self.mmap = mmap
         self._impl = impl
+        #: The backend's single-query search (ids as Python ints), if it has one.
+        self._one: Callable[[F32, int], list[int]] | None = getattr(impl, "search_one", None)
         self._lock = threading.Lock()
         self._checked: list[weakref.ref[Any]] = []
 
@@ -146,26 +151,30 @@ class AnnIndex:
             scores = np.full((len(q), k), np.nan, dtype=np.float32)
             ids[:, :kk] = got_ids
             scores[:, :kk] = got_scores
-        missing = np.isnan(scores)
-        missing |= ids < 0
-        if missing.any():
+        if _any_missing(ids, scores):  # -1 beside every NaN score, NaN beside every negative id
+            missing = np.isnan(scores)
+            missing |= ids < 0
             scores[missing] = np.nan
             ids[missing] = -1
         return ids, scores
 
-    def _search_one(self, q: F32, k: int) -> I64:
+    def _search_one(self, q: F32, k: int) -> list[int]:
         """The row ids the backend proposes for one unit query: :meth:`search` without its argument checks.
 
         For the queries of :mod:`finalfusion.similarity._approx`, whose query
         is already a finite unit float32 vector of :attr:`dims` components
-        (C-contiguous) and ``k >= 1``: a ``(k,)`` int64 array (or shorter when the index holds
-        fewer rows) that may hold ``-1`` for rows not found (the caller drops
-        them; the scores are not read).
+        (C-contiguous) and ``k >= 1``: ``k`` Python ints (fewer when the index
+        holds fewer rows) that may hold ``-1`` for rows not found (the caller
+        drops them; the scores are not read). A backend with a ``search_one``
+        (faiss) answers it directly, without building the result arrays.
         """
         kk = min(k, self._impl.count)
         if not kk:
-            return np.zeros(0, dtype=np.int64)
-        ids: I64 = self._impl.search(q[None, :], kk, 1)[0][0]
+            return []
+        one = self._one
+        if one is not None:
+            return one(q, kk)
+        ids: list[int] = self._impl.search(q[None, :], kk, 1)[0][0].tolist()
         return ids
 
     def set_search(self, **params: int) -> None:
@@ -319,6 +328,21 @@ class AnnIndex:
         except Exception as exc:
             raise TypeError(f"this {self.backend} index cannot be pickled by value ({exc}); save it and pickle the loaded index (a reference)") from exc
         return (_from_bytes, (self.backend, self.params, self.fingerprint.to_dict(), self.source, data))
+
+
+def _any_missing(ids: I64, scores: F32) -> bool:
+    """Whether a ``(Q, k)`` result has a negative id or a NaN score.
+
+    One query's few values are looked at as Python numbers: right after a
+    backend's search has filled the caches with its own data, a numpy
+    reduction costs more than the search's last steps (issue 36). Otherwise
+    two reductions: the float64 sum of float32 scores is NaN only when a
+    score is (or when both infinities meet: a false alarm, harmless).
+    """
+    if len(ids) == 1 and ids.shape[1] <= _FEW_RESULTS:
+        first = ids[0].tolist()
+        return (bool(first) and min(first) < 0) or any(v != v for v in scores[0].tolist())
+    return bool(ids.size) and (bool(ids.min() < 0) or math.isnan(scores.sum(dtype=np.float64)))
 
 
 def _writable(a: Any, dtype: type[np.generic]) -> Any:

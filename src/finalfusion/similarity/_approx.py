@@ -42,9 +42,10 @@ FEW_CANDIDATES = 256
 class AnnSearch(Protocol):
     """What a query needs of an index (:class:`finalfusion.ann.AnnIndex` has it).
 
-    An index may also have ``_search_one(q, k)``: the ``(k,)`` row ids
-    (``-1`` for none) of one finite unit float32 query, without the
-    argument checks of ``search``; a single query then uses it.
+    An index may also have ``_search_one(q, k)``: the ``k`` row ids
+    (``-1`` for none) of one finite unit float32 query as a list of Python
+    ints, without the argument checks of ``search``; a single query then
+    uses it.
     """
 
     def search(self, queries: Any, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
@@ -144,21 +145,21 @@ def approx_search(
     """
     if k == 0 or index.n == 0:
         return np.zeros(0, np.float32), np.zeros(0, np.int64)
-    if not q.any():
+    if not (len(q) and q.item(0)) and not q.any():  # a zero query (the first component answers for nearly every other one, without a reduction)
         return None
     want = _pool(index, k, rerank, len(exclude))
-    one = getattr(ann, "_search_one", None)  # an AnnIndex: the backend's ids without the public checks (q is unit and finite)
-    found = np.asarray(one(q, want) if one is not None else ann.search(q[None, :], want)[0][0])
+    one = getattr(ann, "_search_one", None)  # an AnnIndex: the backend's ids as Python ints, without the public checks (q is unit and finite)
+    found: list[int] | I64 = one(q, want) if one is not None else np.asarray(ann.search(q[None, :], want)[0][0])
     bad = index.bad
     if (rerank is None or not index.approximate) and len(found) + len(exclude) + len(bad) <= FEW_CANDIDATES:
         # one query's few candidates as Python lists from the backend's ids to the results: the fewest numpy calls
-        ids = _few_candidates(index.n, found.tolist(), exclude, bad)
+        ids = _few_candidates(index.n, found if isinstance(found, list) else found.tolist(), exclude, bad)
         if len(ids) <= FEW_SCORES:
             top = top_few(index.scores_at_few(q, ids), ids, k, index) if ids else ([], [])
             if top is not None:
                 return top
         return _select(index, q, np.array(ids, dtype=np.int64), k, rerank)
-    return _select(index, q, _candidates(index, found, exclude), k, rerank)
+    return _select(index, q, _candidates(index, np.asarray(found, dtype=np.int64), exclude), k, rerank)
 
 
 def approx_search_batch(

@@ -88,9 +88,10 @@ class QueryIndex(ABC):
     def dots_at(self, q: F32, ids: I64) -> F32:
         """Dot products of ``q`` with the scored rows ``ids``, bit for bit as :meth:`dots` of the single-query scan computes them."""
 
-    def dots_at_few(self, q: F32, ids: list[int]) -> F32:
-        """:meth:`dots_at` of a few row ids given as Python ints (one query's candidates)."""
-        return self.dots_at(q, np.array(ids, dtype=np.int64))
+    def dots_at_few(self, q: F32, ids: list[int]) -> list[float]:
+        """:meth:`dots_at` of a few row ids given as Python ints (one query's candidates), as Python floats (the float32 values)."""
+        dots: list[float] = self.dots_at(q, np.array(ids, dtype=np.int64)).tolist()
+        return dots
 
     def dots_at_rows(self, qm: F32, ids: I64) -> F32:
         """``(Q, P)`` dot products of query row ``j`` with the scored rows ``ids[j]``: :meth:`dots_at` row by row."""
@@ -204,10 +205,10 @@ class QueryIndex(ABC):
 
     def scores_at_few(self, q: F32, ids: list[int]) -> list[float]:
         """:meth:`scores_at` of a few row ids given as Python ints, as Python floats (one query's candidates: fewer numpy calls)."""
-        s = self.dots_at_few(q, ids)
-        if self.scale is not None:
-            s = self._scaled(q, s, np.array(ids, dtype=np.int64))
-        scores: list[float] = s.tolist()
+        dots = self.dots_at_few(q, ids)
+        if self.scale is None:
+            return dots
+        scores: list[float] = self._scaled(q, np.array(dots, dtype=np.float32), np.array(ids, dtype=np.int64)).tolist()
         return scores
 
     def _scaled(self, q: F32, s: F32, ids: I64) -> F32:

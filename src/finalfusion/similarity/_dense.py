@@ -37,11 +37,17 @@ def _groups_of_few(ids: list[int], step: int, n: int) -> tuple[list[int], list[i
     ([0, 1024, 1192], [], [3, 14, 23])
     >>> _groups_of_few([1197], 1024, 1197 + 2)  # the block ends at 1199: the group 1192-1199 is cut
     ([1191], [0], [6])
+    >>> _groups_of_few([5, 1030], 1020, 1200)  # the second block starts at 1020: 1030's group is 1028-1035
+    ([0, 1028], [], [5, 10])
     """
-    start: list[int] = []
+    g = ROW_GROUP
+    if n <= step or step % g == 0:  # every block starts at a multiple of g: a group starts at one too, only the end of the rows cuts one
+        start = [i - i % g for i in ids]
+        if max(start) + g <= n:
+            return start, [], [g * j + i % g for j, i in enumerate(ids)]
+    start = []
     cut: list[int] = []
     at: list[int] = []
-    g = ROW_GROUP
     for j, i in enumerate(ids):
         offset = i % step  # in its scan block
         first = i - offset % g
@@ -106,7 +112,7 @@ class DenseIndex(QueryIndex):
                 whole[sel] = self.dots(q, lo, min(self.n, lo + step))[ids[sel] - lo]
             return whole
         if len(ids) <= FEW_IDS:  # one query's candidates: the same groups, found with Python ints (fewer numpy calls)
-            return self.dots_at_few(q, ids.tolist())
+            return np.array(self.dots_at_few(q, ids.tolist()), dtype=np.float32)
         block = ids // step * step
         start = block + (ids - block) // ROW_GROUP * ROW_GROUP
         stop = np.minimum(block + step, self.n)
@@ -119,16 +125,17 @@ class DenseIndex(QueryIndex):
             out[i] = self._cut_dot(q, int(ids[i]), step)
         return out
 
-    def dots_at_few(self, q: F32, ids: list[int]) -> F32:
+    def dots_at_few(self, q: F32, ids: list[int]) -> list[float]:
         """:meth:`dots_at` of at most :data:`FEW_IDS` rows given as Python ints: their groups found with Python ints, one product."""
         groups = self._groups
         if groups is None or not ids or len(ids) > FEW_IDS or len(ids) * ROW_GROUP >= self.n:
             return super().dots_at_few(q, ids)
         step = self.block_rows(1)
         first, cut, at = _groups_of_few(ids, step, self.n)
-        out: F32 = (groups[first].reshape(-1, self.dims) @ q)[at]  # the rows matrix[first[j] + 0 .. 7], j = 0, 1, ...
+        products = (groups[first].reshape(-1, self.dims) @ q).tolist()  # the rows matrix[first[j] + 0 .. 7], j = 0, 1, ...
+        out = [products[a] for a in at]
         for i in cut:
-            out[i] = self._cut_dot(q, ids[i], step)
+            out[i] = float(self._cut_dot(q, ids[i], step))
         return out
 
     def _cut_dot(self, q: F32, row: int, step: int) -> np.float32:

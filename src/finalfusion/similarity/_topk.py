@@ -121,18 +121,18 @@ def top_few(values: list[float], gids: list[int], k: int, rank: Ranked) -> tuple
     >>> top_few([0.5, 0.9, 0.5], [0, 1, 2], 2, Words())
     ([0.9, 0.5], [1, 2])
     """
-    if not all(v == v for v in values):
+    total = sum(values)  # NaN only when a score is NaN (or both infinities are there: then each score is looked at)
+    if total != total and not all(v == v for v in values):
         return None
-    kept = sorted([(-v, g) for v, g in zip(values, gids, strict=True) if v > _MINUS_INF], key=_first)
-    if any(kept[j][0] == kept[j + 1][0] for j in range(min(k, len(kept) - 1))):
-        ranks = rank.rank[np.array([g for _, g in kept], dtype=np.int64)].tolist()
-        kept = [p for p, _ in sorted(zip(kept, ranks, strict=True), key=lambda pr: (pr[0][0], pr[1]))]
-    top = kept[:k]
-    return [-v for v, _ in top], [g for _, g in top]
-
-
-def _first(pair: tuple[float, int]) -> float:
-    return pair[0]
+    order = sorted(range(len(values)), key=values.__getitem__, reverse=True)  # stable: equal scores keep their order
+    while order and values[order[-1]] == _MINUS_INF:  # never returned
+        order.pop()
+    best = [values[j] for j in order[: k + 1]]
+    if len(set(best)) < len(best):  # equal scores (adjacent once sorted) within the first k + 1
+        ranks = dict(zip(order, rank.rank[np.array([gids[j] for j in order], dtype=np.int64)].tolist(), strict=True))
+        order.sort(key=lambda j: (-values[j], ranks[j]))
+    top = order[:k]
+    return [values[j] for j in top], [gids[j] for j in top]
 
 
 def order_by_score(s: F32, g: I64, rank: Ranked) -> tuple[F32, I64]:
