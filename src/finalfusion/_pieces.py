@@ -371,8 +371,8 @@ def _ids_and_lengths(tok: Tokenizer, words: list[str], rule: str, plan: OwnerPla
     """``words`` in the order their ids come, the ids (flat) and the number of ids of each word, from the tokenizer.
 
     A ``tokenizers`` tokenizer gets the runs of :func:`_runs` as whole texts
-    (:func:`~finalfusion._piece_owners.run_ids`; for word starts, the printable
-    ASCII words apart from the others) and the other words as pre-tokenized
+    (:func:`~finalfusion._piece_owners.run_ids`; for a plan that holds for
+    ASCII only, the ASCII words apart from the others) and the other words as pre-tokenized
     sequences (:meth:`~finalfusion._tokenizers.HuggingFaceTokenizer.encode_each`).
     """
     if not isinstance(tok, HuggingFaceTokenizer):
@@ -380,7 +380,7 @@ def _ids_and_lengths(tok: Tokenizer, words: list[str], rule: str, plan: OwnerPla
         lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         return words, np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.int64, count=int(lens.sum())), lens
     groups = [words]
-    if plan.starts is not None and not "".join(words).isascii():
+    if plan.ascii is not None and not "".join(words).isascii():
         plain = [w.isascii() for w in words]
         groups = [list(itertools.compress(words, plain)), [w for w, p in zip(words, plain, strict=True) if not p]]
     ordered: list[str] = []
