@@ -757,3 +757,22 @@ def test_a_sum_that_misses_a_piece_end_and_offsets_out_of_order_are_refused(monk
     pieces = ["the", " house", " is", " happy"]
     ordered, flat, lens = _pieces._ids_and_lengths(tok, pieces, rule, plan)  # refused: each piece goes on its own
     assert _split(flat, lens) == _each_alone(tok, ordered)
+
+
+@pytest.mark.parametrize("block", [1 << 16, 40])
+def test_generated_hostile_texts_through_the_table_are_the_plain_path(ruled: tuple[Any, str], block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Texts drawn from words and hostile characters (every kind of space, marks, CJK, emoji, added tokens' contents, the
+    byte-level and Metaspace characters, a continuing prefix): through the table and its joined texts, exactly the ids
+    each text gets whole."""
+    tok, rule = ruled
+    monkeypatch.setattr(_pieces, "NEW_SHARE", 1.0)
+    monkeypatch.setattr(_pieces, "BLOCK_BYTES", block)  # 40: many short joined texts, each failing check redone apart
+    rng = np.random.default_rng(23)
+    parts = ["the", "house", "Happy", "householder", " ", " ", " ", "  ", "\t", "\n", ".", ",", "'s", "é", "e\u0301", "\u00a0", "\u3000"]
+    parts += ["日本", "\U0001f600", "[CLS]", "<mask>", "<city>", "##", "\u0120", "\u2581", "\x00", "İ", "ß", "42", "x" * 30]
+    texts = ["".join(rng.choice(parts, size=int(rng.integers(0, 14)))) for _ in range(300)]
+    texts = texts + texts[::-1] + [t.upper() for t in texts[:50]]  # pieces repeat: the table pays
+    got = PieceIds(tok, rule).ids(texts)
+    assert got is not None
+    flat, counts = got
+    assert _split(flat, counts) == tok.encode_batch(texts)
