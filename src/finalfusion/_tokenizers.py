@@ -702,15 +702,16 @@ class HuggingFaceTokenizer(Tokenizer):
 
         Raises
         ------
-        finalfusion.errors.LimitExceeded
-            If a text is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of UTF-8 (checked first).
         finalfusion.errors.FormatError
             If the library rejects the model or fails on a text.
+        finalfusion.errors.LimitExceeded
+            If a text is longer than :data:`finalfusion.limits.MAX_TOKENIZE_BYTES` bytes of UTF-8 (checked first).
 
         Examples
         --------
         >>> import pytest; _ = pytest.importorskip("tokenizers")
-        >>> HuggingFaceTokenizer(_TOY_JSON).encode_texts(["ab c", "cab"], starts=True)
+        >>> ids, counts, starts = HuggingFaceTokenizer(_TOY_JSON).encode_texts(["ab c", "cab"], starts=True)
+        >>> ids, counts, starts  # "ab" "c" | "c" "ab", from characters 0 3 | 0 1
         ([2, 4, 4, 2], [2, 2], [0, 3, 0, 1])
         """
         sizes = word_sizes(texts)

@@ -168,7 +168,8 @@ class Metadata(FileChunk, MutableMapping[str, Any]):
         Raises
         ------
         FormatError
-            For a declared length past the limit.
+            For a declared length past the limit (the message names the
+            limit's setting, the length declared and where).
 
         Examples
         --------
