@@ -259,7 +259,7 @@ def run_ids(tok: HuggingFaceTokenizer, runs: list[list[str]], sep: str, plan: Ow
     if plan.spans is not None:
         told = _by_spans(flat, counts, run_lens, texts, ordered, plan.spans)
     else:
-        told = _by_word_starts(flat, counts, run_lens, sep.join(texts), plan.starts) if plan.starts is not None else None
+        told = _by_word_starts(flat, counts, run_lens, texts, plan.starts) if plan.starts is not None else None
     if told is None:
         return _by_offsets(tok, texts, ordered, sep)
     lens, bad = told
@@ -288,7 +288,7 @@ def _ends(values: I64, counts: I64) -> tuple[I64, I64]:
 
 
 def _by_spans(flat: I64, counts: I64, run_lens: I64, texts: list[str], ordered: list[str], spans: tuple[I64, bool]) -> tuple[I64, npt.NDArray[np.bool_]]:
-    """The number of ids of each piece, told by the bytes (or characters) each id spans, and which texts fail the check.
+    """The number of ids of each piece, told by the bytes each id spans, and which texts fail the check.
 
     A text fails when its ids do not add up to its pieces or a piece of it
     does not end where an id ends; the counts of its pieces are then 0.
@@ -327,12 +327,13 @@ def _plain_ascii(texts: list[str], added: tuple[str, ...]) -> bool:
 
 
 def _by_word_starts(
-    flat: I64, counts: I64, run_lens: I64, text: str, starts: tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8] | None, bool]
+    flat: I64, counts: I64, run_lens: I64, texts: list[str], starts: tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8] | None, bool]
 ) -> tuple[I64, npt.NDArray[np.bool_]] | None:
-    """The number of ids of each piece of ``text`` (the runs' texts joined), told by the ids that start a word.
+    """The number of ids of each piece of ``texts`` (the runs' texts), told by the ids that start a word.
 
     The words are the pre-tokens counted by the character classes (pieces
-    joined by single spaces), or each piece (no classes). A text fails when
+    joined by single spaces, as :data:`~finalfusion._pieces.DROP` joins
+    them), or each piece (no classes). A text fails when
     it has not as many of those ids as words, or its first id does not start
     one; the counts of its pieces are then 0. ``None`` if a piece holds a
     space (then nothing is told this way).
@@ -342,7 +343,7 @@ def _by_word_starts(
     if classes is None:
         pre_piece = np.arange(pieces, dtype=np.int64)
     else:
-        chars = classes[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
+        chars = classes[np.frombuffer(" ".join(texts).encode("ascii"), dtype=np.uint8)]
         before = np.concatenate(([0], chars[:-1]))
         pre_tokens = np.flatnonzero((chars != 0) & ((chars != before) | ((chars == 2) & alone)))
         space = np.flatnonzero(chars == 0)  # one between two pieces (none in a piece): piece of a character = spaces before it

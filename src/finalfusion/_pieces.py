@@ -427,13 +427,12 @@ def _with_guards(tok: HuggingFaceTokenizer, pieces: list[str], plan: OwnerPlan, 
     end with whitespace, and larger ones, are returned.
     """
     cap = _run_bytes()
-    fit = [p for p in pieces if p[:1].strip() and p[-1:].strip() and len(p.encode("utf-8", "surrogatepass")) < cap // 4]
+    fit = [(p, size + 1) for p, size in zip(pieces, word_sizes(pieces), strict=True) if p[:1].strip() and p[-1:].strip() and size < cap // 4]
     if len(fit) < 2:
         return pieces
     runs: list[list[str]] = [[]]
     total = 0
-    for piece in fit:
-        size = len(piece.encode("utf-8", "surrogatepass")) + 1
+    for piece, size in fit:
         if runs[-1] and (total + size > cap or len(runs[-1]) >= 2 * BLOCK_WORDS):
             runs.append([])
             total = 0
@@ -453,7 +452,7 @@ def _with_guards(tok: HuggingFaceTokenizer, pieces: list[str], plan: OwnerPlan, 
     ordered += itertools.chain.from_iterable(run[::2] for run in runs)
     flats.append(flat[np.repeat(keep, lens)])
     lens_of.append(lens[keep])
-    taken = set(fit)
+    taken = {p for p, _size in fit}
     return [p for p in pieces if p not in taken]
 
 

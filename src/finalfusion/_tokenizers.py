@@ -455,11 +455,16 @@ def rejected_by(library: str, what: str, chunk: str, expected: str) -> Iterator[
         raise FormatError(f"the {library} library rejects the {what}", chunk=chunk, expected=expected, found=str(exc)[:200]) from None
 
 
-def _blocks(sizes: list[int]) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` of consecutive blocks of words of at most :data:`BLOCK_BYTES` bytes (or one word) and :data:`BLOCK_WORDS` words."""
+def _blocks(sizes: list[int], max_bytes: int | None = None, max_words: int | None = None) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of consecutive blocks of words of at most ``max_bytes`` bytes (or one word) and ``max_words`` words.
+
+    By default :data:`BLOCK_BYTES` and :data:`BLOCK_WORDS`, read at call time.
+    """
+    max_bytes = BLOCK_BYTES if max_bytes is None else max_bytes
+    max_words = BLOCK_WORDS if max_words is None else max_words
     start = total = 0
     for i, size in enumerate(sizes):
-        if i > start and (total + size > BLOCK_BYTES or i - start >= BLOCK_WORDS):
+        if i > start and (total + size > max_bytes or i - start >= max_words):
             yield start, i
             start, total = i, 0
         total += size
@@ -716,25 +721,18 @@ class HuggingFaceTokenizer(Tokenizer):
         """
         sizes = word_sizes(texts)
         impl = self._ensure()
+        encode = impl.encode_batch if starts else getattr(impl, "encode_batch_fast", None) or impl.encode_batch
         ids: list[int] = []
         counts: list[int] = []
         firsts: list[int] | None = [] if starts else None
-        lo = 0
-        while lo < len(texts):
-            hi, total = lo + 1, sizes[lo]
-            while hi < len(texts) and total + sizes[hi] <= SEQUENCES_PER_CALL * BLOCK_BYTES:
-                total += sizes[hi]
-                hi += 1
-            part = list(texts[lo:hi])
-            encode = impl.encode_batch if firsts is not None else getattr(impl, "encode_batch_fast", None) or impl.encode_batch
-            encodings = self._guarded(functools.partial(encode, part, add_special_tokens=False))
+        for lo, hi in _blocks(sizes, SEQUENCES_PER_CALL * BLOCK_BYTES, SEQUENCES_PER_CALL * BLOCK_WORDS):
+            encodings = self._guarded(functools.partial(encode, list(texts[lo:hi]), add_special_tokens=False))
             if firsts is not None:
                 firsts += itertools.islice(itertools.chain.from_iterable(itertools.chain.from_iterable(e.offsets for e in encodings)), 0, None, 2)
             for encoding in encodings:
                 got = encoding.ids
                 ids += got
                 counts.append(len(got))
-            lo = hi
         return ids, counts, firsts
 
 
