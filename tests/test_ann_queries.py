@@ -25,6 +25,7 @@ import pytest
 import finalfusion
 from finalfusion import Embeddings, NdArray, SimpleVocab, load_finalfusion
 from finalfusion.errors import StaleIndexError
+from finalfusion.similarity._dense import FEW_IDS
 
 ann = pytest.importorskip("finalfusion.ann")
 pytest.importorskip("hnswlib")
@@ -363,6 +364,16 @@ def test_one_querys_candidates_are_scored_as_the_scan_of_their_block(dims: int, 
         edges = [step - 1, step - 3, step, 2 * step - 1, 2 * step, n - 1, n - 2, 0]
         for ids in (rng.choice(n, size=11, replace=False).tolist(), edges, [int(i) for i in rng.integers(0, n, 30)]):
             assert index.scores_at_few(q, ids) == scan[ids].tolist(), ids
+        # more candidates than one query's few (the numpy way), the block edges among them, some ids twice
+        many = np.concatenate([rng.choice(n, size=FEW_IDS + 40, replace=False), edges, edges[:3]]).astype(np.int64)
+        assert index.scores_at(q, many).tolist() == scan[many].tolist()
+        # a batch of such queries, every one with its own candidates in one gather
+        qm = np.stack([q, -q, q[::-1].copy()])
+        cands = np.stack([rng.choice(n, size=37, replace=False) for _ in range(3)]).astype(np.int64)  # not whole groups
+        cands[0, :8] = edges
+        assert index.scores_at_rows(qm, cands).tolist() == [
+            np.concatenate([index.scores(qm[j], lo, min(n, lo + step)) for lo in range(0, n, step)])[cands[j]].tolist() for j in range(3)
+        ]
 
 
 ALL_BACKENDS = {**BACKEND_LIBRARY, "faiss-ivf": "faiss", "faiss-ivfpq": "faiss"}

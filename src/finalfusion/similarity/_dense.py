@@ -14,49 +14,86 @@ from finalfusion.storage.ndarray import NdArray
 
 __all__ = ["FEW_IDS", "ROW_GROUP", "DenseIndex"]
 
-#: Rows gathered around a candidate by :meth:`DenseIndex.dots_at`: BLAS kernels treat a row by
+#: The group of rows whose places :meth:`DenseIndex.dots_at` keeps: BLAS kernels treat a row by
 #: its position modulo a small unroll width (4 rows in OpenBLAS's sgemv), and the last rows of a
-#: product take a tail path, so a candidate is scored inside the aligned group of rows it belongs
-#: to in the scan (the scan's blocks and thread ranges start at multiples of 1024 rows). A BLAS
+#: product take a tail path, so a candidate is scored at its place modulo this group in the scan,
+#: in a product of whole groups (the scan's blocks and thread ranges start at multiples of 1024
+#: rows; the kernels sum each row apart, so which rows fill the rest of a group does not matter). A BLAS
 #: that splits one product over its own threads gives the rows at the edges of its ranges (a
 #: handful) a tail path we cannot see: their scores can differ in the last bit.
 ROW_GROUP: Final = 8
-_GROUP = np.arange(ROW_GROUP, dtype=np.int64)
 
 
 #: At most this many candidates are placed in their groups with Python ints rather than numpy arrays.
 FEW_IDS: Final = 64
 
 
-def _groups_of_few(ids: list[int], step: int, n: int) -> tuple[list[int], list[int], list[int]]:
-    """For each id: the first row of its group, the positions of ids whose group the end of a scan block cuts, and where each id's score lands.
+def _places_of_few(ids: list[int], step: int, n: int) -> tuple[list[int], list[int]]:
+    """For each id its place in its group (counted from the start of its scan block), and the positions of the ids whose group an end cuts.
 
     Examples
     --------
-    >>> _groups_of_few([3, 1030, 1199], 1024, 1200)  # blocks 0-1023 and 1024-1199; 1199's group (1192-1199) is whole
-    ([0, 1024, 1192], [], [3, 14, 23])
-    >>> _groups_of_few([1197], 1024, 1197 + 2)  # the block ends at 1199: the group 1192-1199 is cut
-    ([1191], [0], [6])
-    >>> _groups_of_few([5, 1030], 1020, 1200)  # the second block starts at 1020: 1030's group is 1028-1035
-    ([0, 1028], [], [5, 10])
+    >>> _places_of_few([3, 1030, 1199], 1024, 1200)  # blocks 0-1023 and 1024-1199; 1199's group (1192-1199) is whole
+    ([3, 6, 7], [])
+    >>> _places_of_few([1197], 1024, 1197 + 2)  # the rows end at 1199: the group 1192-1199 is cut
+    ([5], [0])
+    >>> _places_of_few([5, 1030], 1020, 1200)  # the second block starts at 1020: 1030's group is 1028-1035
+    ([5, 2], [])
     """
     g = ROW_GROUP
     if n <= step or step % g == 0:  # every block starts at a multiple of g: a group starts at one too, only the end of the rows cuts one
-        start = [i - i % g for i in ids]
-        if max(start) + g <= n:
-            return start, [], [g * j + i % g for j, i in enumerate(ids)]
-    start = []
+        last = max(ids)
+        if last - last % g + g <= n:
+            return [i % g for i in ids], []
+    places = []
     cut: list[int] = []
-    at: list[int] = []
     for j, i in enumerate(ids):
         offset = i % step  # in its scan block
-        first = i - offset % g
-        if first + g > n or offset - offset % g + g > step:  # the group runs past the end of the rows or of the block
+        place = offset % g
+        if i - place + g > n or offset - place + g > step:  # the group runs past the end of the rows or of the block
             cut.append(j)
-            first = max(0, min(i - offset + step, n) - g)  # any in-range rows will do: patched by the caller
-        start.append(first)
-        at.append(g * j + i - first)
-    return start, cut, at
+        places.append(place)
+    return places, cut
+
+
+def _packed(ids: list[int], places: list[int]) -> tuple[list[int], list[int]]:
+    """The rows of one product holding row ``ids[j]`` at a place congruent to ``places[j]`` modulo :data:`ROW_GROUP`, and each one's place.
+
+    The product is a whole number of groups; the places no id takes hold a
+    copy of the first id's row (any row will do: its score is not read).
+
+    Examples
+    --------
+    >>> _packed([10, 20, 30], [3, 5, 3])  # two ids want place 3 of a group: a second group
+    ([10, 10, 10, 10, 10, 20, 10, 10, 10, 10, 10, 30, 10, 10, 10, 10], [3, 5, 11])
+    """
+    count = [0] * ROW_GROUP
+    slots: list[int] = []
+    for p in places:
+        slots.append(ROW_GROUP * count[p] + p)
+        count[p] += 1
+    rows = [ids[0]] * (ROW_GROUP * max(count))
+    for s, i in zip(slots, ids, strict=True):
+        rows[s] = i
+    return rows, slots
+
+
+def _packed_rows(ids: I64, places: I64) -> tuple[I64, I64]:
+    """:func:`_packed` of every row of ``ids`` (``(Q, P)``, places in ``0 .. ROW_GROUP - 1``): ``(Q, R)`` rows, one width for all, and ``(Q, P)`` places.
+
+    Examples
+    --------
+    >>> rows, slots = _packed_rows(np.array([[10, 20, 30], [40, 50, 60]]), np.array([[3, 5, 3], [0, 1, 2]]))
+    >>> rows.shape, rows[0, [3, 5, 11]].tolist(), slots.tolist()
+    ((2, 16), [10, 20, 30], [[3, 5, 11], [0, 1, 2]])
+    """
+    p = ids.shape[1]
+    same = places[:, :, None] == np.arange(ROW_GROUP)  # (Q, P, ROW_GROUP): which place each candidate wants
+    earlier = np.take_along_axis(np.cumsum(same, axis=1), places[:, :, None], axis=2)[:, :, 0] - 1  # candidates before it wanting that place
+    slots: I64 = ROW_GROUP * earlier + places
+    rows: I64 = np.repeat(ids[:, :1], ROW_GROUP * (int(earlier.max()) + 1) if p else 0, axis=1)
+    np.put_along_axis(rows, slots, ids, axis=1)
+    return rows, slots
 
 
 class DenseIndex(QueryIndex):
@@ -65,14 +102,6 @@ class DenseIndex(QueryIndex):
     def __init__(self, storage: NdArray, words: Sequence[str]) -> None:
         super().__init__(storage, words)
         self.matrix: F32 = storage.matrix[: self.n]
-        #: Every run of :data:`ROW_GROUP` consecutive rows, as a read-only ``(n - ROW_GROUP + 1, ROW_GROUP, dims)`` view:
-        #: one fancy index gathers the groups of a few candidates.
-        self._groups: F32 | None = None
-        if self.n >= ROW_GROUP:
-            rows, cols = self.matrix.strides
-            self._groups = np.lib.stride_tricks.as_strided(
-                self.matrix, shape=(self.n - ROW_GROUP + 1, ROW_GROUP, self.dims), strides=(rows, rows, cols), writeable=False
-            )
 
     def scored_rows(self, lo: int, hi: int) -> F32:
         return self.matrix[lo:hi]
@@ -94,11 +123,13 @@ class DenseIndex(QueryIndex):
         A matrix-vector product's rounding depends on where a row sits in
         the call (kernels unroll over rows, the last rows of a call take a
         tail path), so ``matrix[ids] @ q`` can differ in the last bit from
-        the scan. Each candidate's group of :data:`ROW_GROUP` rows, counted
-        from the start of its scan block, is scored instead: the full groups
-        gathered into one product (each at a multiple of :data:`ROW_GROUP`),
-        a group cut by the end of its block at the end of a product of its
-        own (after a few whole groups: a product of one row is a dot product).
+        the scan. Each candidate is scored at its place in its group of
+        :data:`ROW_GROUP` rows (counted from the start of its scan block),
+        inside one product of whole groups that holds only the candidates'
+        own rows (:func:`_packed_rows`; the kernels sum each row apart, so the
+        other rows of a group do not change its score); a candidate whose
+        group the end of its block cuts is scored at the end of a product of
+        its own (after a few whole groups: a product of one row is a dot product).
         With more candidates than one in :data:`ROW_GROUP` rows, the scan's
         own products of the blocks that hold them are cheaper.
         """
@@ -114,26 +145,30 @@ class DenseIndex(QueryIndex):
         if len(ids) <= FEW_IDS:  # one query's candidates: the same groups, found with Python ints (fewer numpy calls)
             return np.array(self.dots_at_few(q, ids.tolist()), dtype=np.float32)
         block = ids // step * step
-        start = block + (ids - block) // ROW_GROUP * ROW_GROUP
-        stop = np.minimum(block + step, self.n)
-        cut = np.flatnonzero(start + ROW_GROUP > stop).tolist()
-        if len(cut):
-            start[cut] = np.maximum(0, stop[cut] - ROW_GROUP)  # any in-range rows will do: these are patched below
-        rows = (start[:, None] + _GROUP).reshape(-1)
-        out: F32 = (self.matrix[rows] @ q)[np.arange(0, ROW_GROUP * len(ids), ROW_GROUP) + (ids - start)]
+        places = (ids - block) % ROW_GROUP
+        cut = np.flatnonzero(ids - places + ROW_GROUP > np.minimum(block + step, self.n)).tolist()  # patched below
+        rows, slots = _packed_rows(ids[None, :], places[None, :])
+        out: F32 = (self.matrix[rows[0]] @ q)[slots[0]]
         for i in cut:
             out[i] = self._cut_dot(q, int(ids[i]), step)
         return out
 
     def dots_at_few(self, q: F32, ids: list[int]) -> list[float]:
-        """:meth:`dots_at` of at most :data:`FEW_IDS` rows given as Python ints: their groups found with Python ints, one product."""
-        groups = self._groups
-        if groups is None or not ids or len(ids) > FEW_IDS or len(ids) * ROW_GROUP >= self.n:
+        """:meth:`dots_at` of at most :data:`FEW_IDS` rows given as Python ints: each at its place in its group, one product of their rows alone.
+
+        A row's score depends on its place in its group, not on the other
+        rows of the group (a kernel's unrolled rows are summed apart), so the
+        candidates' own rows are put into one product each at a place with
+        its residue modulo :data:`ROW_GROUP` (:func:`_packed`): one query's
+        few rows read from memory, not their whole groups.
+        """
+        if not ids or len(ids) > FEW_IDS or len(ids) * ROW_GROUP >= self.n:
             return super().dots_at_few(q, ids)
         step = self.block_rows(1)
-        first, cut, at = _groups_of_few(ids, step, self.n)
-        products = (groups[first].reshape(-1, self.dims) @ q).tolist()  # the rows matrix[first[j] + 0 .. 7], j = 0, 1, ...
-        out = [products[a] for a in at]
+        places, cut = _places_of_few(ids, step, self.n)
+        rows, slots = _packed(ids, places)
+        products = (self.matrix[rows] @ q).tolist()
+        out = [products[s] for s in slots]
         for i in cut:
             out[i] = float(self._cut_dot(q, ids[i], step))
         return out
@@ -150,10 +185,11 @@ class DenseIndex(QueryIndex):
         return s
 
     def dots_at_rows(self, qm: F32, ids: I64) -> F32:
-        """:meth:`dots_at` of every query row with its own ``P`` candidates, in one gather (same groups, same products).
+        """:meth:`dots_at` of every query row with its own ``P`` candidates, in one gather (the same places, the same products).
 
-        Query ``j``'s candidate groups are gathered into ``rows[j]`` and scored
-        by one matrix-vector product ``matrix[rows[j]] @ qm[j]``, the call
+        Query ``j``'s candidates are gathered into ``rows[j]``, each at a place
+        with its residue in its group (:func:`_packed_rows`), and scored by one
+        matrix-vector product ``matrix[rows[j]] @ qm[j]``, the call
         :meth:`dots_at` makes; a group cut by the end of its scan block goes
         through :meth:`dots_at` itself.
         """
@@ -164,12 +200,11 @@ class DenseIndex(QueryIndex):
         block = ids // step * step
         start = block + (ids - block) // ROW_GROUP * ROW_GROUP
         cut = start + ROW_GROUP > np.minimum(block + step, self.n)
-        start[cut] = 0  # any full group will do: these are scored again below
-        groups = self.matrix[(start[:, :, None] + _GROUP).reshape(q, p * ROW_GROUP)]
-        at = np.arange(0, ROW_GROUP * p, ROW_GROUP) + np.where(cut, 0, ids - start)
+        rows, slots = _packed_rows(ids, np.where(cut, 0, ids - start))  # cut ones: any place will do, they are scored again below
+        gathered = self.matrix[rows]
         out: F32 = np.empty((q, p), dtype=np.float32)
         for j in range(q):
-            out[j] = (groups[j] @ qm[j])[at[j]]
+            out[j] = (gathered[j] @ qm[j])[slots[j]]
         for j, i in zip(*np.nonzero(cut), strict=True):
             out[j, i] = self.dots_at(qm[j], ids[j, i : i + 1])[0]
         return out
