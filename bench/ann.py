@@ -14,7 +14,10 @@ worker's own):
   (median and range), against the queries that follow; then one query at a
   time beside raw faiss on the very ``IndexIVFFlat`` finalfusion's default
   backend built, interleaved query by query (the contender that goes first
-  on a query rotates), ``--reps`` rounds.
+  on a query rotates), ``--reps`` rounds; two floors in the same rounds:
+  raw faiss with ten result objects made from its answer, and a word query
+  that returns faiss's own scores (lookup, unit vector, search, results)
+  instead of re-scoring the candidates as the exact scan does.
 * ``--finalfusion`` (the default when ``finalfusion.ann`` is importable): the
   exact scan through ``Embeddings.embedding_similarity`` /
   ``embedding_similarity_batch`` against ``finalfusion.ann.build_index`` and the
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -446,14 +450,34 @@ def _side_by_side(emb, ix, m, queries, rounds: int, loads: list[float]) -> dict:
     """
     import numpy as np
 
+    from finalfusion.similarity import SimilarityResult, SimilarityResults
+
     raw = ix._impl._index  # the faiss IndexIVFFlat behind finalfusion's default backend
     raw.nprobe = int(ix.params["nprobe"])
     words = emb.vocab.words
+    word_index = emb.vocab.word_index
+
+    def raw_results(qid: int) -> list:
+        """Floor 1: raw faiss and ten result objects from its own ids and scores, nothing else."""
+        scores, ids = raw.search(m[qid : qid + 1], K + 1)
+        return SimilarityResults([SimilarityResult(words[i], s) for s, i in zip(scores[0].tolist(), ids[0].tolist(), strict=True)][:K])
+
+    def backend_scores(qid: int) -> list:
+        """Floor 2: what word_similarity would do if it returned faiss's scores: look the word up, a unit query, search, drop the word, results."""
+        w = words[qid]
+        own = word_index[w]
+        v = np.asarray(emb.embedding(w), dtype=np.float64)
+        q = (v / math.sqrt(float(v @ v))).astype(np.float32)
+        scores, ids = raw.search(q[None, :], K + 1)
+        return SimilarityResults([SimilarityResult(words[i], s) for s, i in zip(scores[0].tolist(), ids[0].tolist(), strict=True) if i != own][:K])
+
     contenders = {
         "raw faiss search(q, 11)": lambda qid: raw.search(m[qid : qid + 1], K + 1),
         "AnnIndex.search(q, 11)": lambda qid: ix.search(m[qid], K + 1),
         "embedding_similarity(q, 11)": lambda qid: emb.embedding_similarity(m[qid], k=K + 1, index=ix),
         "word_similarity(w, 10)": lambda qid: emb.word_similarity(words[qid], K, index=ix),
+        "floor: raw faiss + results": raw_results,
+        "floor: faiss's own scores": backend_scores,
     }
     for qid in queries[:20]:  # warm-up
         for f in contenders.values():

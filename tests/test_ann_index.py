@@ -349,6 +349,11 @@ def test_search_arguments(synthetic: Embeddings, built: dict[str, Any]) -> None:
         ix.search(np.zeros((1, 3), np.float32), 1)
     with pytest.raises(ValueError, match="finite"):
         ix.search(np.full(16, np.nan, np.float32), 1)
+    big = np.finfo(np.float32).max
+    for bad in ([np.inf] + [0.0] * 15, [np.inf, -np.inf] + [0.0] * 14, [0.0] * 15 + [-np.inf], [1e300] + [0.0] * 15):  # 1e300: inf in float32
+        with np.errstate(over="ignore"), pytest.raises(ValueError, match="finite"):
+            ix.search(np.array([[0.25] * 16, bad]), 1)
+    assert ix.search(np.full((2, 16), big, np.float32), 1)[0].shape == (2, 1)  # the largest finite values: accepted (their sum overflows float32 only)
     ids, _scores = ix.search(np.zeros((0, 16), np.float32), 3)
     assert ids.shape == (0, 3)
 
