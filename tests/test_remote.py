@@ -205,6 +205,36 @@ def test_the_command_line_prints_the_metadata_of_a_url(served: Nginx, tmp_path: 
         assert err.count("\n") == 1, err
 
 
+def test_info_of_a_url_reads_what_a_mapped_load_reads(served: Nginx, capsys: pytest.CaptureFixture[str]) -> None:
+    # `finalfusion info URL` of a .fifu: the chunk table and the same lines as for the local file, the rows never fetched
+    from finalfusion.cli import main
+
+    _with_metadata(served.root / "m.fifu")
+    local = served.root / "m.fifu"
+    for args in ([], ["--json"]):
+        assert main(["info", *args, str(local)]) == 0
+        want = capsys.readouterr().out.replace(str(local), "FILE")
+        served.clear()
+        assert main(["info", *args, served.url("m.fifu")]) == 0
+        assert capsys.readouterr().out.replace(served.url("m.fifu"), "FILE") == want
+        assert "NdArray" in want
+        assert "offset" in want
+        assert sum(r.sent for r in served.requests() if r.method == "GET") <= 2 * BLOCK_SIZE  # not the 20 MB matrix
+    # other formats at a URL are loaded as before; a broken .fifu is an error naming the URL, exit status 1
+    _big_gguf(served.root / "big.gguf")
+    assert main(["info", served.url("big.gguf")]) == 0
+    assert "format:     gguf" in capsys.readouterr().out
+    data = local.read_bytes()
+    (served.root / "cut.fifu").write_bytes(data[: len(data) // 2])
+    (served.root / "magic.fifu").write_bytes(b"FiFx" + data[4:])
+    for name, said in (("cut.fifu", "runs past the end"), ("magic.fifu", "cannot tell the format"), ("nothing.fifu", "no file at this URL")):
+        assert main(["info", served.url(name)]) == 1, name
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert served.url(name) in err, err
+        assert said in err, (name, err)
+
+
 def test_a_url_is_never_written(tmp_path: Path) -> None:
     emb = finalfusion.load(SAMPLE)
     for write in (lambda t, e: e.write(t), finalfusion.write_word2vec, finalfusion.write_model2vec):

@@ -36,6 +36,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
     rng = np.random.default_rng(0)
     emb = Embeddings(NdArray(rng.standard_normal((ROWS, 100)).astype(np.float32)), SimpleVocab([f"w{i}" for i in range(ROWS)]))
     emb.write(root / "big.fifu")
+    # 400,000 words of one dimension: `info` fetches the vocabulary (6 MB, above FETCH_BAR_BYTES), never the rows
+    Embeddings(NdArray(np.zeros((400_000, 1), np.float32)), SimpleVocab([f"word-{i:07d}" for i in range(400_000)])).write(root / "words.fifu")
     try:
         with nginx(root, tmp_path_factory.mktemp("nginx")) as srv:
             yield srv
@@ -110,10 +112,20 @@ def test_the_command_line_draws_a_fetch_bar_on_a_terminal_only(server: Nginx, tm
     assert r.stderr == b""
 
 
-@pytest.mark.parametrize("command", [["info"], ["similar", "-w", "w1", "--"]])
-def test_other_commands_draw_it_too(server: Nginx, command: list[str]) -> None:
+@pytest.mark.parametrize(("command", "name"), [(["info"], "words.fifu"), (["similar", "-w", "w1", "--"], "big.fifu")])
+def test_other_commands_draw_it_too(server: Nginx, command: list[str], name: str) -> None:
     pytest.importorskip("tqdm", reason="tqdm (the cli extra) is not installed")
     pytest.importorskip("pty", reason="needs pseudo-terminals")
-    proc, seen = stderr_on_a_terminal([sys.executable, "-m", "finalfusion", *command, server.url("big.fifu")], env(), timeout=300)
+    proc, seen = stderr_on_a_terminal([sys.executable, "-m", "finalfusion", *command, server.url(name)], env(), timeout=300)
     assert proc.returncode == 0, seen
     assert b"fetching" in seen
+
+
+def test_info_fetches_no_rows_and_draws_no_bar_for_a_short_fetch(server: Nginx) -> None:
+    # `info` of an 8 MB .fifu of 20,000 words reads its vocabulary and the storage's head (a fetch too short for a bar)
+    pytest.importorskip("pty", reason="needs pseudo-terminals")
+    server.clear()
+    proc, seen = stderr_on_a_terminal([sys.executable, "-m", "finalfusion", "info", server.url("big.fifu")], env(), timeout=300)
+    assert proc.returncode == 0, seen
+    assert b"fetching" not in seen
+    assert sum(r.sent for r in server.requests() if r.method == "GET") <= 2 << 20  # not the 8 MB matrix

@@ -78,11 +78,11 @@ def register(subparsers: Any) -> None:
 
 
 def _finalfusion_layout(path: str) -> dict[str, Any] | None:
-    """Header version and chunk layout of a plain finalfusion file, or ``None`` for anything else."""
+    """Header version and chunk layout of a plain local finalfusion file, or ``None`` for anything else (a URL: :func:`_remote_finalfusion`)."""
     from finalfusion._remote import is_url
     from finalfusion.io import open_buffer, read_chunks
 
-    if os.path.isdir(path) or is_url(path):  # a model directory (loaded like any other format); a URL (no second download)
+    if os.path.isdir(path) or is_url(path):  # a model directory (loaded like any other format); a URL (read once, below)
         return None
     try:
         with open(path, "rb") as f:
@@ -90,14 +90,43 @@ def _finalfusion_layout(path: str) -> dict[str, Any] | None:
                 return None
     except OSError as exc:
         raise CliError(about(path, exc)) from None
-    size = os.path.getsize(path)
     buf, _ = open_buffer(path, mmap=True)
     header, chunks = read_chunks(buf)
+    return _layout(chunks, os.path.getsize(path), header.nbytes)
+
+
+def _layout(chunks: list[tuple[int, Any]], size: int, header_bytes: int) -> dict[str, Any]:
+    """The ``info`` layout of a file of ``size`` bytes from its ``(offset, chunk)`` list (offsets of the chunks' frames)."""
     layout = []
     for k, (offset, chunk) in enumerate(chunks):
         end = chunks[k + 1][0] if k + 1 < len(chunks) else size
         layout.append({"chunk": chunk.chunk_id.name, "offset": offset, "bytes": end - offset, "payload_bytes": end - offset - _FRAME})
-    return {"version": 0, "header_bytes": header.nbytes, "bytes": size, "chunks": layout}
+    return {"version": 0, "header_bytes": header_bytes, "bytes": size, "chunks": layout}
+
+
+def _remote_finalfusion(url: str) -> tuple[dict[str, Any], Embeddings] | None:
+    """The layout and the embeddings of a ``.fifu`` at ``url``, its rows left at the server; ``None`` for another format.
+
+    Read as ``load_finalfusion(url, mmap=True)`` reads it (the header, the
+    vocabulary, norms and metadata, the storage's head; never its rows), so
+    ``info`` of a 2 GB file fetches about its vocabulary. Another format is
+    told from the first block (its magic) and loaded as before; a model
+    directory's URL (ending in ``/``) is not a file.
+    """
+    from finalfusion._load import assemble
+    from finalfusion.container import read_remote
+    from finalfusion.errors import BadMagic
+
+    if url.endswith("/"):
+        return None
+    try:
+        loaded = read_remote(url)
+    except BadMagic:
+        return None
+    emb = Embeddings(*assemble(loaded.chunks, loaded.name))
+    emb._file_ref = loaded.file_ref
+    size = loaded.file_ref.size if loaded.file_ref is not None else loaded.chunks[-1][0]
+    return _layout(loaded.chunks, size, loaded.chunks[0][0] if loaded.chunks else 0), emb
 
 
 def describe(emb: Embeddings) -> dict[str, Any]:
@@ -173,16 +202,26 @@ def _model_line(metadata: dict[str, Any] | None) -> str:
 
 def run_info(args: argparse.Namespace) -> int:
     """Describe ``args.input``."""
+    from finalfusion._remote import is_url
+    from finalfusion.cli.progress import bars
     from finalfusion.errors import FinalfusionError
 
     # --tensor/--tokenizer/--limit go through the loader, which refuses them for finalfusion input rather than ignore them.
     loader_options = args.tensor is not None or args.tokenizer is not None or args.limit is not None
+    finalfusion_maybe = args.input_format in (None, "finalfusion") and not loader_options
+    remote: tuple[dict[str, Any], Embeddings] | None = None
     try:
         with naming(args.input):
-            layout = _finalfusion_layout(args.input) if args.input_format in (None, "finalfusion") and not loader_options else None
+            layout = _finalfusion_layout(args.input) if finalfusion_maybe else None
+            if finalfusion_maybe and is_url(args.input):
+                with bars(args):  # a long fetch of a large vocabulary draws its bar
+                    remote = _remote_finalfusion(args.input)
     except (FinalfusionError, OSError, ValueError) as exc:
         raise CliError(about(args.input, exc)) from None
-    if layout is not None:
+    if remote is not None:
+        layout, emb = remote
+        fmt = "finalfusion"
+    elif layout is not None:
         from finalfusion.embeddings import load_finalfusion
 
         with naming(args.input):
