@@ -15,6 +15,7 @@ import pickle
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -521,3 +522,43 @@ def test_rows_at_a_server_index_and_convert_as_the_local_matrix(served: Nginx, b
     assert copy.copy(rows) is rows
     assert copy.deepcopy(rows) is rows
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(rows)), local)  # on its own: by value
+
+
+def test_row_fetches_retry_a_transient_failure_and_no_other() -> None:
+    # RangeSource.fetch over s3/gcs-like protocols (here fsspec's memory filesystem): a failure of the protocol library
+    # is tried again (RETRIES more times), a missing file or a changed one (HTTP 412) is not
+    fsspec = pytest.importorskip("fsspec")
+    from finalfusion._remote import RETRIES, RangeSource
+
+    data = bytes(range(256)) * 16
+    fsspec.filesystem("memory").pipe("/retry/e.bin", data)
+    source = RangeSource.open("memory://retry/e.bin")
+    real = source._fs.cat_ranges
+    calls: list[int] = []
+
+    def failing(errors: list[BaseException]) -> Any:
+        def cat_ranges(*args: Any, **kwargs: Any) -> Any:
+            calls.append(1)
+            if errors:
+                raise errors.pop(0)
+            return real(*args, **kwargs)
+
+        return cat_ranges
+
+    class Changed(Exception):
+        status = 412
+
+    source._fs.cat_ranges = failing([TimeoutError("slow"), ConnectionResetError("reset")])
+    assert source.fetch([(10, 20), (4000, 4096)]) == [data[10:20], data[4000:4096]]
+    assert len(calls) == 3
+    for errors, kind, said, tries in (
+        ([TimeoutError("slow")] * (RETRIES + 1), OSError, rf"memory://retry/e.bin: reading 1 ranges failed {RETRIES + 1} times: TimeoutError", RETRIES + 1),
+        ([FileNotFoundError("gone")], FileNotFoundError, "gone", 1),
+        ([PermissionError("no")], PermissionError, "no", 1),
+        ([Changed("precondition failed")], OSError, "the file changed at the server since it was opened", 1),
+    ):
+        calls.clear()
+        source._fs.cat_ranges = failing(list(errors))
+        with pytest.raises(kind, match=said):
+            source.fetch([(0, 5)])
+        assert len(calls) == tries, errors

@@ -30,7 +30,7 @@ import io
 import os
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from finalfusion.errors import MissingExtraError, import_extra
 
@@ -68,6 +68,8 @@ CONCURRENT: int = 16
 #: Bytes per second an HTTP(S) range answer must average beyond :data:`TIMEOUT`: a request of ``n`` bytes that takes longer
 #: than ``TIMEOUT + n / MIN_RATE`` seconds in all (a server that trickles a byte at a time) is a failed read, retried.
 MIN_RATE: int = 16 << 10
+
+_T = TypeVar("_T")
 
 _URL: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")
 
@@ -153,30 +155,22 @@ class RemoteFile(io.RawIOBase):
     def _read_at(self, pos: int, n: int) -> bytes:
         if self._refused is not None:  # a server that contradicted itself once is not asked again (a caller may read on after an OSError)
             raise ServerRefused(*self._refused.args)
-        for attempt in range(RETRIES + 1):
-            try:
-                if n >= DIRECT_BLOCKS * getattr(self._f, "blocksize", n + 1):  # files without blocks (memory://) read as they are
-                    # One request for the whole range, past the cache: checked and counted as the cache's blocks are (self._fetch).
-                    data = bytes(self._fetch(pos, pos + n) if self._fetch is not None else self._f._fetch_range(pos, pos + n))
-                else:
-                    self._f.seek(pos)
-                    data = bytes(self._f.read(n))
-            except ServerRefused as exc:
-                self._refused = exc
-                raise
-            except (FileNotFoundError, PermissionError):
-                raise
-            except Exception as exc:  # the protocol library's own errors (aiohttp, botocore, ...): a transient failure
-                if _changed(exc):
-                    raise _changed_error(self.name) from exc
-                if attempt == RETRIES:
-                    raise OSError(f"{self.name}: reading {n} bytes at {pos} failed {RETRIES + 1} times: {type(exc).__name__}: {exc}") from exc
-                self._reopen()
-                continue
-            if len(data) != n:
-                raise OSError(f"{self.name}: the server sent {len(data)} bytes for a range of {n} at {pos} (a file of {self.size} bytes)")
-            return data
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def once() -> bytes:
+            if n >= DIRECT_BLOCKS * getattr(self._f, "blocksize", n + 1):  # files without blocks (memory://) read as they are
+                # One request for the whole range, past the cache: checked and counted as the cache's blocks are (self._fetch).
+                return bytes(self._fetch(pos, pos + n) if self._fetch is not None else self._f._fetch_range(pos, pos + n))
+            self._f.seek(pos)
+            return bytes(self._f.read(n))
+
+        try:
+            data = _retried(once, self.name, f"reading {n} bytes at {pos}", self._reopen)
+        except ServerRefused as exc:
+            self._refused = exc
+            raise
+        if len(data) != n:
+            raise OSError(f"{self.name}: the server sent {len(data)} bytes for a range of {n} at {pos} (a file of {self.size} bytes)")
+        return data
 
     def _reopen(self) -> None:
         with contextlib.suppress(Exception):  # a broken connection may fail to close; a new one is opened
@@ -207,6 +201,46 @@ class RemoteFile(io.RawIOBase):
                 self._f.close()
             finally:
                 super().close()
+
+
+def _retried(once: Callable[[], _T], name: str, what: str, again: Callable[[], None] | None = None) -> _T:
+    """``once()``, called again over a transient failure (:data:`RETRIES` more times, ``again()`` before each).
+
+    A missing file, a refused permission and a server that contradicted
+    itself (:class:`ServerRefused`) are not transient: raised at once. A
+    file changed at the server (HTTP 412) is an :class:`OSError` saying so.
+    Any other error -- the protocol library's own (aiohttp, botocore, ...) --
+    is tried again; the last one becomes an :class:`OSError` naming
+    ``name``, ``what`` was read and the attempts.
+
+    Examples
+    --------
+    >>> tries = []
+    >>> def flaky():
+    ...     tries.append(1)
+    ...     if len(tries) < 3:
+    ...         raise TimeoutError("slow")
+    ...     return b"ok"
+    >>> _retried(flaky, "https://h/e.fifu", "reading 2 bytes at 0"), len(tries)
+    (b'ok', 3)
+    >>> _retried(lambda: 1 / 0, "https://h/e.fifu", "reading 2 bytes at 0")
+    Traceback (most recent call last):
+    ...
+    OSError: https://h/e.fifu: reading 2 bytes at 0 failed 3 times: ZeroDivisionError: division by zero
+    """
+    for attempt in range(RETRIES + 1):
+        try:
+            return once()
+        except (FileNotFoundError, PermissionError, ServerRefused):  # not transient
+            raise
+        except Exception as exc:
+            if _changed(exc):
+                raise _changed_error(name) from exc
+            if attempt == RETRIES:
+                raise OSError(f"{name}: {what} failed {RETRIES + 1} times: {type(exc).__name__}: {exc}") from exc
+            if again is not None:
+                again()
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _changed(exc: BaseException) -> bool:
@@ -335,27 +369,20 @@ class RangeSource:
 
     def _fetch(self, parts: list[tuple[int, int]]) -> list[bytes]:
         http = self.url.split("://", 1)[0].lower() in ("http", "https")
-        for attempt in range(RETRIES + 1):
-            try:
-                fs = self._filesystem()
-                if http:
-                    data = _http_ranges(fs, self._path, self.url, self.size, self._validators, parts)
-                else:  # the protocol's own ranged reads (s3, gcs: exactly the range asked)
-                    got = fs.cat_ranges([self._path] * len(parts), [a for a, _ in parts], [b for _, b in parts], batch_size=CONCURRENT, on_error="raise")
-                    data = [bytes(g) for g in got]
-            except (FileNotFoundError, PermissionError, ServerRefused):  # not transient
-                raise
-            except Exception as exc:
-                if _changed(exc):
-                    raise _changed_error(self.url) from exc
-                if attempt == RETRIES:
-                    raise OSError(f"{self.url}: reading {len(parts)} ranges failed {RETRIES + 1} times: {type(exc).__name__}: {exc}") from exc
-                continue
-            for (start, stop), d in zip(parts, data, strict=True):
-                if len(d) != stop - start:
-                    raise OSError(f"{self.url}: the server sent {len(d)} bytes for a range of {stop - start} at {start} (a file of {self.size} bytes)")
-            return data
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def once() -> list[bytes]:
+            fs = self._filesystem()
+            if http:
+                return _http_ranges(fs, self._path, self.url, self.size, self._validators, parts)
+            # the protocol's own ranged reads (s3, gcs: exactly the range asked)
+            got = fs.cat_ranges([self._path] * len(parts), [a for a, _ in parts], [b for _, b in parts], batch_size=CONCURRENT, on_error="raise")
+            return [bytes(g) for g in got]
+
+        data = _retried(once, self.url, f"reading {len(parts)} ranges")
+        for (start, stop), d in zip(parts, data, strict=True):
+            if len(d) != stop - start:
+                raise OSError(f"{self.url}: the server sent {len(d)} bytes for a range of {stop - start} at {start} (a file of {self.size} bytes)")
+        return data
 
 
 def _http_ranges(fs: Any, path: str, url: str, size: int, validators: dict[str, str], parts: list[tuple[int, int]]) -> list[bytes]:
