@@ -562,3 +562,20 @@ def test_row_fetches_retry_a_transient_failure_and_no_other() -> None:
         with pytest.raises(kind, match=said):
             source.fetch([(0, 5)])
         assert len(calls) == tries, errors
+
+
+def test_info_of_a_bucket_and_a_quantized_file_at_a_url(server: Nginx, big: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    # `finalfusion info URL`: a bucket vocabulary and quantized storage described as for the local files, no rows fetched
+    from finalfusion._remote import BLOCK_SIZE
+    from finalfusion.cli import main
+
+    for path in big:
+        for args in ([], ["--json"]):
+            assert main(["info", *args, str(path)]) == 0
+            want = capsys.readouterr().out.replace(str(path), "FILE")
+            server.clear()
+            assert main(["info", *args, server.url(path.name)]) == 0
+            assert capsys.readouterr().out.replace(server.url(path.name), "FILE") == want
+            fetched = sum(r.sent for r in server.requests() if r.method == "GET")
+            if path.stat().st_size > 4 * BLOCK_SIZE:  # the quantized file (0.8 MB) is within one block: fetched whole by any read
+                assert fetched < path.stat().st_size / 2, (path.name, fetched)
