@@ -7,7 +7,7 @@ import json
 import os
 import stat
 import sys
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -113,6 +113,7 @@ def _remote_finalfusion(url: str) -> tuple[dict[str, Any], Embeddings] | None:
     told from the first block (its magic) and loaded as before; a model
     directory's URL (ending in ``/``) is not a file.
     """
+    from finalfusion._fileref import UrlRef
     from finalfusion._load import assemble
     from finalfusion.container import read_remote
     from finalfusion.errors import BadMagic
@@ -123,10 +124,10 @@ def _remote_finalfusion(url: str) -> tuple[dict[str, Any], Embeddings] | None:
         loaded = read_remote(url)
     except BadMagic:
         return None
-    emb = Embeddings(*assemble(loaded.chunks, loaded.name))
-    emb._file_ref = loaded.file_ref
-    size = loaded.file_ref.size if loaded.file_ref is not None else loaded.chunks[-1][0]
-    return _layout(loaded.chunks, size, loaded.chunks[0][0] if loaded.chunks else 0), emb
+    emb = Embeddings(*assemble(loaded.chunks, loaded.name))  # at least a vocabulary and a storage chunk, or FormatError
+    ref = cast(UrlRef, loaded.file_ref)  # read_remote's reference: the size the server told
+    emb._file_ref = ref
+    return _layout(loaded.chunks, ref.size, loaded.chunks[0][0]), emb  # the header ends where the first chunk's frame starts
 
 
 def describe(emb: Embeddings) -> dict[str, Any]:
