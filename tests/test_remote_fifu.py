@@ -22,9 +22,9 @@ import pytest
 
 import finalfusion
 from _servers import Nginx, hostile, later, lying, nginx_fixtures
-from finalfusion import Embeddings, FormatError, NdArray
+from finalfusion import Embeddings, FormatError, NdArray, SimpleVocab
 from finalfusion._remote_rows import BLOCK_BYTES, CACHE_BYTES, RemoteRows
-from finalfusion.errors import FileChangedError, LegacyFormatWarning
+from finalfusion.errors import FileChangedError, LegacyFormatWarning, StaleIndexError
 from finalfusion.subword import FinalfusionHashIndexer
 from finalfusion.vocab import FinalfusionBucketVocab
 
@@ -579,3 +579,34 @@ def test_info_of_a_bucket_and_a_quantized_file_at_a_url(server: Nginx, big: tupl
             fetched = sum(r.sent for r in server.requests() if r.method == "GET")
             if path.stat().st_size > 4 * BLOCK_SIZE:  # the quantized file (0.8 MB) is within one block: fetched whole by any read
                 assert fetched < path.stat().st_size / 2, (path.name, fetched)
+
+
+def test_an_index_over_embeddings_whose_rows_stay_at_the_server(served: Nginx, tmp_path: Path) -> None:
+    # build_index / load_index of load_finalfusion(url, mmap=True): the same index and answers as over the local file
+    # (build_index used to fail: the remote reference has no modification time to record)
+    pytest.importorskip("faiss", reason="faiss (the ann extra) is not installed")
+    from finalfusion import ann
+
+    rows = np.random.default_rng(11).standard_normal((3000, 24)).astype(np.float32)
+    local_path = served.root / "ann.fifu"
+    Embeddings(NdArray(rows), SimpleVocab([f"w{i}" for i in range(3000)])).write(local_path)
+    local = finalfusion.load_finalfusion(local_path)
+    remote = finalfusion.load_finalfusion(served.url("ann.fifu"), mmap=True)
+    ix = ann.build_index(remote, "faiss-ivf")
+    lx = ann.build_index(local, "faiss-ivf")
+    words = [f"w{i}" for i in range(0, 3000, 97)]
+    assert [remote.word_similarity(w, 5, index=ix) for w in words] == [local.word_similarity(w, 5, index=lx) for w in words]
+    ix.save(tmp_path / "remote.ann")
+    for verify in ("full", "file"):  # "file" has no local file to recognise: the rows are checked
+        again = ann.load_index(tmp_path / "remote.ann", finalfusion.load_finalfusion(served.url("ann.fifu"), mmap=True), verify=verify)
+        assert again.source is None
+        assert remote.word_similarity("w5", 5, index=again) == local.word_similarity("w5", 5, index=lx)
+    from finalfusion.cli import main
+
+    assert main(["index", "build", "--quiet", "--mmap", "--backend", "faiss-ivf", served.url("ann.fifu"), str(tmp_path / "cli.ann")]) == 0
+    assert remote.word_similarity("w5", 5, index=ann.load_index(tmp_path / "cli.ann", remote)) == local.word_similarity("w5", 5, index=lx)
+    changed = rows.copy()
+    changed[7] += 1.0
+    Embeddings(NdArray(changed), SimpleVocab([f"w{i}" for i in range(3000)])).write(served.root / "ann2.fifu")
+    with pytest.raises(StaleIndexError):
+        ann.load_index(tmp_path / "remote.ann", finalfusion.load_finalfusion(served.url("ann2.fifu"), mmap=True), verify="file")

@@ -37,6 +37,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from finalfusion._fileref import FileRef
 from finalfusion._threads import run_tasks, threads_for
 from finalfusion.similarity._protocol import Queryable
 from finalfusion.storage.ndarray import NdArray
@@ -142,9 +143,14 @@ class SourceFile:
 
 
 def source_file(emb: Queryable) -> SourceFile | None:
-    """The file ``emb`` is mapped from, if it was loaded by reference (``load_finalfusion(path, mmap=True)``)."""
+    """The local file ``emb`` is mapped from, if it was loaded by reference (``load_finalfusion(path, mmap=True)``).
+
+    Embeddings whose rows stay at a server (``load_finalfusion(url,
+    mmap=True)``) have none: no file here to recognise by its size and
+    modification time, so an index checks them by their rows (``verify="full"``).
+    """
     ref = getattr(emb, "_file_ref", None)
-    if ref is None:
+    if not isinstance(ref, FileRef):
         return None
     return SourceFile(int(ref.size), int(ref.mtime_ns), str(ref.digest))
 
