@@ -502,6 +502,24 @@ def _side_by_side(emb, ix, m, queries, rounds: int, loads: list[float]) -> dict:
     }
 
 
+def _cold_numpy(ix, m, queries) -> dict:  # type: ignore[no-untyped-def]
+    """Median seconds of one small numpy reduction (``max`` of 11 ints) right after a raw faiss search, and warm (right after itself)."""
+    import numpy as np
+
+    raw = ix._impl._index
+    ids = np.arange(11, dtype=np.int64)
+    after, warm = [], []
+    for qid in list(queries) * 3:
+        raw.search(m[qid : qid + 1], K + 1)
+        t = time.perf_counter()
+        ids.max()
+        after.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        ids.max()
+        warm.append(time.perf_counter() - t)
+    return {"after_search": float(np.median(after)), "warm": float(np.median(warm))}
+
+
 def worker_first(a: argparse.Namespace) -> dict:
     """Build (or, with ``--params load``, load) finalfusion's default index and time the first query and then one query beside raw faiss."""
     import numpy as np
@@ -537,6 +555,7 @@ def worker_first(a: argparse.Namespace) -> dict:
     m = np.asarray(emb.storage.matrix)
     res["side_by_side_load"] = []
     res["side_by_side"] = _side_by_side(emb, ix, m, queries[: a.n_queries], a.reps, res["side_by_side_load"])
+    res["cold_numpy_s"] = _cold_numpy(ix, m, queries[: a.n_queries])
     if a.params != "load":
         emb.write(os.path.join(a.dir, "emb.fifu"))
         ix.save(os.path.join(a.dir, "emb.ann"))
@@ -566,6 +585,9 @@ def print_first(n: int, dims: int, built: list[dict], loaded: list[dict]) -> Non
             print(f"| {name:28s} | {ms(med(xs)):>16s} | {ms(min(xs)) + '-' + ms(max(xs)):>19s} | {f'{med(rs):.2f}x ({min(rs):.2f}-{max(rs):.2f})':>30s} |")
         print("ratios per round: " + "; ".join(f"{name} " + ", ".join(f"{x:.2f}" for x in v["ratio_to_raw"]) for name, v in list(sbs.items())[1:]))
         print("load average (1 min) after each round: " + ", ".join(f"{x:.2f}" for x in r.get("side_by_side_load", [])))
+        cold = r.get("cold_numpy_s")
+        if cold:  # what any numpy call pays after a search that has filled the caches with its own data
+            print(f"numpy max() of 11 ints: {ms(cold['after_search'])} right after a raw faiss search, {ms(cold['warm'])} warm (medians)")
 
 
 WORKERS = {"gen": worker_gen, "backend": worker_backend, "exact": worker_exact, "ff": worker_ff, "first": worker_first}
