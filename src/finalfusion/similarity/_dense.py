@@ -118,7 +118,7 @@ class DenseIndex(QueryIndex):
         return s
 
     def dots_at(self, q: F32, ids: I64) -> F32:
-        """Dot products with the rows ``ids``, each computed inside its aligned group of the scan's block.
+        """Dot products with the rows ``ids``, each computed at its place in its group of the scan's block.
 
         A matrix-vector product's rounding depends on where a row sits in
         the call (kernels unroll over rows, the last rows of a call take a
@@ -142,7 +142,7 @@ class DenseIndex(QueryIndex):
                 sel = np.flatnonzero((ids >= lo) & (ids < lo + step))
                 whole[sel] = self.dots(q, lo, min(self.n, lo + step))[ids[sel] - lo]
             return whole
-        if len(ids) <= FEW_IDS:  # one query's candidates: the same groups, found with Python ints (fewer numpy calls)
+        if len(ids) <= FEW_IDS:  # one query's candidates: the same places, found with Python ints (fewer numpy calls)
             return np.array(self.dots_at_few(q, ids.tolist()), dtype=np.float32)
         block = ids // step * step
         places = (ids - block) % ROW_GROUP
@@ -198,9 +198,9 @@ class DenseIndex(QueryIndex):
             return super().dots_at_rows(qm, ids)
         step = self.block_rows(1)
         block = ids // step * step
-        start = block + (ids - block) // ROW_GROUP * ROW_GROUP
-        cut = start + ROW_GROUP > np.minimum(block + step, self.n)
-        rows, slots = _packed_rows(ids, np.where(cut, 0, ids - start))  # cut ones: any place will do, they are scored again below
+        places = (ids - block) % ROW_GROUP
+        cut = ids - places + ROW_GROUP > np.minimum(block + step, self.n)  # scored again below
+        rows, slots = _packed_rows(ids, places)
         gathered = self.matrix[rows]
         out: F32 = np.empty((q, p), dtype=np.float32)
         for j in range(q):
