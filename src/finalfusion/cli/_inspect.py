@@ -78,11 +78,10 @@ def register(subparsers: Any) -> None:
 
 
 def _finalfusion_layout(path: str) -> dict[str, Any] | None:
-    """Header version and chunk layout of a plain local finalfusion file, or ``None`` for anything else (a URL: :func:`_remote_finalfusion`)."""
-    from finalfusion._remote import is_url
+    """Header version and chunk layout of a plain local finalfusion file, or ``None`` for anything else."""
     from finalfusion.io import open_buffer, read_chunks
 
-    if os.path.isdir(path) or is_url(path):  # a model directory (loaded like any other format); a URL (read once, below)
+    if os.path.isdir(path):  # a model directory: loaded like any other format
         return None
     try:
         with open(path, "rb") as f:
@@ -128,6 +127,19 @@ def _remote_finalfusion(url: str) -> tuple[dict[str, Any], Embeddings] | None:
     ref = cast(UrlRef, loaded.file_ref)  # read_remote's reference: the size the server told
     emb._file_ref = ref
     return _layout(loaded.chunks, ref.size, loaded.chunks[0][0]), emb  # the header ends where the first chunk's frame starts
+
+
+def _finalfusion_file(args: argparse.Namespace) -> tuple[dict[str, Any], Embeddings] | None:
+    """The layout and the embeddings of a finalfusion ``args.input``, its rows mapped (a URL: left at the server); ``None`` for another format."""
+    from finalfusion._remote import is_url
+    from finalfusion.cli.progress import bars
+    from finalfusion.embeddings import load_finalfusion
+
+    if is_url(args.input):
+        with bars(args):  # a long fetch of a large vocabulary draws its bar
+            return _remote_finalfusion(args.input)
+    layout = _finalfusion_layout(args.input)
+    return None if layout is None else (layout, load_finalfusion(args.input, mmap=True))
 
 
 def describe(emb: Embeddings) -> dict[str, Any]:
@@ -203,30 +215,18 @@ def _model_line(metadata: dict[str, Any] | None) -> str:
 
 def run_info(args: argparse.Namespace) -> int:
     """Describe ``args.input``."""
-    from finalfusion._remote import is_url
-    from finalfusion.cli.progress import bars
     from finalfusion.errors import FinalfusionError
 
     # --tensor/--tokenizer/--limit go through the loader, which refuses them for finalfusion input rather than ignore them.
     loader_options = args.tensor is not None or args.tokenizer is not None or args.limit is not None
-    finalfusion_maybe = args.input_format in (None, "finalfusion") and not loader_options
-    remote: tuple[dict[str, Any], Embeddings] | None = None
     try:
         with naming(args.input):
-            layout = _finalfusion_layout(args.input) if finalfusion_maybe else None
-            if finalfusion_maybe and is_url(args.input):
-                with bars(args):  # a long fetch of a large vocabulary draws its bar
-                    remote = _remote_finalfusion(args.input)
+            found = _finalfusion_file(args) if args.input_format in (None, "finalfusion") and not loader_options else None
     except (FinalfusionError, OSError, ValueError) as exc:
         raise CliError(about(args.input, exc)) from None
-    if remote is not None:
-        layout, emb = remote
-        fmt = "finalfusion"
-    elif layout is not None:
-        from finalfusion.embeddings import load_finalfusion
-
-        with naming(args.input):
-            emb = load_finalfusion(args.input, mmap=True)
+    layout: dict[str, Any] | None = None
+    if found is not None:
+        layout, emb = found
         fmt = "finalfusion"
     else:
         from finalfusion.cli._convert import detect
